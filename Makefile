@@ -1,0 +1,43 @@
+# ProRetrieval: every target installs what it needs into .venv first.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PROFILE ?= demo
+export HF_HUB_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: setup demo test lint bench clean help
+
+help:  ## list the targets
+	@grep -E '^[a-z]+:.*## ' Makefile | sed 's/:.*## /\t/'
+
+setup: $(STAMP)  ## create .venv and install the project with everything its tests need
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# The CPU build of torch comes from the machine's wheel directory; ask for it by exact version first.
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[all,dev]'
+	# PyPI's torchvision breaks beside this torch; nothing here needs it.
+	$(BIN)/pip uninstall -y -q torchvision 2>/dev/null || true
+	touch $(STAMP)
+
+demo: setup  ## build, index and query both corpora on embedded engines (PROFILE=paper for full size)
+	PROFILE=$(PROFILE) bash scripts/demo.sh
+
+test: setup  ## run the test suite against the real embedded engines
+	$(BIN)/pytest -q
+
+lint: setup  ## ruff, mypy --strict and the import-linter layer contracts
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+bench: setup  ## run the benchmarks under bench/ (tables on stdout, JSON under bench/results)
+	$(BIN)/python bench/index_build.py
+	$(BIN)/python bench/engine.py
+
+clean:  ## remove the virtualenv and the default workspace
+	rm -rf $(VENV) workspace

@@ -1,0 +1,14 @@
+"""CLI subcommands of ``indexing`` (``prore corpus ...``, ``prore index ...``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from indexing.corpora import commands as corpus_commands
+from indexing import index_commands
+
+
+def register(sub: Any) -> None:
+    """Add this layer's subcommands to the ``prore`` parser."""
+    corpus_commands.register(sub)
+    index_commands.register(sub)

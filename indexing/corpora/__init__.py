@@ -1,0 +1,1 @@
+"""Corpus generators (seeded, streamed), loaders for real formats, and the workspace corpus files."""

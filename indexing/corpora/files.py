@@ -1,0 +1,116 @@
+"""Corpus files in the workspace: parquet parts plus a manifest that is written last.
+
+A corpus is complete exactly when ``manifest.json`` exists; writers build into a temporary
+directory and rename it into place, so a reader never sees a partial corpus.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from indexing.errors import CorpusError
+from indexing.schema import CorpusSchema, DType
+from indexing.workspace import Workspace, atomic_write_json
+
+MANIFEST = "manifest.json"
+
+_ARROW: dict[DType, pa.DataType] = {
+    DType.STRING: pa.string(),
+    DType.INT: pa.int64(),
+    DType.FLOAT: pa.float64(),
+    DType.BOOL: pa.bool_(),
+    DType.DATE: pa.date32(),
+    DType.DATETIME: pa.timestamp("s"),
+}
+
+
+def arrow_schema(schema: CorpusSchema) -> pa.Schema:
+    """The Arrow schema of a corpus; every column is non-nullable."""
+    return pa.schema([pa.field(f.name, _ARROW[f.dtype], nullable=False) for f in schema.fields])
+
+
+def write_corpus(
+    ws: Workspace,
+    schema: CorpusSchema,
+    batches: Iterable[pa.Table],
+    meta: dict[str, Any],
+) -> dict[str, Any]:
+    """Write ``batches`` as the workspace corpus of ``schema.domain``, replacing any previous one.
+
+    Each batch is checked against the Arrow schema. Returns the manifest. Nothing is visible until
+    every part is written; a failure leaves the previous corpus as it was.
+    """
+    final = ws.corpus_dir(schema.domain)
+    tmp = final.with_name(final.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    target = arrow_schema(schema)
+    digest = hashlib.sha256()
+    rows = 0
+    parts = 0
+    try:
+        for batch in batches:
+            try:
+                table = batch.select(target.names).cast(target)
+            except (KeyError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+                raise CorpusError(f"batch does not match the {schema.table} schema: {exc}") from None
+            if table.num_rows == 0:
+                continue
+            pq.write_table(table, tmp / f"part-{parts:05d}.parquet", compression="zstd")
+            digest.update(table.column("id").to_pylist().__repr__().encode())
+            rows += table.num_rows
+            parts += 1
+        manifest = {
+            **meta,
+            "domain": schema.domain,
+            "table": schema.table,
+            "rows": rows,
+            "parts": parts,
+            "fingerprint": digest.hexdigest()[:16],
+        }
+        atomic_write_json(tmp / MANIFEST, manifest)
+        old = final.with_name(final.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        if final.exists():
+            final.rename(old)
+        tmp.rename(final)
+        shutil.rmtree(old, ignore_errors=True)
+        return manifest
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def corpus_manifest(ws: Workspace, domain: str) -> dict[str, Any]:
+    """The manifest of the workspace corpus, or a :class:`CorpusError` telling how to build one."""
+    path = ws.corpus_dir(domain) / MANIFEST
+    if not path.is_file():
+        raise CorpusError(
+            f"no {domain} corpus in {ws.root}; run: prore corpus build {domain} --size N",
+            code="no_corpus",
+        )
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def iter_corpus(ws: Workspace, schema: CorpusSchema, batch_rows: int = 10_000) -> Iterator[pa.Table]:
+    """Stream the workspace corpus in tables of at most ``batch_rows`` rows, in id order as written."""
+    corpus_manifest(ws, schema.domain)
+    parts = sorted(ws.corpus_dir(schema.domain).glob("part-*.parquet"))
+    for part in parts:
+        pf = pq.ParquetFile(part)
+        for rb in pf.iter_batches(batch_size=batch_rows):
+            yield pa.Table.from_batches([rb])
+
+
+def part_paths(ws: Workspace, domain: str) -> list[Path]:
+    corpus_manifest(ws, domain)
+    return sorted(ws.corpus_dir(domain).glob("part-*.parquet"))

@@ -1,0 +1,65 @@
+"""Interfaces of the stores. The engine and the index builder speak only to these.
+
+A hit is ``(id, score)``; higher scores are better, lists are ordered best first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+Hit = tuple[str, float]
+Vectors = npt.NDArray[np.float32]
+
+
+class SqlStore(Protocol):
+    """A ClickHouse engine: embedded chDB or a server through clickhouse-connect."""
+
+    def command(self, sql: str) -> None:
+        """Run trusted DDL/DML written by the project (never a program's SQL)."""
+
+    def query(self, sql: str, *, settings: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        """Run one SELECT and return its rows. ``settings`` become ClickHouse query settings."""
+
+    def insert_arrow(self, table: str, data: pa.Table) -> None:
+        """Append an Arrow table whose columns match ``table``'s."""
+
+    def count(self, table: str) -> int: ...
+
+    def table_exists(self, table: str) -> bool: ...
+
+    def drop_table(self, table: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class VectorStore(Protocol):
+    """Milvus: one collection per corpus version, one vector field per text/image field."""
+
+    def search(
+        self,
+        collection: str,
+        field: str,
+        vectors: Vectors,
+        k: int,
+        *,
+        filter: str | None = None,
+    ) -> list[list[Hit]]:
+        """Top-``k`` ids for each row of ``vectors`` on vector field ``field`` (one batched call)."""
+
+    def fetch_vectors(self, collection: str, field: str, ids: Sequence[str]) -> dict[str, Vectors]:
+        """Stored vectors of ``ids`` on ``field`` (used by the reranker)."""
+
+    def count(self, collection: str) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class SparseIndex(Protocol):
+    """BM25 over one text field."""
+
+    def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]: ...

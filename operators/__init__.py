@@ -1,0 +1,1 @@
+"""The Kubernetes operator (kopf) and its CRDs. Imports none of the product packages."""

@@ -1,0 +1,1 @@
+"""The ``prore`` command line: composes the subcommands of ``indexing``, ``serving`` and ``rl``."""

@@ -1,0 +1,3 @@
+from prore.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Benchmarks, evaluation and baselines, the reward, and training."""

@@ -1,0 +1,1 @@
+"""The program language, the execution engine, the planner client and the query API."""
