@@ -1,0 +1,126 @@
+"""``prore eval``: evaluate a method on a benchmark split, and compare stored runs.
+
+    prore eval ecommerce --method bm25 [--split test|ood] [--limit N] [--k 20]
+    prore eval compare [--domain D] [--split S] [RUN ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from indexing.config import Config
+from indexing.schema import DOMAINS, schema_for
+from indexing.workspace import Workspace
+from rl.eval.bootstrap import DEFAULT_RESAMPLES
+from rl.eval.errors import EvalError
+from rl.eval.metrics import DEFAULT_CUTOFF
+from rl.eval.runner import DEFAULT_BATCH
+
+EVAL_SPLITS: tuple[str, ...] = ("test", "ood", "train")
+"""Splits that can be evaluated; ``test`` is the default, ``train`` is for checking fit."""
+
+T = TypeVar("T")
+
+
+def spread(items: Sequence[T], limit: int | None) -> list[T]:
+    """At most ``limit`` items taken evenly across ``items``, so every level keeps its share.
+
+    >>> spread(list(range(10)), 3)
+    [0, 4, 9]
+    """
+    if limit is None or limit >= len(items):
+        return list(items)
+    if limit < 1:
+        raise EvalError(f"--limit must be positive, got {limit}")
+    if limit == 1:
+        return [items[0]]
+    step = (len(items) - 1) / (limit - 1)
+    return [items[round(i * step)] for i in range(limit)]
+
+
+def check_split(split: str) -> str:
+    """``split`` if it can be evaluated, else an :class:`EvalError` naming the known splits."""
+    if split not in EVAL_SPLITS:
+        raise EvalError(f"unknown split {split!r}; choose one of {', '.join(EVAL_SPLITS)}", code="unknown_split")
+    return split
+
+
+def load_instances(cfg: Config, domain: str, split: str) -> list[Any]:
+    """The benchmark instances of ``domain``/``split`` from the workspace."""
+    from rl.bench import load_split  # type: ignore[attr-defined]
+
+    instances: list[Any] = list(load_split(Workspace(cfg.workspace), domain, split))
+    if not instances:
+        raise EvalError(f"the {domain} {split} split has no queries", code="no_benchmark")
+    return instances
+
+
+def _run_eval(args: argparse.Namespace, cfg: Config) -> int:
+    from rl.eval.methods import get_method
+    from rl.eval.report import headline, load_summary, write_run
+    from rl.eval.runner import evaluate
+
+    domain = args.eval_domain
+    split = check_split(args.split)
+    if args.resamples < 1:
+        raise EvalError(f"--resamples must be positive, got {args.resamples}")
+    get_method(args.method)  # an unknown method fails before any benchmark or index is opened
+    instances = spread(load_instances(cfg, domain, split), args.limit)
+    run = evaluate(
+        cfg,
+        domain,
+        args.method,
+        instances,
+        split=split,
+        k=args.k,
+        batch_size=args.batch_size,
+        progress=not args.quiet,
+    )
+    ws = Workspace(cfg.workspace)
+    run_dir = write_run(ws, run, resamples=args.resamples, seed=args.seed)
+    summary = load_summary(run_dir)
+    print(f"{run.method} on {domain}/{split}: {len(run.results)} queries in {run.elapsed_s:.1f} s")
+    print(headline(summary))
+    print(f"report: {run_dir}")
+    return 0
+
+
+def _run_compare(args: argparse.Namespace, cfg: Config) -> int:
+    from rl.eval.compare import compare
+
+    if args.domain is not None:
+        schema_for(args.domain)
+    split = check_split(args.split)
+    result = compare(Workspace(cfg.workspace), args.runs, domain=args.domain, split=split)
+    print(result.table)
+    print(f"comparison: {result.path}")
+    return 0
+
+
+def register_eval(sub: Any) -> None:
+    """Add ``prore eval`` (one sub-command per domain, plus ``compare``) to the ``prore`` parser."""
+    p = sub.add_parser(
+        "eval",
+        help="evaluate a retrieval method on a benchmark split, or compare stored runs",
+        description="Evaluate a method (Hit@1/3, MRR, NDCG@3, execution rate with bootstrap 95%% CIs) "
+        "and store a report under <workspace>/reports/eval.",
+    )
+    targets = p.add_subparsers(dest="eval_target", metavar="{" + "|".join(DOMAINS) + "|compare}", required=True)
+    for domain in DOMAINS:
+        d = targets.add_parser(domain, help=f"evaluate a method on the {domain} benchmark")
+        d.add_argument("--method", required=True, help="registered method, e.g. bm25, dense, rrf, self-query")
+        d.add_argument("--split", default="test", help="benchmark split: test (default), ood or train")
+        d.add_argument("--limit", type=int, default=None, help="evaluate N queries spread evenly over the split")
+        d.add_argument("--k", type=int, default=DEFAULT_CUTOFF, help="ranking depth scored (default 20)")
+        d.add_argument("--batch-size", type=int, default=DEFAULT_BATCH, help="queries per method call")
+        d.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help="bootstrap resamples")
+        d.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+        d.add_argument("--quiet", action="store_true", help="no progress bar")
+        d.set_defaults(handler=_run_eval, eval_domain=domain)
+    c = targets.add_parser("compare", help="put stored runs side by side in one table and one figure")
+    c.add_argument("runs", nargs="*", metavar="RUN", help="run directories (default: latest run of each method)")
+    c.add_argument("--domain", default=None, help="domain whose latest runs to compare")
+    c.add_argument("--split", default="test", help="split whose latest runs to compare (default test)")
+    c.set_defaults(handler=_run_compare)

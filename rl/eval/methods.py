@@ -1,0 +1,185 @@
+"""The registry of retrieval methods that can be evaluated, by name.
+
+A method takes a :class:`MethodContext` (which opens the index and the engine on first use), a batch
+of benchmark instances and the ranking depth ``k``, and returns one :class:`Outcome` per instance:
+a ranked id list, or an error, which counts as an execution failure. The baselines register
+themselves in :mod:`rl.baselines`; other methods (a trained planner) register with
+:func:`register_method` from their own module, listed in :data:`PROVIDERS` or published under the
+``proretrieval.methods`` entry-point group.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from indexing.config import Config
+from indexing.schema import CorpusSchema, schema_for
+from rl.eval.errors import DuplicateMethod, UnknownMethod
+
+PROVIDERS: tuple[str, ...] = ("rl.baselines",)
+"""Modules imported before a lookup so that the methods they define are registered."""
+
+ENTRY_POINT_GROUP = "proretrieval.methods"
+
+
+class EvalInstance(Protocol):
+    """What evaluation reads from a benchmark instance (``rl.bench.Instance`` has all of it)."""
+
+    @property
+    def qid(self) -> str: ...
+    @property
+    def nl(self) -> str: ...
+    @property
+    def program(self) -> str: ...
+    @property
+    def gold_id(self) -> str: ...
+    @property
+    def level(self) -> str: ...
+    @property
+    def modalities(self) -> tuple[str, ...]: ...
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a method returned for one instance: ranked ids, or the reason it produced none."""
+
+    ids: tuple[str, ...] | None
+    error: str | None = None
+
+    @classmethod
+    def ranked(cls, ids: Sequence[str]) -> Outcome:
+        return cls(ids=tuple(ids))
+
+    @classmethod
+    def failed(cls, error: str) -> Outcome:
+        return cls(ids=None, error=" ".join(error.split()) or "failed")
+
+    @property
+    def ok(self) -> bool:
+        return self.ids is not None
+
+
+class MethodContext:
+    """What a method may use for one domain; the index and the engine are opened lazily, once.
+
+    ``cache`` holds per-run state a method wants to keep across batches (a vocabulary, a model).
+    """
+
+    def __init__(self, cfg: Config, domain: str) -> None:
+        self.cfg = cfg
+        self.domain = domain
+        self.schema: CorpusSchema = schema_for(domain)
+        self.cache: dict[str, Any] = {}
+        self._index: Any = None
+        self._engine: Any = None
+
+    @property
+    def engine(self) -> Any:
+        """The program engine (``serving.engine.Engine``) of this domain."""
+        if self._engine is None:
+            from serving.engine import Engine  # type: ignore[attr-defined]
+
+            self._engine = Engine.open(self.cfg, self.domain)
+        return self._engine
+
+    @property
+    def index(self) -> Any:
+        """The published index (``indexing.index.IndexHandle``); shared with the engine when it has one."""
+        if self._index is None:
+            shared = getattr(self._engine, "index", None)
+            if shared is not None:
+                self._index = shared
+            else:
+                from indexing.index import open_index  # type: ignore[import-not-found]
+
+                self._index = open_index(self.cfg, self.domain)
+        return self._index
+
+    def close(self) -> None:
+        """Close what was opened; closing twice is harmless."""
+        for attr in ("_engine", "_index"):
+            handle = getattr(self, attr)
+            setattr(self, attr, None)
+            close = getattr(handle, "close", None)
+            if callable(close):
+                close()
+
+
+Method = Callable[[MethodContext, Sequence[EvalInstance], int], list[Outcome]]
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """A registered method. ``uses_gold`` marks reference methods that read the gold program."""
+
+    name: str
+    run: Method
+    description: str
+    uses_gold: bool = False
+
+
+class MethodRegistry:
+    """Methods by name; registering a name twice is an error, as in verl's registries."""
+
+    def __init__(self, providers: Sequence[str] = PROVIDERS, entry_point_group: str | None = None) -> None:
+        self._methods: dict[str, MethodSpec] = {}
+        self._providers = tuple(providers)
+        self._group = entry_point_group
+        self._loaded = False
+
+    def register(self, name: str, *, description: str, uses_gold: bool = False) -> Callable[[Method], Method]:
+        """Decorator adding ``fn`` under ``name``; raises :class:`DuplicateMethod` if taken."""
+
+        def add(fn: Method) -> Method:
+            if name in self._methods:
+                raise DuplicateMethod(f"method {name!r} is already registered")
+            self._methods[name] = MethodSpec(name, fn, description, uses_gold)
+            return fn
+
+        return add
+
+    def _load(self) -> None:
+        if self._loaded:
+            return
+        self._loaded = True
+        for module in self._providers:
+            importlib.import_module(module)
+        if self._group:
+            for ep in importlib.metadata.entry_points(group=self._group):
+                ep.load()
+
+    def get(self, name: str) -> MethodSpec:
+        """The method called ``name``, or :class:`UnknownMethod` listing the known names."""
+        self._load()
+        try:
+            return self._methods[name]
+        except KeyError:
+            known = ", ".join(sorted(self._methods)) or "none"
+            raise UnknownMethod(f"unknown method {name!r}; known methods: {known}") from None
+
+    def names(self) -> tuple[str, ...]:
+        """Registered names, sorted."""
+        self._load()
+        return tuple(sorted(self._methods))
+
+
+METHODS = MethodRegistry(PROVIDERS, ENTRY_POINT_GROUP)
+
+
+def register_method(name: str, *, description: str, uses_gold: bool = False) -> Callable[[Method], Method]:
+    """Register a method in the global registry (see :class:`MethodRegistry`)."""
+    return METHODS.register(name, description=description, uses_gold=uses_gold)
+
+
+def get_method(name: str) -> MethodSpec:
+    """Look up a registered method by name."""
+    return METHODS.get(name)
+
+
+def available_methods() -> tuple[str, ...]:
+    """Names of every registered method."""
+    return METHODS.names()
