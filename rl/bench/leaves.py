@@ -1,0 +1,362 @@
+"""Step 2 of synthesis: leaf conditions made from one gold document's own fields.
+
+Structured leaves compare a field with a value taken from the gold document (rounded to values a
+person would say: "under $200", "rated 4.5 or higher"). Semantic leaves name a vocabulary facet the
+document carries in a text or image field, said with a query paraphrase (never the document's own
+words); a negated semantic leaf names a facet it lacks. Which leaves hold for the gold document is
+decided here, so every filled tree is true for it by construction.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from indexing.schema import CorpusSchema, DType, Role
+from rl.bench.structure import SAnd, Shape, SNot, SOr
+from rl.bench.tree import And, Leaf, Modality, Node, Not, Or, Value
+
+CATEGORICAL: dict[str, tuple[str, ...]] = {
+    "ecommerce": ("brand", "category", "color"),
+    "email": ("sender_domain", "folder", "sender", "recipient"),
+}
+"""String fields a person filters on by value (ids and thread ids are not among them)."""
+
+FIELD_WEIGHTS: dict[str, dict[str, float]] = {
+    "ecommerce": {
+        "brand": 0.22, "category": 0.14, "color": 0.12, "price": 0.2, "rating": 0.1,
+        "review_count": 0.06, "in_stock": 0.07, "release_date": 0.09,
+    },
+    "email": {
+        "sender_domain": 0.2, "folder": 0.14, "sender": 0.1, "recipient": 0.03, "date": 0.25,
+        "is_read": 0.1, "is_starred": 0.08, "has_attachment": 0.1,
+    },
+}
+"""How often each structured field is picked for a condition."""
+
+MODALITY_WEIGHTS: dict[str, dict[str, float]] = {
+    "ecommerce": {"structured": 0.45, "text": 0.35, "image": 0.2},
+    "email": {"structured": 0.55, "text": 0.45},
+}
+"""How often a condition is structured, text or image (each domain uses every modality it has)."""
+
+L1_MODALITY_WEIGHTS: dict[str, dict[str, float]] = {
+    "ecommerce": {"structured": 0.1, "text": 0.6, "image": 0.3},
+    "email": {"structured": 0.15, "text": 0.85},
+}
+"""A single structured condition rarely singles out one document, so L1 leans on semantic ones."""
+
+NUMERIC_OPS: tuple[tuple[str, float], ...] = (("<", 0.3), ("<=", 0.1), (">", 0.2), (">=", 0.1), ("between", 0.3))
+DATE_OPS: tuple[tuple[str, float], ...] = (("=", 0.25), ("<", 0.15), (">=", 0.2), (">", 0.1), ("between", 0.3))
+
+
+class PhraseBook(Protocol):
+    """What leaves need from the vocabulary (see :mod:`rl.bench.phrases`)."""
+
+    def carried(self, fieldname: str, text: str) -> list[str]:
+        """Facet keys whose document phrasings occur in ``text`` of ``fieldname``."""
+
+    def doc_phrasings(self, facet: str) -> tuple[str, ...]:
+        """The phrasings documents use for ``facet``."""
+
+    def paraphrases(self, facet: str, ood: bool) -> tuple[str, ...]:
+        """Query paraphrases of ``facet``: the OOD set or the train set."""
+
+
+class Ranks(Protocol):
+    """Where a document ranks in the gold-width retrieval of (field, phrase)."""
+
+    def rank(self, fieldname: str, phrase: str, doc_id: str) -> int | None:
+        """1-based rank of ``doc_id``, or ``None`` when it is not retrieved."""
+
+
+@dataclass(frozen=True)
+class DomainFacts:
+    """What leaf making knows about a corpus besides the gold document."""
+
+    schema: CorpusSchema
+    values: Mapping[str, tuple[str, ...]]
+    """Distinct values of each categorical field, most frequent first."""
+    by_category: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
+    """For products: values of brand and color within each category, so alternatives are plausible."""
+    facets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Facets found in each text or image field of the corpus (the pool of absent facets)."""
+
+    @property
+    def domain(self) -> str:
+        return self.schema.domain
+
+    def semantic_fields(self, modality: str) -> tuple[str, ...]:
+        role = Role.IMAGE if modality == "image" else Role.TEXT
+        return tuple(f for f in self.schema.names(role) if self.facets.get(f))
+
+
+def _pick(rng: random.Random, weighted: Mapping[str, float], exclude: set[str] = frozenset()) -> str | None:  # type: ignore[assignment]
+    options = [(k, w) for k, w in weighted.items() if k not in exclude and w > 0]
+    if not options:
+        return None
+    return rng.choices([k for k, _ in options], weights=[w for _, w in options], k=1)[0]
+
+
+def _step(x: float) -> float:
+    """A round step for thresholds near ``x``: 5, 10, 50, 100, ... as a person would say them."""
+    for bound, step in ((20, 5), (100, 10), (500, 50), (2000, 100), (10_000, 500)):
+        if x < bound:
+            return step
+    return float(10 ** max(3, int(math.log10(x)) - 1))
+
+
+def _num(x: float, integral: bool) -> Value:
+    return round(x) if integral else round(x, 2)
+
+
+def _threshold(v: float, op: str, truth: bool, rng: random.Random, step: float, integral: bool) -> tuple[Value, ...] | None:
+    """Values of ``field op values`` that is ``truth`` for a document whose field is ``v``."""
+    lo = math.floor(v / step) * step
+    hi = math.ceil(v / step) * step
+    extra = step * rng.choice((0, 0, 1))
+    if op == "between":
+        if truth:
+            a, b = lo - extra, max(hi, lo + step) + step * rng.choice((0, 1))
+        else:
+            a, b = hi + step + extra, hi + 2 * step + extra
+        return None if a < 0 else (_num(a, integral), _num(b, integral))
+    # For each operator: a threshold that makes the comparison hold, and one that makes it fail.
+    holds = {"<": lo + step + extra, "<=": hi + extra, ">": hi - step - extra, ">=": lo - extra}
+    fails = {"<": lo - extra, "<=": lo - step - extra, ">": hi + extra, ">=": hi + step + extra}
+    t = (holds if truth else fails)[op]
+    if t <= 0:
+        return None
+    return (_num(t, integral),)
+
+
+def _check(v: float, op: str, values: Sequence[Value]) -> bool:
+    x = [float(y) for y in values]  # type: ignore[arg-type]
+    return {
+        "<": lambda: v < x[0], "<=": lambda: v <= x[0], ">": lambda: v > x[0], ">=": lambda: v >= x[0],
+        "=": lambda: v == x[0], "between": lambda: x[0] <= v <= x[1],
+    }[op]()
+
+
+def _as_date(value: Any) -> dt.date:
+    if isinstance(value, dt.datetime):
+        return value.date()
+    if isinstance(value, dt.date):
+        return value
+    return dt.date.fromisoformat(str(value)[:10])
+
+
+class LeafMaker:
+    """Makes leaves for one gold document. Every method returns ``None`` when it cannot."""
+
+    def __init__(
+        self,
+        facts: DomainFacts,
+        book: PhraseBook,
+        ranks: Ranks,
+        doc: Mapping[str, Any],
+        rng: random.Random,
+        *,
+        ood: bool,
+    ) -> None:
+        self.facts, self.book, self.ranks, self.doc, self.rng, self.ood = facts, book, ranks, doc, rng, ood
+        self.used_fields: set[str] = set()
+        self.used_facets: set[str] = set()
+        self._carried: dict[str, list[str]] = {}
+
+    # -- facets of the gold document -------------------------------------------------------------
+    def carried(self, fieldname: str) -> list[str]:
+        if fieldname not in self._carried:
+            self._carried[fieldname] = self.book.carried(fieldname, str(self.doc[fieldname]))
+        return self._carried[fieldname]
+
+    def carried_any(self, modality: str) -> set[str]:
+        return {f for name in self.facts.semantic_fields(modality) for f in self.carried(name)}
+
+    # -- structured ------------------------------------------------------------------------------
+    def structured(self, truth: bool, *, categorical_only: bool = False) -> Leaf | None:
+        weights = FIELD_WEIGHTS[self.facts.domain]
+        if categorical_only:
+            weights = {k: w for k, w in weights.items() if k in CATEGORICAL[self.facts.domain]}
+        name = _pick(self.rng, weights, self.used_fields)
+        if name is None:
+            return None
+        leaf = self.structured_on(name, truth)
+        if leaf is not None:
+            self.used_fields.add(name)
+        return leaf
+
+    def structured_on(self, name: str, truth: bool) -> Leaf | None:
+        dtype = self.facts.schema.field(name).dtype
+        v = self.doc[name]
+        if name in CATEGORICAL[self.facts.domain]:
+            return self._categorical(name, str(v), truth)
+        if dtype is DType.BOOL:
+            return Leaf("structured", name, "=", (bool(v) == truth,))
+        if dtype in (DType.DATE, DType.DATETIME):
+            return self._date(name, _as_date(v), truth, dtype)
+        if dtype in (DType.INT, DType.FLOAT):
+            return self._numeric(name, float(v), truth, dtype is DType.INT)
+        return None
+
+    def _others(self, name: str, gold: str) -> list[str]:
+        pool: Sequence[str] = ()
+        category = self.doc.get("category")
+        if category is not None:
+            pool = self.facts.by_category.get(str(category), {}).get(name, ())
+        others = [x for x in pool if x != gold]
+        if len(others) < 2:
+            others += [x for x in self.facts.values.get(name, ())[:50] if x != gold and x not in others]
+        return others
+
+    def _categorical(self, name: str, gold: str, truth: bool) -> Leaf | None:
+        others = self._others(name, gold)
+        if not truth:
+            if not others:
+                return None
+            return Leaf("structured", name, "=", (self.rng.choice(others[:12]),))
+        if name in ("sender", "recipient") or not others or self.rng.random() < 0.75:
+            return Leaf("structured", name, "=", (gold,))
+        picked = self.rng.sample(others[:12], k=min(len(others[:12]), self.rng.choice((1, 1, 2))))
+        values = [gold, *picked]
+        self.rng.shuffle(values)
+        return Leaf("structured", name, "in", tuple(values))
+
+    def _numeric(self, name: str, v: float, truth: bool, integral: bool) -> Leaf | None:
+        if name == "rating":
+            step, integral = 0.5, False
+        else:
+            step = _step(max(v, 1.0))
+        ops = [o for o, _ in NUMERIC_OPS]
+        op = self.rng.choices(ops, weights=[w for _, w in NUMERIC_OPS], k=1)[0]
+        values = _threshold(v, op, truth, self.rng, step, integral)
+        if values is None or _check(v, op, values) != truth:
+            return None
+        return Leaf("structured", name, op, values)
+
+    def _date(self, name: str, d: dt.date, truth: bool, dtype: DType) -> Leaf | None:
+        op = self.rng.choices([o for o, _ in DATE_OPS], weights=[w for _, w in DATE_OPS], k=1)[0]
+        if self.rng.random() < 0.45:
+            years = {
+                "=": (d.year if truth else d.year + self.rng.choice((-1, 1)),),
+                "<": (d.year + 1 + self.rng.choice((0, 1)),) if truth else (d.year,),
+                ">=": (d.year - self.rng.choice((0, 1)),) if truth else (d.year + 1,),
+                ">": (d.year - 1,) if truth else (d.year,),
+                "between": (d.year - self.rng.choice((0, 1)), d.year + self.rng.choice((0, 1)))
+                if truth else (d.year + 1, d.year + 2),
+            }[op]
+            leaf = Leaf("structured", name, op, years, "year")
+            return leaf if _check(d.year, op, years) == truth else None
+        transform = "date" if dtype is DType.DATETIME else None
+        day = dt.timedelta(days=1)
+        op = "between" if op == "=" else op
+        if truth:
+            month = d.replace(day=1)
+            lo = month if self.rng.random() < 0.5 else d - day * self.rng.randint(1, 45)
+            hi = (month + 32 * day).replace(day=1) - day if self.rng.random() < 0.5 else d + day * self.rng.randint(1, 45)
+            values = {"between": (lo, hi), "<": (hi + day,), ">=": (lo,), ">": (lo - day,)}[op]
+        else:
+            shift = day * self.rng.randint(20, 120)
+            width = day * self.rng.randint(14, 60)
+            lo = d + shift if self.rng.random() < 0.5 else d - shift - width
+            values = {
+                "between": (lo, lo + width),
+                "<": (d - day * self.rng.randint(0, 60),),
+                ">=": (d + day * self.rng.randint(1, 60),),
+                ">": (d + day * self.rng.randint(0, 60),),
+            }[op]
+        holds = {
+            "<": lambda: d < values[0], ">=": lambda: d >= values[0], ">": lambda: d > values[0],
+            "between": lambda: values[0] <= d <= values[1],
+        }[op]()
+        if holds != truth:
+            return None
+        return Leaf("structured", name, op, tuple(x.isoformat() for x in values), transform)
+
+    # -- semantic --------------------------------------------------------------------------------
+    def semantic(self, modality: Modality, truth: bool, *, top1: bool = False) -> Leaf | None:
+        """A text or image leaf: a facet the document carries (``truth``) or one it lacks."""
+        doc_id = str(self.doc["id"])
+        options: list[tuple[str, str, str, float]] = []
+        if truth:
+            for name in self.facts.semantic_fields(modality):
+                own = str(self.doc[name]).lower()
+                for facet in self.carried(name):
+                    if facet in self.used_facets:
+                        continue
+                    for phrase in self.book.paraphrases(facet, self.ood):
+                        if phrase.lower() in own:
+                            continue  # the request must never copy the document's words
+                        r = self.ranks.rank(name, phrase, doc_id)
+                        if r is not None and (r == 1 or not top1):
+                            options.append((name, facet, phrase, 1.0 / r**2))
+        else:
+            present = self.carried_any(modality)
+            for name in self.facts.semantic_fields(modality):
+                absent = [f for f in self.facts.facets.get(name, ()) if f not in present and f not in self.used_facets]
+                for facet in self.rng.sample(absent, k=min(len(absent), 6)):
+                    for phrase in self.book.paraphrases(facet, self.ood):
+                        if self.ranks.rank(name, phrase, doc_id) is None:
+                            options.append((name, facet, phrase, 1.0))
+        if not options:
+            return None
+        name, facet, phrase, _ = self.rng.choices(options, weights=[o[3] for o in options], k=1)[0]
+        self.used_facets.add(facet)
+        return Leaf(modality, name, "sim", (phrase,), facet=facet)
+
+    def alternative(self, leaf: Leaf) -> Leaf | None:
+        """Another option beside ``leaf`` under an ``Or``: the same field with another value or facet."""
+        if leaf.semantic:
+            pool = [f for f in self.facts.facets.get(leaf.field, ()) if f not in self.used_facets]
+            for facet in self.rng.sample(pool, k=min(len(pool), 4)):
+                phrases = self.book.paraphrases(facet, self.ood)
+                if phrases:
+                    self.used_facets.add(facet)
+                    return Leaf(leaf.modality, leaf.field, "sim", (self.rng.choice(phrases),), facet=facet)
+            return None
+        if leaf.field in CATEGORICAL[self.facts.domain] and leaf.op == "=":
+            return self._categorical(leaf.field, str(self.doc[leaf.field]), truth=False)
+        return None
+
+    # -- filling a shape ---------------------------------------------------------------------------
+    def modality(self, level: int, *, negated: bool = False) -> Modality:
+        weights = dict((L1_MODALITY_WEIGHTS if level == 1 else MODALITY_WEIGHTS)[self.facts.domain])
+        for m in ("text", "image"):
+            if m in weights and not self.facts.semantic_fields(m):
+                weights[m] = 0.0
+        if negated:
+            # Negating a number reads badly ("not under $50"); negate values, flags and meanings.
+            weights["structured"] *= 0.6
+        return _pick(self.rng, weights) or "structured"  # type: ignore[return-value]
+
+    def leaf(self, modality: Modality, truth: bool, *, top1: bool = False) -> Leaf | None:
+        if modality == "structured":
+            return self.structured(truth, categorical_only=not truth)
+        return self.semantic(modality, truth, top1=top1)
+
+    def fill(self, shape: Shape, level: int) -> Node | None:
+        """A tree of ``shape`` for the gold document, or ``None`` when a slot cannot be filled."""
+        if isinstance(shape, str):
+            truth = shape != "-"
+            if shape == "?":
+                truth = self.rng.random() < 0.3
+            mod = self.modality(level, negated=not truth)
+            return self.leaf(mod, truth, top1=level == 1)
+        if isinstance(shape, SNot):
+            inner = self.fill(shape.part, level)
+            return None if inner is None else Not(inner)
+        parts: list[Node] = []
+        for i, part in enumerate(shape.parts):
+            if isinstance(shape, SOr) and part == "?" and i > 0 and isinstance(parts[0], Leaf):
+                node: Node | None = self.alternative(parts[0]) if self.rng.random() < 0.7 else None
+                node = node or self.fill(part, level)
+            else:
+                node = self.fill(part, level)
+            if node is None:
+                return None
+            parts.append(node)
+        return And(tuple(parts)) if isinstance(shape, SAnd) else Or(tuple(parts))
