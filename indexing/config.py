@@ -26,6 +26,10 @@ class ClickHouseConfig:
     e.g. ``http://default:@clickhouse:8123/prore``, used through clickhouse-connect."""
     database: str = "prore"
     """Database that holds the versioned corpus tables."""
+    chdb_path: str | None = None
+    """Directory of the embedded chDB files when ``url`` is ``None``; ``None`` means ``<workspace>/chdb``.
+    chDB binds one path per process, so several workspaces used by one process (tests, benchmarks)
+    point here at one shared path and keep apart by ``database``."""
     max_execution_time_s: float = 5.0
     """Per-query wall-clock limit for untrusted programs (ClickHouse ``max_execution_time``)."""
     max_rows_to_read: int = 50_000_000
@@ -70,6 +74,8 @@ class EmbedderConfig:
     """Base URL of the OpenAI-compatible embeddings endpoint (for ``openai``)."""
     model: str | None = None
     """Model name sent to the endpoint (for ``openai``)."""
+    timeout_s: float = 30.0
+    """Seconds to wait for one ``openai`` embeddings request before the endpoint counts as unavailable."""
     hashing_dim: int = 256
     """Vector size of the hashing embedder."""
     cache_size: int = 200_000

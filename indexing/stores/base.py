@@ -19,11 +19,21 @@ Vectors = npt.NDArray[np.float32]
 class SqlStore(Protocol):
     """A ClickHouse engine: embedded chDB or a server through clickhouse-connect."""
 
-    def command(self, sql: str) -> None:
+    def command(self, sql: str, *, params: Mapping[str, Any] | None = None) -> None:
         """Run trusted DDL/DML written by the project (never a program's SQL)."""
 
-    def query(self, sql: str, *, settings: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
-        """Run one SELECT and return its rows. ``settings`` become ClickHouse query settings."""
+    def query(
+        self,
+        sql: str,
+        *,
+        settings: Mapping[str, Any] | None = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> list[tuple[Any, ...]]:
+        """Run one SELECT read-only (``readonly=1``) under the configured limits and return its rows.
+
+        ``settings`` add to or tighten the limits; ``params`` bind ClickHouse ``{name:Type}``
+        placeholders server-side, so values are never pasted into SQL text.
+        """
 
     def insert_arrow(self, table: str, data: pa.Table) -> None:
         """Append an Arrow table whose columns match ``table``'s."""
@@ -49,7 +59,10 @@ class VectorStore(Protocol):
         *,
         filter: str | None = None,
     ) -> list[list[Hit]]:
-        """Top-``k`` ids for each row of ``vectors`` on vector field ``field`` (one batched call)."""
+        """Top-``k`` ids for each row of ``vectors`` on schema field ``field`` (one batched call).
+
+        ``filter`` is a Milvus boolean expression over the mirrored structured fields.
+        """
 
     def fetch_vectors(self, collection: str, field: str, ids: Sequence[str]) -> dict[str, Vectors]:
         """Stored vectors of ``ids`` on ``field`` (used by the reranker)."""

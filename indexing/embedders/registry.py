@@ -1,0 +1,121 @@
+"""Embedders by name: the config says ``minilm``, ``hashing`` or ``openai``; code never branches on it.
+
+>>> from indexing.config import EmbedderConfig
+>>> make_embedder(EmbedderConfig(text="hashing", hashing_dim=64), Role.TEXT).dim
+64
+>>> make_embedder(EmbedderConfig(text="word2vec"), Role.TEXT)
+Traceback (most recent call last):
+...
+indexing.errors.ConfigError: unknown embedder 'word2vec'; known embedders: hashing, minilm, openai
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+
+from indexing.config import EmbedderConfig
+from indexing.embedders.base import Embedder
+from indexing.embedders.cache import CachedEmbedder
+from indexing.errors import ConfigError
+from indexing.schema import Role
+
+Factory = Callable[[EmbedderConfig], Embedder]
+
+API_KEY_ENV = "PRORE_EMBEDDER_API_KEY"
+"""Environment variable holding the bearer token of an ``openai`` endpoint (never put in config)."""
+
+
+class Registry:
+    """Name -> factory. Registering a name twice is an error, so a plugin cannot shadow another."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._factories: dict[str, Factory] = {}
+
+    def register(self, name: str) -> Callable[[Factory], Factory]:
+        """Decorator adding ``factory`` under ``name``; a duplicate name raises :class:`ConfigError`."""
+
+        def add(factory: Factory) -> Factory:
+            if name in self._factories:
+                raise ConfigError(f"{self.kind} {name!r} is already registered", code="duplicate_name")
+            self._factories[name] = factory
+            return factory
+
+        return add
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(sorted(self._factories))
+
+    def get(self, name: str) -> Factory:
+        """The factory registered as ``name``, or a :class:`ConfigError` listing the known names."""
+        try:
+            return self._factories[name]
+        except KeyError:
+            raise ConfigError(
+                f"unknown {self.kind} {name!r}; known {self.kind}s: {', '.join(self.names())}",
+                code="unknown_embedder",
+            ) from None
+
+
+EMBEDDERS = Registry("embedder")
+
+
+@EMBEDDERS.register("minilm")
+def _minilm(cfg: EmbedderConfig) -> Embedder:
+    from indexing.embedders.minilm import MiniLMEmbedder
+
+    return MiniLMEmbedder(batch_size=cfg.batch_size)
+
+
+@EMBEDDERS.register("hashing")
+def _hashing(cfg: EmbedderConfig) -> Embedder:
+    from indexing.embedders.hashing import HashingEmbedder
+
+    return HashingEmbedder(dim=cfg.hashing_dim)
+
+
+@EMBEDDERS.register("openai")
+def _openai(cfg: EmbedderConfig) -> Embedder:
+    from indexing.embedders.openai import OpenAIEmbedder
+
+    if not cfg.endpoint or not cfg.model:
+        raise ConfigError("embedder 'openai' needs embedder.endpoint and embedder.model in the config")
+    return OpenAIEmbedder(
+        cfg.endpoint,
+        cfg.model,
+        batch_size=cfg.batch_size,
+        timeout_s=cfg.timeout_s,
+        api_key=os.environ.get(API_KEY_ENV),
+    )
+
+
+def embedder_name(cfg: EmbedderConfig, role: Role) -> str:
+    """The configured embedder name for fields of ``role`` (text or image)."""
+    if role is Role.TEXT:
+        return cfg.text
+    if role is Role.IMAGE:
+        return cfg.image
+    raise ConfigError(f"{role.value} fields are not embedded", code="not_embedded")
+
+
+def make_embedder(cfg: EmbedderConfig, role: Role) -> Embedder:
+    """A new embedder for fields of ``role``, chosen by name (models themselves are shared per process)."""
+    return EMBEDDERS.get(embedder_name(cfg, role))(cfg)
+
+
+_SHARED: dict[tuple[object, ...], CachedEmbedder] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_embedder(cfg: EmbedderConfig, role: Role) -> CachedEmbedder:
+    """The process-wide cached embedder for ``role``; roles with the same settings share one cache."""
+    name = embedder_name(cfg, role)
+    key = (name, cfg.batch_size, cfg.hashing_dim, cfg.endpoint, cfg.model, cfg.timeout_s, cfg.cache_size)
+    with _SHARED_LOCK:
+        found = _SHARED.get(key)
+        if found is None:
+            found = CachedEmbedder(make_embedder(cfg, role), maxsize=cfg.cache_size)
+            _SHARED[key] = found
+        return found

@@ -1,0 +1,123 @@
+"""BM25 over one text field with bm25s, English stop words and Snowball (PyStemmer) stemming.
+
+An index directory holds bm25s' own files plus ``ids.json``, the document id of each row, so hits
+are document ids, never row numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from indexing.errors import StoreError, require
+from indexing.stores.base import Hit
+
+IDS_FILE = "ids.json"
+STOPWORDS = "en"
+STEMMER_LANGUAGE = "english"
+
+_STEMMER_LOCK = threading.Lock()
+_STEMMER: Any = None
+
+
+def _stemmer() -> Any:
+    global _STEMMER
+    with _STEMMER_LOCK:
+        if _STEMMER is None:
+            stemmer_mod: Any = require("Stemmer", "bm25")
+            _STEMMER = stemmer_mod.Stemmer(STEMMER_LANGUAGE)
+        return _STEMMER
+
+
+def _bm25s() -> Any:
+    return require("bm25s", "bm25")
+
+
+class Bm25Index:
+    """A BM25 index of one field; build it with :meth:`build`, persist with :meth:`save`."""
+
+    def __init__(self, ids: Sequence[str], retriever: Any) -> None:
+        self.ids = list(ids)
+        self._retriever = retriever
+        # bm25s' stemmer wrapper keeps a per-call cache; one query at a time keeps it consistent.
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @classmethod
+    def build(cls, ids: Sequence[str], texts: Sequence[str]) -> Bm25Index:
+        """Index ``texts``; ``ids[i]`` is the document id of ``texts[i]``."""
+        if len(ids) != len(texts):
+            raise StoreError(f"{len(ids)} ids for {len(texts)} texts")
+        bm25s = _bm25s()
+        tokens = bm25s.tokenize(list(texts), stopwords=STOPWORDS, stemmer=_stemmer(), show_progress=False)
+        retriever = bm25s.BM25()
+        retriever.index(tokens, show_progress=False)
+        return cls(ids, retriever)
+
+    def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
+        """Top-``k`` ``(id, score)`` per query, best first; documents sharing no term are left out."""
+        if not queries:
+            return []
+        n = min(k, len(self.ids))
+        if n <= 0:
+            return [[] for _ in queries]
+        bm25s = _bm25s()
+        with self._lock:
+            # Strings (not ids) so that the index's own vocabulary maps the query terms.
+            tokens = bm25s.tokenize(
+                list(queries), stopwords=STOPWORDS, stemmer=_stemmer(), return_ids=False, show_progress=False
+            )
+            docs, scores = self._retriever.retrieve(tokens, k=n, show_progress=False, n_threads=1)
+        out: list[list[Hit]] = []
+        for row_docs, row_scores in zip(docs, scores, strict=True):
+            out.append([(self.ids[int(d)], float(s)) for d, s in zip(row_docs, row_scores, strict=True) if s > 0])
+        return out
+
+    def save(self, directory: Path) -> None:
+        """Write the index to ``directory`` (replaced whole: written aside, then renamed into place)."""
+        directory = Path(directory)
+        tmp = directory.with_name(directory.name + ".partial")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        self._retriever.save(str(tmp), show_progress=False)
+        (tmp / IDS_FILE).write_text(json.dumps(self.ids))
+        shutil.rmtree(directory, ignore_errors=True)
+        tmp.rename(directory)
+
+    @classmethod
+    def load(cls, directory: Path) -> Bm25Index:
+        """Read an index written by :meth:`save`."""
+        directory = Path(directory)
+        ids_path = directory / IDS_FILE
+        if not ids_path.is_file():
+            raise StoreError(f"no BM25 index in {directory}", code="no_index")
+        retriever = _bm25s().BM25.load(str(directory), show_progress=False, verbosity=0)
+        return cls(json.loads(ids_path.read_text()), retriever)
+
+
+_CACHE: dict[str, Bm25Index] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def load_cached(directory: Path) -> Bm25Index:
+    """:meth:`Bm25Index.load`, once per directory and process (published versions never change)."""
+    key = str(Path(directory).resolve())
+    with _CACHE_LOCK:
+        found = _CACHE.get(key)
+    if found is None:
+        found = Bm25Index.load(Path(key))
+        with _CACHE_LOCK:
+            _CACHE[key] = found
+    return found
+
+
+def forget(directory: Path) -> None:
+    """Drop a cached index (its directory is being deleted)."""
+    with _CACHE_LOCK:
+        _CACHE.pop(str(Path(directory).resolve()), None)

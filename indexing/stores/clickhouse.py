@@ -1,0 +1,334 @@
+"""ClickHouse stores: embedded chDB (files in the workspace) or a server through clickhouse-connect.
+
+Corpus tables are ``MergeTree ORDER BY id`` with column types taken from the schema. Every
+``query`` runs read-only under the limits of :class:`~indexing.config.ClickHouseConfig`, because
+the engine sends SQL written by a model through it.
+
+chDB runs one embedded server per process, bound to one path: :class:`ChdbStore` keeps one
+session per process and refuses a second path with a clear :class:`StoreError`.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from indexing.config import ClickHouseConfig, Config
+from indexing.errors import StoreError, StoreUnavailable, require
+from indexing.schema import CorpusSchema, DType
+from indexing.workspace import Workspace
+
+CLICKHOUSE_TYPES: dict[DType, str] = {
+    DType.STRING: "String",
+    DType.INT: "Int64",
+    DType.FLOAT: "Float64",
+    DType.BOOL: "Bool",
+    DType.DATE: "Date",
+    # Corpus datetimes are UTC; naming the zone keeps them UTC whatever the host's zone is.
+    DType.DATETIME: "DateTime('UTC')",
+}
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
+
+
+def ident(name: str) -> str:
+    """``name`` (``table`` or ``db.table``) if it is a plain identifier; these are never user text."""
+    if not _IDENT.match(name):
+        raise StoreError(f"not a valid table name: {name!r}", code="bad_identifier")
+    return name
+
+
+def create_table_sql(schema: CorpusSchema, table: str) -> str:
+    """DDL of a corpus table: every schema field, typed, ``MergeTree ORDER BY id``."""
+    cols = ",\n  ".join(f"`{f.name}` {CLICKHOUSE_TYPES[f.dtype]}" for f in schema.fields)
+    return f"CREATE TABLE IF NOT EXISTS {ident(table)} (\n  {cols}\n) ENGINE = MergeTree ORDER BY id"
+
+
+def limit_settings(cfg: ClickHouseConfig, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Settings of a read-only query: the configured limits, ``extra`` on top, ``readonly=1`` last.
+
+    ``readonly`` comes last because once it is applied ClickHouse refuses to change other settings.
+    """
+    settings: dict[str, Any] = {
+        "max_execution_time": cfg.max_execution_time_s,
+        "max_rows_to_read": cfg.max_rows_to_read,
+        "max_result_rows": cfg.max_result_rows,
+        "max_memory_usage": cfg.max_memory_usage,
+    }
+    settings.update({k: v for k, v in (extra or {}).items() if k != "readonly"})
+    settings["readonly"] = 1
+    return settings
+
+
+def _rows(table: pa.Table) -> list[tuple[Any, ...]]:
+    cols = [_naive_utc(c).to_pylist() for c in table.columns]
+    return list(zip(*cols, strict=True)) if cols else []
+
+
+def _naive_utc(col: pa.ChunkedArray) -> pa.ChunkedArray:
+    # chDB returns DateTime('UTC') as zone-aware timestamps, clickhouse-connect as naive UTC; the
+    # corpus files hold naive UTC. Both stores answer like the corpus.
+    if pa.types.is_timestamp(col.type) and col.type.tz is not None:
+        return pc.cast(col, pa.timestamp(col.type.unit))
+    return col
+
+
+class _ClickHouseBase:
+    """What both stores share: DDL helpers and counts written once over ``command``/``query``."""
+
+    cfg: ClickHouseConfig
+
+    def command(self, sql: str, *, params: Mapping[str, Any] | None = None) -> None:
+        raise NotImplementedError
+
+    def query(
+        self,
+        sql: str,
+        *,
+        settings: Mapping[str, Any] | None = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def _trusted(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def ensure_database(self, database: str) -> None:
+        self.command(f"CREATE DATABASE IF NOT EXISTS {ident(database)}")
+
+    def create_table(self, schema: CorpusSchema, table: str) -> None:
+        """Create ``table`` (``db.name``) for ``schema`` unless it exists."""
+        self.ensure_database(ident(table).split(".")[0] if "." in table else self.cfg.database)
+        self.command(create_table_sql(schema, table))
+
+    def count(self, table: str) -> int:
+        return int(self._trusted(f"SELECT count() FROM {ident(table)}")[0][0])
+
+    def distinct_ids(self, table: str) -> int:
+        """Number of distinct ids (equals :meth:`count` exactly when no id is duplicated)."""
+        return int(self._trusted(f"SELECT uniqExact(id) FROM {ident(table)}")[0][0])
+
+    def table_exists(self, table: str) -> bool:
+        db, name = self._split(table)
+        rows = self._trusted(
+            "SELECT count() FROM system.tables WHERE database = {db:String} AND name = {name:String}",
+            {"db": db, "name": name},
+        )
+        return int(rows[0][0]) > 0
+
+    def list_tables(self, database: str, prefix: str = "") -> list[str]:
+        """Names (unqualified) of the tables of ``database`` starting with ``prefix``."""
+        rows = self._trusted(
+            "SELECT name FROM system.tables WHERE database = {db:String} AND startsWith(name, {p:String}) ORDER BY name",
+            {"db": database, "p": prefix},
+        )
+        return [str(r[0]) for r in rows]
+
+    def drop_table(self, table: str) -> None:
+        self.command(f"DROP TABLE IF EXISTS {ident(table)} SYNC")
+
+    def delete_ids(self, table: str, ids: Sequence[str]) -> None:
+        """Remove the rows of ``ids`` (a lightweight delete; used to redo a chunk after a crash)."""
+        if ids:
+            self.command(f"DELETE FROM {ident(table)} WHERE id IN {{ids:Array(String)}}", params={"ids": list(ids)})
+
+    def _split(self, table: str) -> tuple[str, str]:
+        ident(table)
+        if "." in table:
+            db, name = table.split(".", 1)
+            return db, name
+        return self.cfg.database, table
+
+
+_CHDB_LOCK = threading.Lock()
+_CHDB_SESSION: tuple[Path, Any] | None = None
+
+
+def chdb_session(path: Path) -> Any:
+    """The process-wide chDB session at ``path``; a different path than the first is an error."""
+    global _CHDB_SESSION
+    resolved = Path(path).resolve()
+    with _CHDB_LOCK:
+        if _CHDB_SESSION is None:
+            session: Any = require("chdb.session", "clickhouse")
+            resolved.mkdir(parents=True, exist_ok=True)
+            try:
+                _CHDB_SESSION = (resolved, session.Session(str(resolved)))
+            except Exception as exc:
+                raise StoreError(f"cannot open chDB at {resolved}: {_first_line(exc)}", code="chdb_path") from None
+        bound, sess = _CHDB_SESSION
+        if bound != resolved:
+            raise StoreError(
+                f"chDB is already open at {bound} in this process and cannot also open {resolved}; "
+                "one process uses one chDB path (set clickhouse.chdb_path to share it)",
+                code="chdb_path",
+            )
+        return sess
+
+
+def chdb_bound_path() -> Path | None:
+    """The chDB path this process is bound to, if any."""
+    return _CHDB_SESSION[0] if _CHDB_SESSION else None
+
+
+class ChdbStore(_ClickHouseBase):
+    """Embedded ClickHouse (chDB) with its files at ``path``; one path per process."""
+
+    def __init__(self, path: Path, cfg: ClickHouseConfig | None = None) -> None:
+        self.cfg = cfg or ClickHouseConfig()
+        self.path = Path(path).resolve()
+        self._session = chdb_session(self.path)
+        binding: Any = require("clickhouse_connect.driver.binding", "clickhouse")
+        self._format = binding.format_bind_value
+
+    def command(self, sql: str, *, params: Mapping[str, Any] | None = None) -> None:
+        """Run trusted DDL/DML written by the project."""
+        self._run(sql, "CSV", params)
+
+    def query(
+        self,
+        sql: str,
+        *,
+        settings: Mapping[str, Any] | None = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> list[tuple[Any, ...]]:
+        """Run one SELECT read-only under the configured limits; ``params`` bind ``{name:Type}``."""
+        clause = ", ".join(f"{k} = {_setting_literal(v)}" for k, v in limit_settings(self.cfg, settings).items())
+        # The engine's validator admits no SETTINGS/FORMAT clause, so appending one is safe.
+        return _rows(self._arrow(f"{sql.strip().rstrip(';')}\nSETTINGS {clause}", params))
+
+    def insert_arrow(self, table: str, data: pa.Table) -> None:
+        """Append ``data``; its columns are matched to the table's by name."""
+        if data.num_rows == 0:
+            return
+        cols = ", ".join(f"`{c}`" for c in data.column_names)
+        # chDB's Python() table function reads the local variable named in the SQL.
+        arrow_input = data  # noqa: F841
+        self._run(f"INSERT INTO {ident(table)} ({cols}) SELECT {cols} FROM Python(arrow_input)", "CSV", None)
+
+    def close(self) -> None:
+        """No-op: the chDB session is shared by the whole process and ends with it."""
+
+    def _trusted(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        return _rows(self._arrow(sql, params))
+
+    def _arrow(self, sql: str, params: Mapping[str, Any] | None) -> pa.Table:
+        res = self._run(sql, "Parquet", params)
+        data = res.bytes()
+        if not data:
+            return pa.table({})
+        return pq.read_table(io.BytesIO(data))
+
+    def _run(self, sql: str, fmt: str, params: Mapping[str, Any] | None) -> Any:
+        bound = {k: self._format(v) for k, v in (params or {}).items()}
+        try:
+            return self._session.query(sql, fmt, params=bound or None)
+        except Exception as exc:
+            raise sql_error(exc) from None
+
+
+class ClickHouseServerStore(_ClickHouseBase):
+    """A ClickHouse server through clickhouse-connect; ``url`` may also be a ``chdb://`` DSN."""
+
+    def __init__(self, url: str, cfg: ClickHouseConfig | None = None, **client_args: Any) -> None:
+        self.cfg = cfg or ClickHouseConfig()
+        self.url = url
+        cc: Any = require("clickhouse_connect", "clickhouse")
+        try:
+            self._client = cc.get_client(dsn=url, **client_args)
+        except Exception as exc:
+            raise StoreUnavailable(f"cannot connect to ClickHouse at {_redact(url)}: {_first_line(exc)}") from None
+
+    def command(self, sql: str, *, params: Mapping[str, Any] | None = None) -> None:
+        """Run trusted DDL/DML written by the project."""
+        self._call(lambda: self._client.command(sql, parameters=dict(params) if params else None))
+
+    def query(
+        self,
+        sql: str,
+        *,
+        settings: Mapping[str, Any] | None = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> list[tuple[Any, ...]]:
+        """Run one SELECT read-only under the configured limits; ``params`` bind ``{name:Type}``."""
+        limits = limit_settings(self.cfg, settings)
+        result = self._call(lambda: self._client.query(sql, parameters=dict(params) if params else None, settings=limits))
+        return [tuple(r) for r in result.result_rows]
+
+    def insert_arrow(self, table: str, data: pa.Table) -> None:
+        """Append ``data``; its columns are matched to the table's by name."""
+        if data.num_rows:
+            self._call(lambda: self._client.insert_arrow(ident(table), data))
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _trusted(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        result = self._call(lambda: self._client.query(sql, parameters=dict(params) if params else None))
+        return [tuple(r) for r in result.result_rows]
+
+    def _call(self, fn: Any) -> Any:
+        try:
+            return fn()
+        except Exception as exc:
+            name = type(exc).__name__
+            if name in ("OperationalError", "ConnectionError") or isinstance(exc, OSError):
+                raise StoreUnavailable(f"ClickHouse at {_redact(self.url)} went away: {_first_line(exc)}") from None
+            raise sql_error(exc) from None
+
+
+# ClickHouse error codes of a query stopped by its limits: too many rows or bytes, timeout, memory.
+_LIMIT_CODES = {158, 159, 160, 241, 307, 396}
+_READONLY = 164
+
+
+def sql_error(exc: BaseException) -> StoreError:
+    """A typed error for a failed statement: code ``sql_limit``, ``sql_readonly`` or ``sql``."""
+    line = _first_line(exc)
+    found = re.search(r"Code: (\d+)", line)
+    number = int(found.group(1)) if found else -1
+    code = "sql_limit" if number in _LIMIT_CODES else "sql_readonly" if number == _READONLY else "sql"
+    return StoreError(f"ClickHouse: {line}", code=code)
+
+
+def _setting_literal(value: Any) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int | float):
+        return repr(value)
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:500]
+
+
+def _redact(url: str) -> str:
+    return re.sub(r"//[^@/]*@", "//***@", url)
+
+
+_SERVER_STORES: dict[str, ClickHouseServerStore] = {}
+
+
+def make_sql_store(cfg: Config) -> ChdbStore | ClickHouseServerStore:
+    """The SQL store of ``cfg``: a server when ``clickhouse.url`` is set, else chDB (per process, cached)."""
+    ch = cfg.clickhouse
+    if ch.url:
+        with _CHDB_LOCK:
+            store = _SERVER_STORES.get(ch.url)
+        if store is None or store.cfg != ch:
+            store = ClickHouseServerStore(ch.url, ch)
+            with _CHDB_LOCK:
+                _SERVER_STORES[ch.url] = store
+        return store
+    path = Path(ch.chdb_path) if ch.chdb_path else Workspace(cfg.workspace).chdb_path
+    return ChdbStore(path, ch)
