@@ -74,39 +74,27 @@ class MethodContext:
         self.domain = domain
         self.schema: CorpusSchema = schema_for(domain)
         self.cache: dict[str, Any] = {}
-        self._index: Any = None
         self._engine: Any = None
 
     @property
     def engine(self) -> Any:
-        """The program engine (``serving.engine.Engine``) of this domain."""
+        """The program engine (``serving.engine.Engine``) on the published index of this domain."""
         if self._engine is None:
-            from serving.engine import Engine  # type: ignore[attr-defined]
+            from serving.engine.engine import Engine
 
             self._engine = Engine.open(self.cfg, self.domain)
         return self._engine
 
     @property
     def index(self) -> Any:
-        """The published index (``indexing.index.IndexHandle``); shared with the engine when it has one."""
-        if self._index is None:
-            shared = getattr(self._engine, "index", None)
-            if shared is not None:
-                self._index = shared
-            else:
-                from indexing.index import open_index  # type: ignore[import-not-found]
-
-                self._index = open_index(self.cfg, self.domain)
-        return self._index
+        """The engine's index handle (``indexing.index.IndexHandle``), so both share one connection."""
+        return self.engine.handle
 
     def close(self) -> None:
-        """Close what was opened; closing twice is harmless."""
-        for attr in ("_engine", "_index"):
-            handle = getattr(self, attr)
-            setattr(self, attr, None)
-            close = getattr(handle, "close", None)
-            if callable(close):
-                close()
+        """Close the engine if one was opened; closing twice is harmless."""
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            engine.close()
 
 
 Method = Callable[[MethodContext, Sequence[EvalInstance], int], list[Outcome]]

@@ -37,7 +37,7 @@ def grouped_bars(
     n_series = max(len(series), 1)
     width = 0.8 / n_series
     x = np.arange(len(groups))
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.3 * len(groups) * max(1.0, n_series / 3)), 3.6), dpi=110)
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.3 * len(groups) * max(1.0, n_series / 3)) + 1.6, 3.6), dpi=110)
     try:
         for i, (label, bars) in enumerate(series.items()):
             means = np.array([b[0] for b in bars], dtype=float)
@@ -57,7 +57,8 @@ def grouped_bars(
         ax.set_ylabel(ylabel)
         ax.set_title(title, fontsize=10)
         ax.grid(axis="y", alpha=0.3)
-        ax.legend(fontsize=7, ncols=min(n_series, 5), loc="upper right")
+        # Outside the axes, so no bar near 1.0 is hidden behind it.
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
         fig.tight_layout()
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, format="png")

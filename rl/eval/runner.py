@@ -131,7 +131,7 @@ def run_method(
 def evaluate(
     cfg: Config,
     domain: str,
-    method: str,
+    method: str | MethodSpec,
     instances: Sequence[EvalInstance],
     *,
     split: str = "test",
@@ -140,14 +140,14 @@ def evaluate(
     progress: bool = True,
     ctx: MethodContext | None = None,
 ) -> EvalRun:
-    """Evaluate the registered ``method`` on ``instances``; pass ``ctx`` to reuse open engines."""
+    """Evaluate ``method`` (a registered name or a spec) on ``instances``; pass ``ctx`` to reuse open engines."""
     if k < MIN_K:
         raise EvalError(f"--k must be at least {MIN_K} (Hit@3 and NDCG@3 need three ranks), got {k}")
     if batch_size < 1:
         raise EvalError(f"batch size must be positive, got {batch_size}")
     if not instances:
         raise EvalError(f"no {split} queries to evaluate for {domain}")
-    spec = get_method(method)
+    spec = get_method(method) if isinstance(method, str) else method
     own = ctx is None
     context = ctx if ctx is not None else MethodContext(cfg, domain)
     started = datetime.now(UTC)

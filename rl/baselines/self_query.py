@@ -1,0 +1,113 @@
+"""``self-query``: a LangChain-style self-querying retriever.
+
+The request is parsed by :mod:`rl.baselines.query_parser` into key-value filters and one semantic
+query. The filters are pushed into Milvus as a boolean filter expression (structured fields are
+mirrored there as scalar fields), and the query runs as one dense search per text field under
+that filter, fused with RRF exactly as the ``dense`` baseline does. So ``self-query`` and ``dense``
+differ only by the filters; neither can say OR, NOT or a second semantic condition.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from datetime import date, datetime
+from typing import Any
+
+from indexing.errors import ProReError
+from indexing.schema import CorpusSchema, DType, Role
+from rl.baselines.fusion import dense_rankings
+from rl.baselines.query_parser import Condition, Scalar, Vocabulary, parse_query
+from rl.eval.methods import EvalInstance, MethodContext, Outcome, register_method
+
+VOCAB_LIMIT = 5000
+"""A string field with more distinct values than this is not used as a vocabulary (ids, threads)."""
+
+_VOCAB_KEY = "self_query.vocabulary"
+
+
+def vocabulary_fields(schema: CorpusSchema) -> tuple[str, ...]:
+    """Structured string fields whose values can be recognized in a request."""
+    return tuple(
+        f.name for f in schema.fields if f.role is Role.STRUCTURED and f.dtype is DType.STRING and f.name != "id"
+    )
+
+
+def load_vocabulary(index: Any, schema: CorpusSchema, limit: int = VOCAB_LIMIT) -> Vocabulary:
+    """Distinct values of the categorical fields, read from the index's SQL table."""
+    values: dict[str, tuple[str, ...]] = {}
+    for name in vocabulary_fields(schema):
+        # Field and table names come from the schema and the index, never from a request.
+        rows = index.sql.query(f"SELECT DISTINCT `{name}` FROM {index.table} LIMIT {limit + 1}")
+        found = tuple(sorted(str(r[0]) for r in rows if r[0] is not None and str(r[0]).strip()))
+        if len(found) <= limit:
+            values[name] = found
+    return Vocabulary(values)
+
+
+def _date_literal(value: date, dtype: DType) -> str:
+    if dtype is DType.DATETIME:
+        moment = value if isinstance(value, datetime) else datetime(value.year, value.month, value.day)
+        return json.dumps(moment.strftime("%Y-%m-%d %H:%M:%S"))
+    return json.dumps(value.isoformat())
+
+
+DateRenderer = Callable[[date, DType], str]
+
+
+def milvus_literal(value: Scalar, dtype: DType, dates: DateRenderer = _date_literal) -> str:
+    """``value`` as a Milvus expression literal for a field of ``dtype``.
+
+    >>> milvus_literal("Levi's", DType.STRING), milvus_literal(True, DType.BOOL), milvus_literal(200.0, DType.FLOAT)
+    ('"Levi\\'s"', 'true', '200.0')
+    """
+    if dtype is DType.BOOL:
+        return "true" if value else "false"
+    if dtype in (DType.DATE, DType.DATETIME):
+        if not isinstance(value, date):
+            raise ValueError(f"a date field needs a date, got {value!r}")
+        return dates(value, dtype)
+    if dtype is DType.INT:
+        return str(int(value))  # type: ignore[arg-type]
+    if dtype is DType.FLOAT:
+        return repr(float(value))  # type: ignore[arg-type]
+    # JSON string syntax is Milvus's: double quotes, backslash escapes.
+    return json.dumps(str(value), ensure_ascii=False)
+
+
+def milvus_filter(
+    conditions: Sequence[Condition], schema: CorpusSchema, dates: DateRenderer = _date_literal
+) -> str | None:
+    """The conditions as one Milvus boolean expression (``and`` of comparisons), or ``None``.
+
+    >>> from indexing.schema import PRODUCTS
+    >>> milvus_filter([Condition("brand", "==", "Sony"), Condition("price", "<", 200.0)], PRODUCTS)
+    'brand == "Sony" and price < 200.0'
+    """
+    parts = [f"{c.field} {c.op} {milvus_literal(c.value, schema.field(c.field).dtype, dates)}" for c in conditions]
+    return " and ".join(parts) or None
+
+
+def _vocabulary(ctx: MethodContext) -> Vocabulary:
+    vocab = ctx.cache.get(_VOCAB_KEY)
+    if vocab is None:
+        vocab = load_vocabulary(ctx.index, ctx.schema)
+        ctx.cache[_VOCAB_KEY] = vocab
+    assert isinstance(vocab, Vocabulary)
+    return vocab
+
+
+@register_method("self-query", description="rule-based self-querying retriever: key-value filters in Milvus + one dense query")
+def self_query(ctx: MethodContext, instances: Sequence[EvalInstance], k: int) -> list[Outcome]:
+    vocab = _vocabulary(ctx)
+    out = []
+    for inst in instances:
+        parsed = parse_query(inst.nl, ctx.schema, vocab)
+        try:
+            expr = milvus_filter(parsed.conditions, ctx.schema)
+            hits = dense_rankings(ctx, [parsed.query], k, filter=expr)[0]
+        except ProReError as exc:
+            out.append(Outcome.failed(exc.one_line()))
+            continue
+        out.append(Outcome.ranked([doc for doc, _ in hits]))
+    return out
