@@ -1,10 +1,6 @@
-"""Baseline retrieval methods, registered by name in :mod:`rl.eval.methods` when imported.
+"""Baseline retrieval methods, registered by name in :mod:`rl.eval.methods` when their module is imported.
 
 ``bm25``, ``dense``, ``rrf`` (:mod:`rl.baselines.fusion`), ``self-query``
-(:mod:`rl.baselines.self_query`), and the gold-program references ``sql-only`` and ``oracle``
-(:mod:`rl.baselines.gold`).
+(:mod:`rl.baselines.self_query`, parsing with :mod:`rl.baselines.query_parser`), and the
+gold-program references ``sql-only`` and ``oracle`` (:mod:`rl.baselines.gold`).
 """
-
-from rl.baselines import fusion, gold, self_query
-
-__all__ = ["fusion", "gold", "self_query"]

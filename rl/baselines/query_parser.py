@@ -14,7 +14,7 @@ one semantic query. Like that retriever it has no OR, no NOT and one vector quer
 >>> vocab = Vocabulary({"brand": ("Sony", "Bose"), "category": ("headphones",)})
 >>> parsed = parse_query("Sony headphones under $200 that reviewers call comfortable", PRODUCTS, vocab)
 >>> [str(c) for c in parsed.conditions]
-['price < 200.0', 'brand == Sony', 'category == headphones']
+['brand == Sony', 'category == headphones', 'price < 200.0']
 >>> parsed.query
 'reviewers call comfortable'
 """
@@ -371,4 +371,6 @@ def parse_query(nl: str, schema: CorpusSchema, vocab: Vocabulary) -> ParsedQuery
     _flags(scan, schema)
     _vocab_values(scan, schema, vocab)
     query = scan.remainder() or " ".join(nl.split())
-    return ParsedQuery(query=query, conditions=tuple(dict.fromkeys(scan.conditions)), dropped=tuple(scan.dropped))
+    order = {name: i for i, name in enumerate(schema.columns)}
+    conditions = sorted(dict.fromkeys(scan.conditions), key=lambda c: (order[c.field], c.op))
+    return ParsedQuery(query=query, conditions=tuple(conditions), dropped=tuple(scan.dropped))

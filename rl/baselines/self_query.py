@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from indexing.errors import ProReError
@@ -45,17 +45,16 @@ def load_vocabulary(index: Any, schema: CorpusSchema, limit: int = VOCAB_LIMIT) 
     return Vocabulary(values)
 
 
-def _date_literal(value: date, dtype: DType) -> str:
-    if dtype is DType.DATETIME:
-        moment = value if isinstance(value, datetime) else datetime(value.year, value.month, value.day)
-        return json.dumps(moment.strftime("%Y-%m-%d %H:%M:%S"))
-    return json.dumps(value.isoformat())
+def epoch_seconds(value: date, dtype: DType) -> str:
+    """A date as the Milvus mirror stores it: INT64 Unix epoch seconds, UTC, a date at its midnight."""
+    moment = value if isinstance(value, datetime) else datetime(value.year, value.month, value.day)
+    return str(int(moment.replace(tzinfo=UTC).timestamp()))
 
 
 DateRenderer = Callable[[date, DType], str]
 
 
-def milvus_literal(value: Scalar, dtype: DType, dates: DateRenderer = _date_literal) -> str:
+def milvus_literal(value: Scalar, dtype: DType, dates: DateRenderer = epoch_seconds) -> str:
     """``value`` as a Milvus expression literal for a field of ``dtype``.
 
     >>> milvus_literal("Levi's", DType.STRING), milvus_literal(True, DType.BOOL), milvus_literal(200.0, DType.FLOAT)
@@ -76,7 +75,7 @@ def milvus_literal(value: Scalar, dtype: DType, dates: DateRenderer = _date_lite
 
 
 def milvus_filter(
-    conditions: Sequence[Condition], schema: CorpusSchema, dates: DateRenderer = _date_literal
+    conditions: Sequence[Condition], schema: CorpusSchema, dates: DateRenderer = epoch_seconds
 ) -> str | None:
     """The conditions as one Milvus boolean expression (``and`` of comparisons), or ``None``.
 

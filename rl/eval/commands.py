@@ -16,7 +16,7 @@ from indexing.workspace import Workspace
 from rl.eval.bootstrap import DEFAULT_RESAMPLES
 from rl.eval.errors import EvalError
 from rl.eval.metrics import DEFAULT_CUTOFF
-from rl.eval.runner import DEFAULT_BATCH
+from rl.eval.runner import DEFAULT_BATCH, MIN_K
 
 EVAL_SPLITS: tuple[str, ...] = ("test", "ood", "train")
 """Splits that can be evaluated; ``test`` is the default, ``train`` is for checking fit."""
@@ -49,7 +49,7 @@ def check_split(split: str) -> str:
 
 def load_instances(cfg: Config, domain: str, split: str) -> list[Any]:
     """The benchmark instances of ``domain``/``split`` from the workspace."""
-    from rl.bench import load_split  # type: ignore[attr-defined]
+    from rl.bench.store import load_split
 
     instances: list[Any] = list(load_split(Workspace(cfg.workspace), domain, split))
     if not instances:
@@ -66,6 +66,10 @@ def _run_eval(args: argparse.Namespace, cfg: Config) -> int:
     split = check_split(args.split)
     if args.resamples < 1:
         raise EvalError(f"--resamples must be positive, got {args.resamples}")
+    if args.k < MIN_K:
+        raise EvalError(f"--k must be at least {MIN_K} (Hit@3 and NDCG@3 need three ranks), got {args.k}")
+    if args.limit is not None and args.limit < 1:
+        raise EvalError(f"--limit must be positive, got {args.limit}")
     get_method(args.method)  # an unknown method fails before any benchmark or index is opened
     instances = spread(load_instances(cfg, domain, split), args.limit)
     run = evaluate(

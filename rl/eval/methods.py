@@ -3,7 +3,7 @@
 A method takes a :class:`MethodContext` (which opens the index and the engine on first use), a batch
 of benchmark instances and the ranking depth ``k``, and returns one :class:`Outcome` per instance:
 a ranked id list, or an error, which counts as an execution failure. The baselines register
-themselves in :mod:`rl.baselines`; other methods (a trained planner) register with
+themselves in the modules of :mod:`rl.baselines`; other methods (a trained planner) register with
 :func:`register_method` from their own module, listed in :data:`PROVIDERS` or published under the
 ``proretrieval.methods`` entry-point group.
 """
@@ -20,7 +20,7 @@ from indexing.config import Config
 from indexing.schema import CorpusSchema, schema_for
 from rl.eval.errors import DuplicateMethod, UnknownMethod
 
-PROVIDERS: tuple[str, ...] = ("rl.baselines",)
+PROVIDERS: tuple[str, ...] = ("rl.baselines.fusion", "rl.baselines.self_query", "rl.baselines.gold")
 """Modules imported before a lookup so that the methods they define are registered."""
 
 ENTRY_POINT_GROUP = "proretrieval.methods"
