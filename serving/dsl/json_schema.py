@@ -1,0 +1,60 @@
+"""A JSON Schema of the program language for one corpus: structured output for a served planner.
+
+Constrained decoding with this schema makes every served completion a well-shaped program (``S_f`` = 1):
+the exact keys, entry types, the corpus's fields per modality, the modes and the ladders. The SQL itself
+is a bounded string; its rules are :func:`serving.dsl.validate`'s.
+
+>>> from indexing.schema import EMAILS
+>>> schema = program_json_schema(EMAILS)
+>>> schema["properties"]["retrieval_list"]["items"]["properties"]["field"]["enum"]
+['subject', 'body']
+"""
+
+from __future__ import annotations
+
+from indexing.schema import CorpusSchema, Role
+from serving.dsl.limits import DEFAULT_LIMITS, DslLimits
+from serving.dsl.parse import ENTRY_REQUIRED, PROGRAM_KEYS
+from serving.dsl.program import MODALITIES, MODES
+
+_ROLE = {"text": Role.TEXT, "image": Role.IMAGE}
+
+
+def _entry_schema(modality: str, fields: tuple[str, ...], limits: DslLimits) -> dict[str, object]:
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": list(ENTRY_REQUIRED),
+        "properties": {
+            "type": {"type": "string", "const": modality},
+            "field": {"type": "string", "enum": list(fields)},
+            "query": {"type": "string", "minLength": 1, "maxLength": limits.max_query_chars},
+            "mode": {"type": "string", "enum": list(MODES)},
+            "k": {"type": "integer", "enum": list(limits.k_ladder)},
+            "rerank": {"type": "integer", "enum": list(limits.rerank_ladder)},
+        },
+    }
+
+
+def program_json_schema(schema: CorpusSchema, limits: DslLimits = DEFAULT_LIMITS) -> dict[str, object]:
+    """The JSON Schema (draft 2020-12) of a program over ``schema``'s corpus.
+
+    ``rerank <= k`` and placeholder use are not expressible here; :func:`serving.dsl.validate` checks them.
+    """
+    variants = [
+        _entry_schema(modality, schema.names(_ROLE[modality]), limits)
+        for modality in MODALITIES
+        if schema.names(_ROLE[modality])
+    ]
+    items: dict[str, object] = variants[0] if len(variants) == 1 else {"anyOf": variants}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": f"ProRetrieval program over {schema.table}",
+        "type": "object",
+        "additionalProperties": False,
+        "required": list(PROGRAM_KEYS),
+        "properties": {
+            "sql": {"type": "string", "minLength": 1, "maxLength": limits.max_sql_chars},
+            "retrieval_list": {"type": "array", "maxItems": limits.max_entries, "items": items},
+        },
+    }

@@ -1,0 +1,451 @@
+"""SQL safety: one read-only SELECT over the corpus table, every node on an allow-list (DESIGN.md section 6).
+
+The checks run from cheap to expensive, and each refuses with a typed code and an offset in the SQL:
+
+1. text: length cap; no control, format or private-use characters anywhere; outside string literals only
+   printable ASCII (homoglyph keywords, fullwidth semicolons and zero-width spaces stop here);
+2. tokens (sqlglot's ClickHouse tokenizer): the statement starts with SELECT; no comments (sqlglot would
+   re-emit them, and a comment is where a second statement hides); no ``;``; no query parameters, arrays,
+   heredocs or other string forms; no INTO / SETTINGS / FORMAT; literal length and parenthesis depth capped;
+3. the tree (sqlglot, dialect ``clickhouse``): exactly one statement whose root is a SELECT; node count and
+   depth capped; every node's class on the allow-list, functions on the allow-list by class or, for
+   functions sqlglot does not model (``Anonymous``), by exact ClickHouse name.
+
+Decisions: no UNION / INTERSECT / EXCEPT, no JOIN, no WITH (so no CTE can shadow the corpus table), no table
+aliases, no derived tables in FROM; ``OR`` / ``NOT`` and ``id IN (SELECT id FROM <table> ...)`` express the
+same sets. The outer SELECT projects only ``id`` (optionally DISTINCT); GROUP BY, HAVING and aggregates are
+for subqueries. Columns may be qualified only with the corpus table's name.
+
+>>> from indexing.schema import PRODUCTS
+>>> tree, sites = check_sql("SELECT id FROM products WHERE brand = 'Levi''s' AND id IN <text_1>", PRODUCTS)
+>>> tree.sql(dialect="clickhouse")
+"SELECT id FROM products WHERE brand = 'Levi''s' AND id IN _text_1_"
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import NoReturn
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.dialects.clickhouse import ClickHouse
+from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokenizer_core import Token, TokenType
+
+from indexing.schema import CorpusSchema
+from serving.dsl.errors import Code, ValidationError
+from serving.dsl.limits import DEFAULT_LIMITS, DslLimits
+from serving.dsl.placeholders import PlaceholderToken, mark_placeholders, position_of, sentinel_of
+
+_DIALECT = ClickHouse()
+
+# Characters never legitimate anywhere in a program's SQL, including inside string literals.
+_BAD_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+_LAYOUT = frozenset("\t\n\r")
+
+_FORBIDDEN_TOKENS: dict[TokenType, str] = {
+    TokenType.PLACEHOLDER: "query parameters",
+    TokenType.PARAMETER: "parameters",
+    TokenType.L_BRACE: "braces (query parameters, maps)",
+    TokenType.R_BRACE: "braces (query parameters, maps)",
+    TokenType.L_BRACKET: "arrays",
+    TokenType.R_BRACKET: "arrays",
+    TokenType.COLON: "':'",
+    TokenType.DCOLON: "'::' casts (write CAST(x AS T))",
+    TokenType.HEREDOC_STRING: "heredoc strings",
+    TokenType.RAW_STRING: "raw strings",
+    TokenType.BYTE_STRING: "byte strings",
+    TokenType.HEX_STRING: "hex strings",
+    TokenType.BIT_STRING: "bit strings",
+    TokenType.NATIONAL_STRING: "national strings",
+    TokenType.UNICODE_STRING: "unicode escape strings",
+}
+_CLAUSE_TOKENS: dict[TokenType, Code] = {
+    TokenType.INTO: Code.INTO_CLAUSE,
+    TokenType.SETTINGS: Code.SETTINGS_CLAUSE,
+    TokenType.FORMAT: Code.FORMAT_CLAUSE,
+}
+
+# Expression classes a program may use, beyond functions; each is checked further below where it needs it.
+_STRUCTURE = (
+    exp.Select, exp.From, exp.Table, exp.Where, exp.Group, exp.Having, exp.Order, exp.Ordered,
+    exp.Limit, exp.Offset, exp.Distinct, exp.Subquery, exp.Column, exp.Identifier, exp.Literal,
+    exp.Boolean, exp.Null, exp.Paren, exp.Neg, exp.Not, exp.And, exp.Or, exp.EQ, exp.NEQ, exp.GT,
+    exp.GTE, exp.LT, exp.LTE, exp.In, exp.Between, exp.Like, exp.ILike, exp.Is, exp.Add, exp.Sub,
+    exp.Mul, exp.Div, exp.Mod, exp.Interval, exp.Var, exp.Star, exp.DataType,
+)  # fmt: skip
+
+ALLOWED_FUNCTIONS: tuple[type[exp.Func], ...] = (
+    # conditionals
+    exp.Case, exp.If, exp.Coalesce, exp.Greatest, exp.Least, exp.Cast,
+    # strings
+    exp.Lower, exp.Upper, exp.Length, exp.StrPosition, exp.StartsWith, exp.EndsWith, exp.Substring, exp.Concat,
+    # numbers
+    exp.Abs, exp.Round, exp.Floor, exp.Ceil,
+    # dates
+    exp.DateDiff, exp.DateAdd, exp.DateSub, exp.TimestampTrunc, exp.DateTrunc, exp.DayOfWeekIso,
+    exp.Year, exp.Month, exp.Day, exp.Extract,
+    # aggregates (subqueries only)
+    exp.Count, exp.Min, exp.Max, exp.Avg, exp.Sum,
+)  # fmt: skip
+"""Function classes sqlglot models that a program may call."""
+
+_ALLOWED_CLASSES: frozenset[type[exp.Expr]] = frozenset((*_STRUCTURE, *ALLOWED_FUNCTIONS))
+_AGGREGATES = (exp.Count, exp.Min, exp.Max, exp.Avg, exp.Sum)
+
+ALLOWED_ANONYMOUS: frozenset[str] = frozenset(
+    {
+        "toDate", "toDateTime", "toYear", "toMonth", "toDayOfMonth", "toDayOfWeek", "toDayOfYear", "toQuarter",
+        "toHour", "toStartOfWeek", "toYYYYMM", "now", "today", "yesterday",
+        "addDays", "addWeeks", "addMonths", "addYears", "subtractDays", "subtractWeeks", "subtractMonths",
+        "subtractYears", "lowerUTF8", "upperUTF8", "lengthUTF8", "positionCaseInsensitive", "empty", "notEmpty",
+        "toString", "toInt64", "toFloat64",
+    }
+)  # fmt: skip
+"""ClickHouse functions sqlglot does not model (``Anonymous``) that a program may call, by exact name."""
+
+_UNITS = frozenset({"YEAR", "QUARTER", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE", "SECOND"})
+_CAST_TYPES = frozenset(
+    {
+        exp.DataType.Type.DATE, exp.DataType.Type.DATE32, exp.DataType.Type.DATETIME,
+        exp.DataType.Type.DATETIME64, exp.DataType.Type.TEXT, exp.DataType.Type.VARCHAR,
+        exp.DataType.Type.INT, exp.DataType.Type.BIGINT, exp.DataType.Type.SMALLINT, exp.DataType.Type.TINYINT,
+        exp.DataType.Type.UINT, exp.DataType.Type.UBIGINT, exp.DataType.Type.FLOAT, exp.DataType.Type.DOUBLE,
+        exp.DataType.Type.BOOLEAN,
+    }
+)  # fmt: skip
+
+_SELECT_ARGS = frozenset(
+    {"expressions", "distinct", "from_", "where", "group", "having", "order", "limit", "offset"}
+)
+_SELECT_ARG_CODES = {
+    "with_": Code.WITH_CLAUSE,
+    "joins": Code.JOIN,
+    "laterals": Code.JOIN,
+    "settings": Code.SETTINGS_CLAUSE,
+    "format": Code.FORMAT_CLAUSE,
+    "into": Code.INTO_CLAUSE,
+}
+
+_SELECT_ARG_LABELS = {
+    "with_": "WITH",
+    "joins": "JOIN",
+    "laterals": "LATERAL",
+    "into": "INTO",
+    "sort": "SORT BY",
+}
+
+
+def _fail(message: str, code: Code, position: int | None = None) -> NoReturn:
+    raise ValidationError(message, code=code, path="sql", position=position)
+
+
+def _fail_at(message: str, code: Code, node: exp.Expr) -> NoReturn:
+    _fail(message, code, position_of(node))
+
+
+def _check_characters(sql: str) -> None:
+    for i, ch in enumerate(sql):
+        if ch not in _LAYOUT and unicodedata.category(ch) in _BAD_CATEGORIES:
+            _fail(f"character U+{ord(ch):04X} is not allowed in a program", Code.BAD_CHARACTER, i)
+
+
+def _tokenize(sql: str) -> list[Token]:
+    try:
+        return list(_DIALECT.tokenize(sql))
+    except TokenError as exc:
+        _fail(f"SQL does not tokenize: {exc}", Code.SQL_SYNTAX)
+
+
+def _check_tokens(sql: str, tokens: list[Token], limits: DslLimits) -> None:
+    strings = [(t.start, t.end) for t in tokens if t.token_type == TokenType.STRING]
+    inside = bytearray(len(sql))
+    for start, end in strings:
+        inside[start : end + 1] = b"\x01" * (end + 1 - start)
+    for i, ch in enumerate(sql):
+        if not inside[i] and not (ch.isascii() and (ch.isprintable() or ch in _LAYOUT)):
+            # Keywords, identifiers and punctuation are ASCII: a homoglyph, a fullwidth ';' or a
+            # zero-width space outside a literal is a smuggling attempt, never a typo worth repairing.
+            _fail(f"character U+{ord(ch):04X} outside a string literal", Code.BAD_CHARACTER, i)
+    if not tokens:
+        _fail("the SQL is empty", Code.SQL_SYNTAX, 0)
+    first = tokens[0]
+    if first.token_type == TokenType.WITH:
+        _fail(
+            "WITH is not allowed; use a subquery: id IN (SELECT id FROM ...)", Code.WITH_CLAUSE, first.start
+        )
+    if first.token_type != TokenType.SELECT:
+        _fail(f"a program's SQL is one SELECT, not {first.text.upper()!r}", Code.NOT_SELECT, first.start)
+    depth = 0
+    for tok in tokens:
+        if tok.comments:
+            _fail("comments are not allowed in a program's SQL", Code.COMMENT, tok.start)
+        kind = tok.token_type
+        if kind == TokenType.SEMICOLON:
+            _fail("a program's SQL is one statement and holds no ';'", Code.MULTIPLE_STATEMENTS, tok.start)
+        if kind in _CLAUSE_TOKENS:
+            _fail(f"{tok.text.upper()} is not allowed in a program", _CLAUSE_TOKENS[kind], tok.start)
+        if kind in _FORBIDDEN_TOKENS:
+            _fail(f"{_FORBIDDEN_TOKENS[kind]} are not allowed", Code.FORBIDDEN_SYNTAX, tok.start)
+        if kind == TokenType.STRING and len(tok.text) > limits.max_literal_chars:
+            _fail(
+                f"string literal of {len(tok.text)} characters; at most {limits.max_literal_chars}",
+                Code.LITERAL_TOO_LONG,
+                tok.start,
+            )
+        if kind == TokenType.L_PAREN:
+            depth += 1
+            if depth > limits.max_depth:
+                _fail(f"parentheses nest deeper than {limits.max_depth}", Code.TOO_DEEP, tok.start)
+        elif kind == TokenType.R_PAREN:
+            depth -= 1
+
+
+def _offset(sql: str, line: int, col: int) -> int:
+    lines = sql.split("\n")
+    before = sum(len(text) + 1 for text in lines[: max(line - 1, 0)])
+    return max(0, min(len(sql), before + col - 1))
+
+
+def _parse(sql: str) -> exp.Expr:
+    try:
+        statements = sqlglot.parse(sql, dialect=_DIALECT)
+    except ParseError as exc:
+        first = exc.errors[0] if exc.errors else {}
+        line, col = first.get("line"), first.get("col")
+        where = _offset(sql, line, col) if isinstance(line, int) and isinstance(col, int) else None
+        description = first.get("description") or str(exc)
+        _fail(f"SQL does not parse: {description}", Code.SQL_SYNTAX, where)
+    except RecursionError:
+        _fail("SQL nests too deeply to parse", Code.TOO_DEEP)
+    except Exception as exc:  # sqlglot may fail in other ways on hostile text; all mean "not SQL we accept"
+        _fail(f"SQL does not parse: {type(exc).__name__}", Code.SQL_SYNTAX)
+    real = [s for s in statements if s is not None]
+    if len(real) != 1:
+        _fail(f"a program's SQL is exactly one statement, found {len(real)}", Code.MULTIPLE_STATEMENTS)
+    return real[0]
+
+
+def _check_size(tree: exp.Expr, limits: DslLimits) -> None:
+    count = 0
+    stack: list[tuple[exp.Expr, int]] = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        count += 1
+        if count > limits.max_nodes:
+            _fail_at(f"the SQL has more than {limits.max_nodes} syntax nodes", Code.TOO_MANY_NODES, node)
+        if depth > limits.max_depth:
+            _fail_at(f"the SQL nests deeper than {limits.max_depth} levels", Code.TOO_DEEP, node)
+        stack.extend((child, depth + 1) for child in node.iter_expressions())
+
+
+def _int_literal(node: exp.Expr | None) -> int | None:
+    if isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit():
+        return int(node.this)
+    return None
+
+
+def _check_select(select: exp.Select, schema: CorpusSchema, outer: bool, limits: DslLimits) -> None:
+    for key, value in select.args.items():
+        if value is None or value == [] or value is False or key in _SELECT_ARGS:
+            continue
+        code = _SELECT_ARG_CODES.get(key, Code.FORBIDDEN_CLAUSE)
+        label = _SELECT_ARG_LABELS.get(key, key.rstrip("_").upper())
+        _fail_at(f"{label} is not allowed in a program", code, select)
+    if outer and (select.args.get("group") or select.args.get("having")):
+        _fail_at("GROUP BY and HAVING belong in subqueries", Code.FORBIDDEN_CLAUSE, select)
+    distinct = select.args.get("distinct")
+    if isinstance(distinct, exp.Distinct) and distinct.args.get("on"):
+        _fail_at("DISTINCT ON is not allowed", Code.FORBIDDEN_CLAUSE, distinct)
+    source = select.args.get("from_")
+    if not isinstance(source, exp.From):
+        _fail_at("every SELECT reads FROM the corpus table", Code.MISSING_FROM, select)
+    table = source.this
+    if isinstance(table, exp.Subquery):
+        _fail_at(f"FROM reads {schema.table} itself, not a subquery", Code.DERIVED_TABLE, table)
+    if not isinstance(table, exp.Table):
+        _fail_at(f"FROM reads {schema.table} and nothing else", Code.FORBIDDEN_CLAUSE, select)
+    _check_table(table, schema)
+    projections = select.expressions
+    if outer and (
+        len(projections) != 1 or not isinstance(projections[0], exp.Column) or projections[0].name != "id"
+    ):
+        _fail_at(
+            "the outer SELECT projects only id: SELECT [DISTINCT] id FROM ...", Code.BAD_PROJECTION, select
+        )
+    for key in ("limit", "offset"):
+        clause = select.args.get(key)
+        if clause is None:
+            continue
+        if clause.args.get("expressions") or clause.args.get("limit_options"):
+            _fail_at("LIMIT BY and LIMIT options are not allowed", Code.FORBIDDEN_CLAUSE, clause)
+        for part in (clause.args.get("expression"), clause.args.get("offset")):
+            if part is None:
+                continue
+            value = _int_literal(part)
+            if value is None or value > limits.max_limit:
+                _fail_at(f"{key.upper()} takes an integer from 0 to {limits.max_limit}", Code.BAD_LIMIT, part)
+
+
+def _check_table(table: exp.Table, schema: CorpusSchema) -> None:
+    name = table.this
+    if isinstance(name, exp.Func):
+        _fail_at(
+            f"table functions such as {name.sql(dialect=_DIALECT)[:40]!r} are not allowed",
+            Code.TABLE_FUNCTION,
+            name,
+        )
+    if not isinstance(name, exp.Identifier):
+        _fail_at(f"FROM reads {schema.table} and nothing else", Code.FORBIDDEN_CLAUSE, table)
+    if table.args.get("db") or table.args.get("catalog"):
+        _fail_at(
+            f"only the corpus table {schema.table!r} may be read, not {table.sql()!r}",
+            Code.FORBIDDEN_TABLE,
+            table,
+        )
+    if name.name != schema.table:
+        _fail_at(
+            f"unknown table {name.name!r}; the corpus table is {schema.table!r}", Code.UNKNOWN_TABLE, table
+        )
+    for key, value in table.args.items():
+        if key == "this" or value is None or value == [] or value is False:
+            continue
+        if key == "alias":
+            _fail_at("table aliases are not allowed; qualify columns with the table name", Code.ALIAS, table)
+        _fail_at(f"{key.upper()} is not allowed on a table", Code.FORBIDDEN_CLAUSE, table)
+
+
+def _check_column(column: exp.Column, schema: CorpusSchema) -> None:
+    if sentinel_of(column) is not None:
+        return  # placeholders are checked by the placeholder pass
+    if isinstance(column.this, exp.Star):
+        _fail_at("'*' is not allowed; the outer SELECT projects id", Code.STAR, column)
+    if column.args.get("db") or column.args.get("catalog"):
+        _fail_at(f"column {column.sql()!r} names another database", Code.FORBIDDEN_TABLE, column)
+    qualifier = column.table
+    if qualifier and qualifier != schema.table:
+        _fail_at(
+            f"column {column.sql()!r} is qualified with {qualifier!r}, not {schema.table!r}",
+            Code.UNKNOWN_COLUMN,
+            column,
+        )
+    if not schema.has(column.name):
+        _fail_at(
+            f"no column {column.name!r} in {schema.table}; columns: {', '.join(schema.columns)}",
+            Code.UNKNOWN_COLUMN,
+            column,
+        )
+
+
+def _check_in(node: exp.In, limits: DslLimits) -> None:
+    if node.args.get("is_global") or node.args.get("unnest"):
+        _fail_at("GLOBAL IN and IN UNNEST are not allowed", Code.FORBIDDEN_SYNTAX, node)
+    field = node.args.get("field")
+    if field is not None and sentinel_of(field) is None:
+        _fail_at(
+            "IN takes a list of literals, a subquery or a placeholder, not a table",
+            Code.FORBIDDEN_SYNTAX,
+            node,
+        )
+    items = node.expressions
+    if len(items) > limits.max_in_list:
+        _fail_at(f"IN list of {len(items)} items; at most {limits.max_in_list}", Code.IN_LIST_TOO_LONG, node)
+    for item in items:
+        bare = item.this if isinstance(item, exp.Neg) else item
+        if not isinstance(bare, exp.Literal | exp.Boolean | exp.Null):
+            _fail_at("IN lists hold literals only", Code.FORBIDDEN_SYNTAX, item)
+    query = node.args.get("query")
+    if query is not None and not isinstance(query, exp.Subquery):
+        _fail_at("IN takes a parenthesized subquery", Code.FORBIDDEN_SYNTAX, node)
+
+
+def _check_node(node: exp.Expr, root: exp.Select, schema: CorpusSchema, limits: DslLimits) -> None:
+    if isinstance(node, exp.Union | exp.Intersect | exp.Except):
+        _fail_at(
+            "UNION, INTERSECT and EXCEPT are not allowed; combine conditions with OR / AND NOT",
+            Code.SET_OPERATION,
+            node,
+        )
+    if isinstance(node, exp.Join | exp.Lateral):
+        _fail_at("JOIN is not allowed; use id IN (SELECT id FROM ...)", Code.JOIN, node)
+    if isinstance(node, exp.Alias | exp.TableAlias):
+        _fail_at("aliases are not allowed in a program", Code.ALIAS, node)
+    kind = type(node)  # exact classes: a subclass of an allowed class is a different construct
+    if kind is exp.Anonymous:
+        if node.name not in ALLOWED_ANONYMOUS:
+            _fail_at(f"function {node.name!r} is not on the allow-list", Code.FORBIDDEN_FUNCTION, node)
+    elif kind not in _ALLOWED_CLASSES:
+        if isinstance(node, exp.Func):
+            _fail_at(f"function {node.sql_name()} is not on the allow-list", Code.FORBIDDEN_FUNCTION, node)
+        _fail_at(f"{kind.__name__} is not allowed in a program", Code.FORBIDDEN_SYNTAX, node)
+    if isinstance(node, _AGGREGATES) and node.find_ancestor(exp.Select) is root:
+        _fail_at("aggregates belong in subqueries", Code.MISPLACED_AGGREGATE, node)
+    if isinstance(node, exp.Select):
+        _check_select(node, schema, node is root, limits)
+    elif isinstance(node, exp.Column):
+        _check_column(node, schema)
+    elif isinstance(node, exp.Star) and not isinstance(node.parent, exp.Count):
+        _fail_at("'*' is not allowed; the outer SELECT projects id", Code.STAR, node)
+    elif isinstance(node, exp.In):
+        _check_in(node, limits)
+    elif isinstance(node, exp.Subquery):
+        if not isinstance(node.this, exp.Select):
+            _fail_at("a subquery is one SELECT", Code.SET_OPERATION, node)
+        if any(v not in (None, [], False) for k, v in node.args.items() if k != "this"):
+            _fail_at(
+                "a subquery takes no alias or clauses outside its parentheses", Code.FORBIDDEN_CLAUSE, node
+            )
+    elif isinstance(node, exp.Var):
+        if node.arg_key not in ("unit", "this") or node.name.upper() not in _UNITS:
+            _fail_at(f"{node.name!r} is not allowed here", Code.FORBIDDEN_SYNTAX, node)
+        if node.arg_key == "this" and not isinstance(node.parent, exp.Extract):
+            _fail_at(f"{node.name!r} is not allowed here", Code.FORBIDDEN_SYNTAX, node)
+    elif isinstance(node, exp.DataType):
+        if node.this not in _CAST_TYPES or node.expressions or not isinstance(node.parent, exp.Cast):
+            _fail_at(f"type {node.sql(dialect=_DIALECT)!r} is not allowed", Code.FORBIDDEN_SYNTAX, node)
+    elif isinstance(node, exp.Is) and not isinstance(node.expression, exp.Null | exp.Boolean):
+        _fail_at("IS takes NULL, TRUE or FALSE", Code.FORBIDDEN_SYNTAX, node)
+    elif isinstance(node, exp.Literal) and node.is_string and len(node.this) > limits.max_literal_chars:
+        _fail_at(f"string literal longer than {limits.max_literal_chars}", Code.LITERAL_TOO_LONG, node)
+
+
+def _check_placeholder_slots(tree: exp.Select) -> None:
+    # Before the allow-list walk, so that a placeholder in a wrong place is reported as such rather than
+    # as whatever rule the surrounding clause breaks; the full placement rule is the placeholder pass's.
+    for column in tree.find_all(exp.Column):
+        if sentinel_of(column) is None:
+            continue
+        if column.table or not isinstance(column.parent, exp.In) or column.arg_key != "field":
+            raise ValidationError(
+                "a placeholder may appear only as `id IN <p>` or `id NOT IN <p>`, without parentheses",
+                code=Code.PLACEHOLDER_MISPLACED,
+                path="sql",
+                position=position_of(column),
+            )
+
+
+def check_sql(
+    sql: str, schema: CorpusSchema, limits: DslLimits = DEFAULT_LIMITS
+) -> tuple[exp.Select, tuple[PlaceholderToken, ...]]:
+    """Check a program's SQL; return its tree (placeholders as sentinels) and the placeholders as written."""
+    if len(sql) > limits.max_sql_chars:
+        _fail(f"SQL has {len(sql)} characters; at most {limits.max_sql_chars}", Code.SQL_TOO_LONG)
+    _check_characters(sql)
+    tokens = _tokenize(sql)
+    _check_tokens(sql, tokens, limits)
+    marked, sites = mark_placeholders(sql, tokens)
+    tree = _parse(marked)
+    if isinstance(tree, exp.Union | exp.Intersect | exp.Except):
+        _fail_at(
+            "UNION, INTERSECT and EXCEPT are not allowed; combine conditions with OR / AND NOT",
+            Code.SET_OPERATION,
+            tree,
+        )
+    if not isinstance(tree, exp.Select):
+        _fail_at(f"a program's SQL is one SELECT, not {type(tree).__name__}", Code.NOT_SELECT, tree)
+    _check_size(tree, limits)
+    _check_placeholder_slots(tree)
+    for node in tree.walk():
+        _check_node(node, tree, schema, limits)
+    return tree, sites

@@ -1,0 +1,95 @@
+"""Substitution: pure passes from a :class:`ValidatedProgram` to ClickHouse SQL text.
+
+Both work on a copy of the tree; nothing from a program is pasted into SQL text, and ids become string
+literals that sqlglot quotes. Each ``FROM <corpus table>`` becomes ``FROM <physical table> AS <corpus table>``,
+so columns qualified with the corpus table's name keep resolving, in subqueries too.
+
+>>> from indexing.schema import PRODUCTS
+>>> from serving.dsl.parse import parse_program
+>>> from serving.dsl.validate import validate
+>>> v = validate(parse_program({"sql": "SELECT id FROM products WHERE id IN <text_1> AND id NOT IN <text_2>",
+...     "retrieval_list": [{"type": "text", "field": "title", "query": "jeans"},
+...                        {"type": "text", "field": "review", "query": "tears"}]}), PRODUCTS)
+>>> substitute(v, {0: ["P1", "P'2"], 1: []}, table="prore.products__v0002")
+"SELECT id FROM prore.products__v0002 AS products WHERE id IN ('P1', 'P''2') AND NOT FALSE"
+>>> strip_retrievals(v)
+'SELECT id FROM products WHERE TRUE AND NOT FALSE'
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from sqlglot import exp
+
+from serving.dsl.errors import Code, DslError
+from serving.dsl.placeholders import placeholder_sites, restore_placeholders
+from serving.dsl.validate import ValidatedProgram
+
+_DIALECT = "clickhouse"
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_PHYSICAL = re.compile(rf"(?:(?P<db>{_NAME})\.)?(?P<table>{_NAME})")
+
+
+def _physical(table: str) -> tuple[str | None, str]:
+    match = _PHYSICAL.fullmatch(table)
+    if match is None:
+        raise DslError(f"physical table {table!r} is not [db.]name", code=Code.BAD_PHYSICAL_TABLE)
+    return match.group("db"), match.group("table")
+
+
+def _rename_tables(tree: exp.Expr, logical: str, table: str) -> None:
+    db, name = _physical(table)
+    for node in list(tree.find_all(exp.Table)):
+        node.set("this", exp.to_identifier(name))
+        node.set("db", exp.to_identifier(db) if db else None)
+        node.set("alias", exp.TableAlias(this=exp.to_identifier(logical)))
+
+
+def _render(tree: exp.Expr) -> str:
+    return tree.sql(dialect=_DIALECT, comments=False)
+
+
+def substitute(validated: ValidatedProgram, id_sets: Mapping[int, Sequence[str]], *, table: str) -> str:
+    """ClickHouse SQL for ``validated`` with entry ``i``'s ids (``id_sets[i]``, 0-based) in place of its placeholders.
+
+    An empty id set makes ``id IN <p>`` FALSE (so ``id NOT IN <p>`` is ``NOT FALSE``). The corpus table is read
+    from the physical ``table`` (``name`` or ``db.name``).
+    """
+    tree = validated.tree.copy()
+    for predicate, use in placeholder_sites(tree):
+        if use.entry not in id_sets:
+            raise DslError(
+                f"no id set for entry {use.entry} (placeholder {use.entry + 1})", code=Code.MISSING_ID_SET
+            )
+        ids = id_sets[use.entry]
+        if isinstance(ids, str) or not all(isinstance(i, str) for i in ids):
+            raise DslError(
+                f"the id set of entry {use.entry} must be a sequence of strings", code=Code.MISSING_ID_SET
+            )
+        if not ids:
+            predicate.replace(exp.false())
+            continue
+        predicate.set("field", None)
+        predicate.set("expressions", [exp.Literal.string(i) for i in ids])
+    _rename_tables(tree, validated.table, table)
+    return _render(tree)
+
+
+def strip_retrievals(validated: ValidatedProgram, *, table: str | None = None) -> str:
+    """The structure-only query: the SQL with every placeholder predicate made to let every row through.
+
+    A positive predicate ``id IN <p>`` becomes TRUE and a negative one (under an odd number of NOTs, as in
+    ``id NOT IN <p>``) becomes FALSE, so its ``NOT`` is TRUE. The predicates sit only under AND / OR / NOT, so
+    the result keeps every row the program could return for any id sets: a superset, the benchmarks'
+    "super-query" and the sql-only ablation. One exception: a subquery that holds a placeholder and has a
+    LIMIT, GROUP BY or HAVING is not monotone in its WHERE, so there the result is the structure-only query
+    but not necessarily a superset. With ``table`` the corpus table is renamed as in :func:`substitute`.
+    """
+    tree = validated.tree.copy()
+    for predicate, use in placeholder_sites(tree):
+        predicate.replace(exp.true() if use.positive else exp.false())
+    if table is not None:
+        _rename_tables(tree, validated.table, table)
+    return _render(restore_placeholders(tree))

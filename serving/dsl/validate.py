@@ -1,0 +1,186 @@
+"""Validation: a typed :class:`Program` against a corpus schema, giving a :class:`ValidatedProgram`.
+
+The SQL passes :func:`serving.dsl.safety.check_sql`; each entry names a field of its modality with a bounded
+query and RPL settings on their ladders; each placeholder sits in ``id [NOT] IN <p>``, names an existing entry
+of its own type, and every entry is used.
+
+>>> from indexing.schema import PRODUCTS
+>>> from serving.dsl.parse import parse_program
+>>> v = validate(parse_program('''{"sql": "SELECT id FROM products WHERE price<200 AND id NOT IN <image_2> AND id IN <text_1>",
+...   "retrieval_list": [{"type": "text", "field": "review", "query": "quiet"},
+...                      {"type": "image", "field": "image", "query": "white"}]}'''), PRODUCTS)
+>>> v.normalized_sql
+'SELECT id FROM products WHERE price < 200 AND NOT (id IN <image_2>) AND id IN <text_1>'
+>>> v.positive_entries
+(0,)
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+from typing import NoReturn
+
+from sqlglot import exp
+
+from indexing.schema import CorpusSchema, Role
+from serving.dsl.errors import Code, FormatError, ValidationError
+from serving.dsl.limits import DEFAULT_LIMITS, DslLimits
+from serving.dsl.placeholders import PlaceholderUse, placeholder_sites, restore_placeholders
+from serving.dsl.program import MODALITIES, MODES, Program, Retrieval
+from serving.dsl.safety import check_sql
+
+_ROLE = {"text": Role.TEXT, "image": Role.IMAGE}
+_DIALECT = "clickhouse"
+
+
+@dataclass(frozen=True)
+class ValidatedProgram:
+    """A program that passed validation, with what the engine and the benchmarks need from it.
+
+    ``tree`` holds placeholders as sentinel columns; passes copy it and never change it in place.
+    ``placeholders`` lists every occurrence in SQL order; ``positive_entries`` are the 0-based entry indexes
+    with at least one positive occurrence (see :mod:`serving.dsl.placeholders` for the polarity rule): the
+    ranking contract of DESIGN.md section 3 sums over exactly these.
+    """
+
+    program: Program
+    table: str
+    tree: exp.Select
+    placeholders: tuple[PlaceholderUse, ...]
+    normalized_sql: str
+    has_order_by: bool
+    limit: int | None
+    positive_entries: tuple[int, ...]
+
+    @property
+    def retrieval_list(self) -> tuple[Retrieval, ...]:
+        """The program's entries; entry ``i`` is named by placeholder number ``i + 1``."""
+        return self.program.retrieval_list
+
+    def normalized_program(self) -> Program:
+        """The program with its SQL in canonical form (for golden files, caches and display)."""
+        return Program(sql=self.normalized_sql, retrieval_list=self.program.retrieval_list)
+
+
+def _invalid(message: str, code: Code, path: str) -> NoReturn:
+    raise ValidationError(message, code=code, path=path)
+
+
+def _check_typed(program: Program) -> None:
+    # A Program built in code rather than parsed may still hold values its types forbid.
+    if not isinstance(program.sql, str):
+        raise FormatError("sql must be a string", code=Code.BAD_VALUE_TYPE, path="sql")
+    for i, entry in enumerate(program.retrieval_list):
+        path = f"retrieval_list[{i}]"
+        if entry.type not in MODALITIES:
+            raise FormatError(
+                f"type must be text or image, not {entry.type!r}", code=Code.BAD_TYPE, path=f"{path}.type"
+            )
+        if entry.mode not in MODES:
+            raise FormatError(
+                f"mode must be one of {', '.join(MODES)}", code=Code.BAD_MODE, path=f"{path}.mode"
+            )
+        for key in ("field", "query"):
+            if not isinstance(getattr(entry, key), str):
+                raise FormatError(f"{key} must be a string", code=Code.BAD_VALUE_TYPE, path=f"{path}.{key}")
+        for key in ("k", "rerank"):
+            value = getattr(entry, key)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise FormatError(f"{key} must be an integer", code=Code.BAD_VALUE_TYPE, path=f"{path}.{key}")
+
+
+def _check_entry(entry: Retrieval, index: int, schema: CorpusSchema, limits: DslLimits) -> None:
+    path = f"retrieval_list[{index}]"
+    if not schema.has(entry.field):
+        wanted = schema.names(_ROLE[entry.type])
+        _invalid(
+            f"no field {entry.field!r} in {schema.table}; {entry.type} fields: {', '.join(wanted) or 'none'}",
+            Code.UNKNOWN_FIELD,
+            f"{path}.field",
+        )
+    role = schema.field(entry.field).role
+    if role is not _ROLE[entry.type]:
+        _invalid(
+            f"{entry.field!r} is a {role.value} field, not a {entry.type} field",
+            Code.BAD_FIELD,
+            f"{path}.field",
+        )
+    query = entry.query
+    if not query.strip():
+        _invalid("query is empty", Code.EMPTY_QUERY, f"{path}.query")
+    if len(query) > limits.max_query_chars:
+        _invalid(
+            f"query has {len(query)} characters; at most {limits.max_query_chars}",
+            Code.QUERY_TOO_LONG,
+            f"{path}.query",
+        )
+    if any(unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn") for ch in query):
+        _invalid("query holds control or invisible characters", Code.BAD_QUERY, f"{path}.query")
+    if entry.k not in limits.k_ladder:
+        _invalid(f"k must be one of {limits.k_ladder}, not {entry.k}", Code.BAD_K, f"{path}.k")
+    if entry.rerank not in limits.rerank_ladder:
+        _invalid(
+            f"rerank must be one of {limits.rerank_ladder}, not {entry.rerank}",
+            Code.BAD_RERANK,
+            f"{path}.rerank",
+        )
+    if entry.rerank > entry.k:
+        _invalid(f"rerank {entry.rerank} exceeds k {entry.k}", Code.RERANK_EXCEEDS_K, f"{path}.rerank")
+
+
+def _check_uses(uses: list[PlaceholderUse], entries: tuple[Retrieval, ...]) -> None:
+    for use in uses:
+        written = f"<{use.modality}_{use.entry + 1}>"
+        if not 0 <= use.entry < len(entries):
+            raise ValidationError(
+                f"{written} names entry {use.entry + 1}, but retrieval_list has {len(entries)}",
+                code=Code.PLACEHOLDER_OUT_OF_RANGE,
+                path="sql",
+                position=use.position,
+            )
+        entry = entries[use.entry]
+        if entry.type != use.modality:
+            raise ValidationError(
+                f"{written} names a {entry.type} entry; write <{entry.type}_{use.entry + 1}>",
+                code=Code.PLACEHOLDER_TYPE_MISMATCH,
+                path="sql",
+                position=use.position,
+            )
+    used = {use.entry for use in uses}
+    for i in range(len(entries)):
+        if i not in used:
+            _invalid(
+                f"entry {i + 1} is never used; add `id IN <{entries[i].type}_{i + 1}>` or drop it",
+                Code.UNUSED_ENTRY,
+                f"retrieval_list[{i}]",
+            )
+
+
+def validate(program: Program, schema: CorpusSchema, limits: DslLimits = DEFAULT_LIMITS) -> ValidatedProgram:
+    """Check ``program`` against ``schema`` and the language's rules; raise a :class:`DslError` if it breaks one."""
+    _check_typed(program)
+    tree, _ = check_sql(program.sql, schema, limits)
+    entries = program.retrieval_list
+    if len(entries) > limits.max_entries:
+        _invalid(
+            f"retrieval_list has {len(entries)} entries; at most {limits.max_entries}",
+            Code.TOO_MANY_ENTRIES,
+            "retrieval_list",
+        )
+    for i, entry in enumerate(entries):
+        _check_entry(entry, i, schema, limits)
+    uses = [use for _, use in placeholder_sites(tree)]
+    _check_uses(uses, entries)
+    limit = tree.args.get("limit")
+    limit_value = limit.args.get("expression") if isinstance(limit, exp.Limit) else None
+    return ValidatedProgram(
+        program=program,
+        table=schema.table,
+        tree=tree,
+        placeholders=tuple(uses),
+        normalized_sql=restore_placeholders(tree).sql(dialect=_DIALECT, comments=False),
+        has_order_by=tree.args.get("order") is not None,
+        limit=int(limit_value.this) if isinstance(limit_value, exp.Literal) else None,
+        positive_entries=tuple(sorted({use.entry for use in uses if use.positive})),
+    )
