@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
+
+from rl.bench.commands import register_bench
+from rl.eval.commands import register_eval
 
 
 def register(sub: Any) -> None:
-    """Add this layer's subcommands to the ``prore`` parser."""
-    del sub
+    """Add this layer's subcommands (``bench``, ``eval``) to the ``prore`` parser."""
+    register_bench(sub)
+    register_eval(sub)

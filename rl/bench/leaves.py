@@ -57,8 +57,8 @@ DATE_OPS: tuple[tuple[str, float], ...] = (("=", 0.25), ("<", 0.15), (">=", 0.2)
 class PhraseBook(Protocol):
     """What leaves need from the vocabulary (see :mod:`rl.bench.phrases`)."""
 
-    def carried(self, fieldname: str, text: str) -> list[str]:
-        """Facet keys whose document phrasings occur in ``text`` of ``fieldname``."""
+    def carried(self, fieldname: str, text: str, category: str | None = None) -> list[str]:
+        """Facet keys ``text`` of ``fieldname`` carries (``category`` narrows visual terms)."""
 
     def doc_phrasings(self, facet: str) -> tuple[str, ...]:
         """The phrasings documents use for ``facet``."""
@@ -171,7 +171,10 @@ class LeafMaker:
     # -- facets of the gold document -------------------------------------------------------------
     def carried(self, fieldname: str) -> list[str]:
         if fieldname not in self._carried:
-            self._carried[fieldname] = self.book.carried(fieldname, str(self.doc[fieldname]))
+            category = self.doc.get("category")
+            self._carried[fieldname] = self.book.carried(
+                fieldname, str(self.doc[fieldname]), None if category is None else str(category)
+            )
         return self._carried[fieldname]
 
     def carried_any(self, modality: str) -> set[str]:

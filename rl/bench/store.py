@@ -19,6 +19,16 @@ from rl.bench.errors import BenchError
 
 MANIFEST = "manifest.json"
 SPLITS = ("train", "test", "ood")
+DEFAULT_SIZES: dict[str, int] = {"train": 20_000, "test": 3_000, "ood": 1_000}
+"""Instances per split and domain (the paper's 20k train / 3k test, plus a 1k OOD split)."""
+
+
+def check_sizes(sizes: Mapping[str, int]) -> None:
+    """Every split size must be a positive integer."""
+    for split in SPLITS:
+        n = sizes.get(split)
+        if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+            raise BenchError(f"--{split} must be a positive number of instances, got {n}", code="bench_size")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,126 @@
+"""``prore bench``: synthesize a benchmark, and show what one holds.
+
+    prore bench synth {ecommerce|email} [--train N --test N --ood N] [--seed S] [--rewriter URL]
+    prore bench show {ecommerce|email} [--split test] [--n 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from indexing.config import Config
+from indexing.schema import DOMAINS, schema_for
+from indexing.workspace import Workspace
+from rl.bench.rewriter import RewriterConfig
+from rl.bench.store import DEFAULT_SIZES, SPLITS, Instance, check_sizes, load_manifest, load_split
+
+
+def _synth(args: argparse.Namespace, cfg: Config) -> int:
+    from rl.bench.synth import SynthConfig, synthesize
+
+    schema_for(args.domain)
+    sizes = {"train": args.train, "test": args.test, "ood": args.ood}
+    check_sizes(sizes)
+    rewriter = RewriterConfig(url=args.rewriter, model=args.rewriter_model) if args.rewriter else None
+    scfg = SynthConfig(sizes=sizes, seed=args.seed, rewriter=rewriter, progress=not args.quiet)
+    manifest = synthesize(cfg, args.domain, scfg)
+    ws = Workspace(cfg.workspace)
+    counts = ", ".join(f"{s} {n}" for s, n in manifest["splits"].items())
+    print(f"{args.domain} benchmark: {counts} in {manifest['elapsed_s']:.1f} s "
+          f"({manifest['instances_per_s']:.1f} instances/s)")
+    print(f"written to {ws.bench_dir(args.domain)}")
+    return 0
+
+
+def _table(title: str, counts: Counter[str], total: int) -> list[str]:
+    lines = [f"{title}:"]
+    width = max((len(k) for k in counts), default=0)
+    for key, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        lines.append(f"  {key:<{width}}  {n:>7}  {n / max(total, 1):6.1%}")
+    return lines
+
+
+def describe(instances: Iterable[Instance], n_examples: int) -> str:
+    """Level, modality, operator and template-family statistics plus ``n_examples`` examples."""
+    items = list(instances)
+    total = len(items)
+    levels = Counter(i.level for i in items)
+    mods = Counter("+".join(i.modalities) for i in items)
+    ops = Counter(op for i in items for op in i.operators)
+    fams = Counter(i.family for i in items)
+    lines = [f"{total} instances"]
+    lines += _table("levels", levels, total)
+    lines += _table("modalities", mods, total)
+    lines += _table("operators (share of instances using each)", ops, total)
+    lines += _table("template families", fams, total)
+    if any(i.rewritten for i in items):
+        lines.append(f"rewritten by an LLM: {sum(i.rewritten for i in items)}")
+    step = max(total // max(n_examples, 1), 1)
+    examples = items[::step][:n_examples]
+    if examples:
+        lines.append("examples:")
+    for inst in examples:
+        lines.append(f"  [{inst.qid}] {inst.level} {'+'.join(inst.modalities)} ({inst.family}) gold {inst.gold_id}")
+        lines.append(f"    nl:      {inst.nl}")
+        lines.append(f"    program: {json.dumps(inst.program_dict, ensure_ascii=False)}")
+    return "\n".join(lines)
+
+
+def _show(args: argparse.Namespace, cfg: Config) -> int:
+    schema_for(args.domain)
+    ws = Workspace(cfg.workspace)
+    if args.n < 0:
+        from rl.bench.errors import BenchError
+
+        raise BenchError(f"--n must be zero or more, got {args.n}", code="bench_size")
+    manifest = load_manifest(ws, args.domain)
+    instances = load_split(ws, args.domain, args.split)
+    print(f"{args.domain} / {args.split} (seed {manifest.get('seed')}, corpus {manifest.get('corpus_fingerprint')}, "
+          f"index {manifest.get('index_version')})")
+    print(describe(instances, args.n))
+    return 0
+
+
+def register_bench(sub: Any) -> None:
+    """Add ``prore bench synth`` and ``prore bench show`` to the ``prore`` parser."""
+    p = sub.add_parser(
+        "bench",
+        help="synthesize benchmark queries with gold programs, or show a benchmark",
+        description="Benchmarks of natural-language requests, each with a gold retrieval program whose "
+        "gold document comes out first. Stored under <workspace>/bench/<domain>.",
+    )
+    actions = p.add_subparsers(dest="bench_action", metavar="{synth|show}", required=True)
+    s = actions.add_parser(
+        "synth",
+        help="synthesize the train, test and OOD splits of a domain",
+        description="Sample condition structures (L1/L2/L3), make leaf conditions from gold documents, "
+        "compile and execute gold programs (kept only when the gold document ranks first) and verbalize "
+        "them. Needs a built index of the domain (prore index build).",
+    )
+    s.add_argument("domain", help="corpus domain: " + " or ".join(DOMAINS))
+    s.add_argument("--train", type=int, default=DEFAULT_SIZES["train"], metavar="N",
+                   help=f"training instances (default {DEFAULT_SIZES['train']})")
+    s.add_argument("--test", type=int, default=DEFAULT_SIZES["test"], metavar="N",
+                   help=f"test instances (default {DEFAULT_SIZES['test']})")
+    s.add_argument("--ood", type=int, default=DEFAULT_SIZES["ood"], metavar="N",
+                   help=f"OOD instances: held-out template families and paraphrases (default {DEFAULT_SIZES['ood']})")
+    s.add_argument("--seed", type=int, default=0, help="random seed; the same seed gives the same benchmark")
+    s.add_argument("--rewriter", metavar="URL", default=None,
+                   help="OpenAI-compatible endpoint (e.g. http://host:8000/v1) that rewrites each request; "
+                   "responses are cached in the workspace")
+    s.add_argument("--rewriter-model", metavar="NAME", default="default", help="model name sent to the rewriter")
+    s.add_argument("--quiet", action="store_true", help="no progress bars")
+    s.set_defaults(handler=_synth)
+    w = actions.add_parser(
+        "show",
+        help="print statistics and examples of a benchmark split",
+        description="Level, modality, operator and template-family statistics of one split, plus examples.",
+    )
+    w.add_argument("domain", help="corpus domain: " + " or ".join(DOMAINS))
+    w.add_argument("--split", default="test", help="split to show: " + ", ".join(SPLITS) + " (default test)")
+    w.add_argument("--n", type=int, default=5, help="examples to print (default 5)")
+    w.set_defaults(handler=_show)

@@ -1,0 +1,213 @@
+"""Everything synthesis reads once per domain: the engine, the corpus, value and facet statistics,
+the gold-width retrieval ranks of every query phrase, and the gold-document pools of the splits.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import sqlglot
+
+from indexing.config import Config
+from indexing.corpora.files import corpus_manifest, iter_corpus
+from indexing.schema import CorpusSchema, schema_for
+from indexing.workspace import Workspace
+from rl.bench.compile import DEFAULT_K, literal
+from rl.bench.errors import BenchError
+from rl.bench.leaves import CATEGORICAL, DomainFacts
+from rl.bench.phrases import PhraseBook
+from rl.bench.store import SPLITS
+from serving.dsl.program import Program, Retrieval
+
+if TYPE_CHECKING:
+    from rl.bench.synth import SynthConfig
+    from serving.engine import Engine
+
+FACET_SAMPLE = 20_000
+"""Documents scanned to learn which facets each field carries (all of them in a smaller corpus)."""
+PROBE_BATCH = 512
+"""Probe programs per ``execute_many`` call when ranking every query phrase."""
+SUPER_BATCH = 128
+"""Super-queries counted in one ClickHouse scan."""
+MIN_POOL_DOCS = 30
+"""Below this many gold documents per side, train and the evaluation splits share one pool."""
+
+
+class RankTable:
+    """The gold-width ranked ids of each (field, phrase), computed once through the engine."""
+
+    def __init__(self) -> None:
+        self._ranks: dict[tuple[str, str], dict[str, int]] = {}
+
+    def __len__(self) -> int:
+        return len(self._ranks)
+
+    def rank(self, fieldname: str, phrase: str, doc_id: str) -> int | None:
+        """1-based rank of ``doc_id`` for ``phrase`` on ``fieldname``, or ``None``."""
+        return self._ranks.get((fieldname, phrase), {}).get(doc_id)
+
+    def fill(self, engine: Engine, schema: CorpusSchema, pairs: Iterable[tuple[str, str]]) -> None:
+        """Rank the ``(field, phrase)`` pairs not seen yet, with one-entry probe programs."""
+        todo = sorted({p for p in pairs if p not in self._ranks})
+        for start in range(0, len(todo), PROBE_BATCH):
+            chunk = todo[start : start + PROBE_BATCH]
+            programs = []
+            for fieldname, phrase in chunk:
+                kind = "image" if fieldname in schema.image_fields else "text"
+                programs.append(
+                    Program(
+                        f"SELECT DISTINCT id FROM {schema.table} WHERE id IN <{kind}_1>",
+                        (Retrieval(kind, fieldname, phrase, k=DEFAULT_K),),  # type: ignore[arg-type]
+                    )
+                )
+            results = engine.execute_many(programs, k=1)
+            for (fieldname, phrase), (prog, res) in zip(chunk, zip(programs, results, strict=True), strict=True):
+                if isinstance(res, Exception):
+                    raise BenchError(f"probing {fieldname} for {phrase!r} failed: {res}", code="bench_probe")
+                ids = res.candidates[f"{prog.retrieval_list[0].type}_1"]
+                self._ranks[(fieldname, phrase)] = {d: i for i, d in enumerate(ids, start=1)}
+
+
+class BenchContext:
+    """What one domain's synthesis shares across splits."""
+
+    def __init__(self, cfg: Config, domain: str, scfg: SynthConfig, engine: Engine) -> None:
+        self.cfg, self.domain, self.scfg, self.engine = cfg, domain, scfg, engine
+        self.schema = schema_for(domain)
+        ws = Workspace(cfg.workspace)
+        manifest = corpus_manifest(ws, domain)
+        self.corpus_fingerprint = str(manifest.get("fingerprint"))
+        self.index_version = str(getattr(engine.handle, "version", "unknown"))
+        built_from = getattr(engine.handle, "meta", {}).get("corpus_fingerprint")
+        if built_from and built_from != self.corpus_fingerprint:
+            raise BenchError(
+                f"the {domain} index was built from another corpus ({built_from}, workspace has "
+                f"{self.corpus_fingerprint}); run: prore index build {domain}",
+                code="bench_stale_index",
+            )
+        self.table: pa.Table = pa.concat_tables(list(iter_corpus(ws, self.schema)))
+        self.corpus_rows = self.table.num_rows
+        if self.corpus_rows == 0:
+            raise BenchError(f"the {domain} corpus is empty", code="bench_corpus")
+        self._columns = {name: self.table.column(name) for name in self.table.column_names}
+        self._index = {str(v): i for i, v in enumerate(self._columns["id"].to_pylist())}
+        self.book = PhraseBook(domain)
+        self.facts = self._facts()
+        self.ranks = RankTable()
+        self._pools = self._make_pools()
+        for ood in (False, True):
+            self.ranks.fill(engine, self.schema, self.phrase_pairs(ood))
+
+    # -- corpus ---------------------------------------------------------------------------------
+    def row(self, i: int) -> dict[str, Any]:
+        """Document ``i`` of the corpus as a dict."""
+        return {name: col[i].as_py() for name, col in self._columns.items()}
+
+    def row_by_id(self, doc_id: str) -> dict[str, Any]:
+        return self.row(self._index[doc_id])
+
+    def _facts(self) -> DomainFacts:
+        cats = CATEGORICAL[self.domain]
+        values = {}
+        for name in cats:
+            counts = Counter(str(v) for v in self._columns[name].to_pylist())
+            values[name] = tuple(v for v, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+        by_category: dict[str, dict[str, tuple[str, ...]]] = {}
+        if "category" in self._columns:
+            pairs: dict[str, dict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
+            category = self._columns["category"].to_pylist()
+            for name in ("brand", "color"):
+                for c, v in zip(category, self._columns[name].to_pylist(), strict=True):
+                    pairs[str(c)][name][str(v)] += 1
+            by_category = {
+                c: {n: tuple(v for v, _ in sorted(cnt.items(), key=lambda kv: (-kv[1], kv[0]))) for n, cnt in d.items()}
+                for c, d in pairs.items()
+            }
+        step = max(1, self.corpus_rows // FACET_SAMPLE)
+        found: dict[str, Counter[str]] = defaultdict(Counter)
+        category_col = self._columns.get("category")
+        for i in range(0, self.corpus_rows, step):
+            cat = None if category_col is None else str(category_col[i].as_py())
+            for name in self.schema.vector_fields:
+                found[name].update(set(self.book.carried(name, str(self._columns[name][i].as_py()), cat)))
+        facets = {
+            name: tuple(k for k, _ in sorted(cnt.items(), key=lambda kv: (-kv[1], kv[0])))
+            for name, cnt in found.items()
+            if cnt
+        }
+        return DomainFacts(self.schema, values, by_category, facets)
+
+    def phrase_pairs(self, ood: bool) -> list[tuple[str, str]]:
+        """Every (field, phrase) a leaf of a split may search (``ood``: the OOD paraphrases)."""
+        return [
+            (name, phrase)
+            for name, keys in self.facts.facets.items()
+            for key in keys
+            for phrase in self.book.paraphrases(key, ood)
+        ]
+
+    # -- splits ---------------------------------------------------------------------------------
+    def _make_pools(self) -> dict[str, list[int]]:
+        order = list(range(self.corpus_rows))
+        random.Random(f"{self.scfg.seed}:{self.domain}:pools").shuffle(order)
+        sizes = self.scfg.sizes
+        total = sum(sizes[s] for s in SPLITS)
+        share = min(max((sizes["test"] + sizes["ood"]) / total, 0.15), 0.5)
+        n_eval = round(self.corpus_rows * share)
+        self.disjoint_gold = min(n_eval, self.corpus_rows - n_eval) >= MIN_POOL_DOCS
+        if not self.disjoint_gold:
+            return {s: order for s in SPLITS}
+        return {"train": order[n_eval:], "test": order[:n_eval], "ood": order[:n_eval]}
+
+    def gold_pool(self, split: str) -> list[int]:
+        """Row numbers the gold documents of ``split`` are drawn from."""
+        return self._pools[split]
+
+    # -- checks ---------------------------------------------------------------------------------
+    def leaks(self, nl: str, doc: Mapping[str, Any], maker: object | None = None) -> bool:
+        """Whether ``nl`` copies a facet phrasing from the document's own text fields."""
+        low = nl.lower()
+        for name in self.schema.text_fields:
+            for _, words in self.book.found(name, str(doc[name])):
+                if words.lower() in low:
+                    return True
+        return False
+
+    def super_counts(self, items: Sequence[tuple[Program, str]]) -> list[tuple[int, bool]]:
+        """For each (program, gold id): how many documents pass its structure-only super-query, and
+        whether the gold document is among them. One ClickHouse scan per :data:`SUPER_BATCH`."""
+        from serving.dsl import strip_retrievals, validate
+
+        wheres = []
+        for program, _ in items:
+            stripped = strip_retrievals(validate(program, self.schema))
+            tree = sqlglot.parse_one(stripped, read="clickhouse")
+            where = tree.args.get("where")
+            wheres.append(where.this.sql(dialect="clickhouse") if where is not None else "1")
+        out: list[tuple[int, bool]] = []
+        table = self.engine.handle.table
+        for start in range(0, len(items), SUPER_BATCH):
+            chunk = list(zip(wheres[start : start + SUPER_BATCH], items[start : start + SUPER_BATCH], strict=True))
+            cols = []
+            for where, (_, gold) in chunk:
+                cols.append(f"countIf({where})")
+                cols.append(f"countIf(({where}) AND id = {literal(gold)})")
+            settings = self.engine.limits.settings(len(chunk))
+            rows = self.engine.handle.sql.query(f"SELECT {', '.join(cols)} FROM {table}", settings=settings)
+            values = rows[0]
+            out.extend((int(values[2 * j]), int(values[2 * j + 1]) > 0) for j in range(len(chunk)))
+        return out
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+def open_context(cfg: Config, domain: str, scfg: SynthConfig) -> BenchContext:
+    """Open the engine on the published index of ``domain`` and read everything synthesis needs."""
+    from serving.engine import Engine
+
+    return BenchContext(cfg, domain, scfg, Engine.open(cfg, domain))

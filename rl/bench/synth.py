@@ -1,0 +1,319 @@
+"""Benchmark synthesis: structure, leaves, gold program and verbalization, with two filters.
+
+For each split, candidates are generated for the levels still short of their quota (each candidate
+is a pure function of the seed, the split, the level and its attempt number, so a run is
+deterministic), then
+
+1. the structure-only super-query (every retrieval predicate replaced by TRUE) is counted on
+   ClickHouse for a whole batch in one scan; a candidate whose candidate set is empty or too large
+   (see :class:`Thresholds`) is dropped before any vector work;
+2. the survivors run through :meth:`serving.engine.Engine.execute_many`; a candidate is kept only when
+   its gold document comes out strictly first.
+
+Accepted candidates fill the quotas in attempt order, and the splits are written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tqdm import tqdm
+
+from indexing.config import Config
+from indexing.schema import schema_for
+from indexing.workspace import Workspace
+from rl.bench.compile import compile_tree
+from rl.bench.context import BenchContext, open_context
+from rl.bench.errors import BenchError
+from rl.bench.leaves import LeafMaker
+from rl.bench.rewriter import Rewriter, RewriterConfig, keeps_anchors
+from rl.bench.store import DEFAULT_SIZES, SPLITS, Instance, check_sizes, write_bench
+from rl.bench.structure import LEVELS, quotas, shape_for
+from rl.bench.tree import Node, leaves, modalities, operators, signed_leaves, to_json
+from rl.bench.verbalize import Family, families, verbalize
+from serving.dsl.program import Program
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """When the structure-only super-query drops a candidate (before any vector search)."""
+
+    min_candidates: int = 1
+    """Fewer documents than this pass the structured conditions: the query can find nothing."""
+    max_unranked_candidates: int = 8
+    """A program without a positive retrieval ranks its result by id only, so its answer must be
+    (nearly) unique: more structure-only candidates than this and the request is underspecified."""
+    max_structured_fraction: float = 0.5
+    """With structured conditions present, keeping more than this share of the corpus means they
+    say almost nothing; a program made only of retrievals is exempt (its super-query is the corpus)."""
+
+
+@dataclass(frozen=True)
+class SynthConfig:
+    """One synthesis run."""
+
+    sizes: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_SIZES))
+    """Instances per split (``train``, ``test``, ``ood``)."""
+    seed: int = 0
+    """Seed of everything random: gold documents, structures, leaves, wording."""
+    batch: int = 512
+    """Most candidates generated per round (one super-query scan, one ``execute_many`` call)."""
+    max_attempts_per_instance: int = 60
+    """Give up on a split when it needs more candidates than this per requested instance."""
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    rewriter: RewriterConfig | None = None
+    """Rewrite every accepted request through this endpoint (cached), or keep the templates."""
+    progress: bool = True
+    """Show tqdm progress bars."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    qid_seed: str
+    gold_id: str
+    level: int
+    tree: Node
+    program: Program
+    nl: str
+    family: str
+
+
+@dataclass
+class SplitStats:
+    """What one split cost: attempts, rejections by reason and accepted instances per level."""
+
+    attempts: Counter[int] = field(default_factory=Counter)
+    accepted: Counter[int] = field(default_factory=Counter)
+    rejected: Counter[str] = field(default_factory=Counter)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "attempts": {f"L{k}": v for k, v in sorted(self.attempts.items())},
+            "accepted": {f"L{k}": v for k, v in sorted(self.accepted.items())},
+            "rejected": dict(sorted(self.rejected.items())),
+        }
+
+
+def is_first(result: Any, gold_id: str) -> bool:
+    """Whether ``gold_id`` is strictly first: ranked first and not tied with the second (a tie
+    would be broken by id alone, which no request can express)."""
+    ids, scores = tuple(result.ids), tuple(result.scores)
+    if not ids or ids[0] != gold_id:
+        return False
+    return len(ids) == 1 or scores[0] > scores[1]
+
+
+class _SplitRun:
+    def __init__(self, ctx: BenchContext, cfg: SynthConfig, split: str, seen_nl: set[str]) -> None:
+        self.ctx, self.cfg, self.split = ctx, cfg, split
+        self.ood = split == "ood"
+        self.families: tuple[Family, ...] = families(self.ood)
+        self.pool = ctx.gold_pool(split)
+        self.seen_nl = seen_nl
+        self.stats = SplitStats()
+        self.next_attempt: Counter[int] = Counter()
+
+    def candidate(self, level: int, attempt: int) -> Candidate | None:
+        rng = random.Random(f"{self.cfg.seed}:{self.ctx.domain}:{self.split}:{level}:{attempt}")
+        doc = self.ctx.row(self.pool[rng.randrange(len(self.pool))])
+        maker = LeafMaker(self.ctx.facts, self.ctx.book, self.ctx.ranks, doc, rng, ood=self.ood)
+        tree = maker.fill(shape_for(level, rng), level)
+        if tree is None:
+            self.stats.rejected["no_leaves"] += 1
+            return None
+        fam = rng.choice(self.families)
+        nl = verbalize(tree, self.ctx.domain, fam, rng)
+        if self.ctx.leaks(nl, doc, maker):
+            self.stats.rejected["copies_document"] += 1
+            return None
+        if nl in self.seen_nl:
+            self.stats.rejected["duplicate"] += 1
+            return None
+        program = compile_tree(tree, self.ctx.schema.table)
+        return Candidate(f"{level}:{attempt}", str(doc["id"]), level, tree, program, nl, fam.name)
+
+    def generate(self, need: Mapping[int, int], yields: Mapping[int, float]) -> list[Candidate]:
+        out: list[Candidate] = []
+        budget = self.cfg.batch
+        for level in LEVELS:
+            if need.get(level, 0) <= 0:
+                continue
+            # Oversample by the yield seen so far, so most rounds finish a level in one go.
+            want = min(budget, max(16, int(need[level] / max(yields[level], 0.02) * 1.2)))
+            for _ in range(want):
+                attempt = self.next_attempt[level]
+                self.next_attempt[level] += 1
+                self.stats.attempts[level] += 1
+                c = self.candidate(level, attempt)
+                if c is not None:
+                    out.append(c)
+        return out
+
+    def super_filter(self, cands: list[Candidate]) -> list[Candidate]:
+        counts = self.ctx.super_counts([(c.program, c.gold_id) for c in cands])
+        th = self.cfg.thresholds
+        kept = []
+        for c, (n, has_gold) in zip(cands, counts, strict=True):
+            structured = any(not leaf.semantic for leaf in leaves(c.tree))
+            ranked = any(not neg for _, neg in _positive_semantic(c.tree))
+            if not has_gold:
+                self.stats.rejected["super_query_misses_gold"] += 1
+            elif n < th.min_candidates:
+                self.stats.rejected["super_query_empty"] += 1
+            elif not ranked and n > th.max_unranked_candidates:
+                self.stats.rejected["super_query_not_unique"] += 1
+            elif ranked and structured and n > th.max_structured_fraction * self.ctx.corpus_rows:
+                self.stats.rejected["super_query_too_broad"] += 1
+            else:
+                kept.append(c)
+        return kept
+
+    def rank_filter(self, cands: list[Candidate]) -> list[Candidate]:
+        results = self.ctx.engine.execute_many([c.program for c in cands], k=3)
+        kept = []
+        for c, r in zip(cands, results, strict=True):
+            if isinstance(r, Exception):
+                self.stats.rejected[f"execution_{getattr(r, 'code', 'error')}"] += 1
+            elif is_first(r, c.gold_id):
+                kept.append(c)
+            else:
+                self.stats.rejected["gold_not_first"] += 1
+        return kept
+
+    def run(self, size: int) -> list[Candidate]:
+        target = quotas(size)
+        got: dict[int, list[Candidate]] = {lvl: [] for lvl in LEVELS}
+        bar = tqdm(total=size, desc=f"{self.ctx.domain} {self.split}", unit="q", disable=not self.cfg.progress)
+        limit = self.cfg.max_attempts_per_instance * size + 200
+        try:
+            while True:
+                need = {lvl: target[lvl] - len(got[lvl]) for lvl in LEVELS}
+                if all(n <= 0 for n in need.values()):
+                    break
+                if sum(self.stats.attempts.values()) >= limit:
+                    short = ", ".join(f"L{k}: {v}" for k, v in need.items() if v > 0)
+                    raise BenchError(
+                        f"could not synthesize the {self.ctx.domain} {self.split} split: still short of {short} "
+                        f"after {limit} candidates; the corpus may be too small for these sizes",
+                        code="bench_yield",
+                    )
+                yields = {
+                    lvl: (self.stats.accepted[lvl] + 1) / (self.stats.attempts[lvl] + 2) for lvl in LEVELS
+                }
+                batch = self.rank_filter(self.super_filter(self.generate(need, yields)))
+                for c in batch:
+                    if len(got[c.level]) < target[c.level] and c.nl not in self.seen_nl:
+                        got[c.level].append(c)
+                        self.seen_nl.add(c.nl)
+                        self.stats.accepted[c.level] += 1
+                        bar.update(1)
+                bar.set_postfix(accept=f"{sum(self.stats.accepted.values()) / max(sum(self.stats.attempts.values()), 1):.0%}")
+        finally:
+            bar.close()
+        # Interleave levels deterministically so any prefix of a split keeps the level mix.
+        ordered = [c for lvl in LEVELS for c in got[lvl]]
+        rng = random.Random(f"{self.cfg.seed}:{self.ctx.domain}:{self.split}:order")
+        rng.shuffle(ordered)
+        return ordered
+
+
+def _positive_semantic(tree: Node) -> list[tuple[Any, bool]]:
+    return [(leaf, neg) for leaf, neg in signed_leaves(tree) if leaf.semantic]
+
+
+def _anchors(tree: Node) -> list[str]:
+    out: list[str] = []
+    for leaf in leaves(tree):
+        if leaf.semantic:
+            continue
+        for v in leaf.values:
+            if isinstance(v, str) and not leaf.transform and leaf.field not in ("date", "release_date"):
+                out.append(v)
+    return out
+
+
+def _instances(
+    ctx: BenchContext, split: str, cands: Sequence[Candidate], rewriter: Rewriter | None
+) -> list[Instance]:
+    out = []
+    for n, c in enumerate(cands):
+        nl, rewritten = c.nl, False
+        if rewriter is not None:
+            new = rewriter.rewrite(c.nl)
+            doc = ctx.row_by_id(c.gold_id)
+            if new and keeps_anchors(new, _anchors(c.tree)) and not ctx.leaks(new, doc, None):
+                nl, rewritten = new, True
+        out.append(
+            Instance(
+                qid=f"{ctx.domain}-{split}-{n:06d}",
+                split=split,
+                domain=ctx.domain,
+                nl=nl,
+                program=c.program.to_json(),
+                gold_id=c.gold_id,
+                level=f"L{c.level}",
+                modalities=tuple(modalities(c.tree)),
+                family=c.family,
+                operators=tuple(operators(c.tree)),
+                tree=json.dumps(to_json(c.tree), ensure_ascii=False),
+                rewritten=rewritten,
+            )
+        )
+    return out
+
+
+def synthesize(
+    cfg: Config,
+    domain: str,
+    scfg: SynthConfig,
+    *,
+    opener: Callable[[Config, str, SynthConfig], BenchContext] = open_context,
+) -> dict[str, Any]:
+    """Synthesize the ``train``, ``test`` and ``ood`` splits of ``domain`` and write them to the
+    workspace; returns the manifest."""
+    schema_for(domain)
+    check_sizes(scfg.sizes)
+    t0 = time.perf_counter()
+    ctx = opener(cfg, domain, scfg)
+    ws = Workspace(cfg.workspace)
+    rewriter = Rewriter(scfg.rewriter, ws.cache_dir / "rewriter") if scfg.rewriter else None
+    try:
+        seen: set[str] = set()
+        splits: dict[str, list[Instance]] = {}
+        stats: dict[str, Any] = {}
+        for split in SPLITS:
+            run = _SplitRun(ctx, scfg, split, seen)
+            cands = run.run(scfg.sizes[split])
+            splits[split] = _instances(ctx, split, cands, rewriter)
+            stats[split] = run.stats.as_dict()
+        elapsed = time.perf_counter() - t0
+        total = sum(len(v) for v in splits.values())
+        manifest = {
+            "seed": scfg.seed,
+            "sizes": dict(scfg.sizes),
+            "levels": {
+                s: dict(sorted(Counter(i.level for i in v).items())) for s, v in splits.items()
+            },
+            "families": {s: sorted({i.family for i in v}) for s, v in splits.items()},
+            "corpus_fingerprint": ctx.corpus_fingerprint,
+            "corpus_rows": ctx.corpus_rows,
+            "index_version": ctx.index_version,
+            "disjoint_gold": ctx.disjoint_gold,
+            "thresholds": vars(scfg.thresholds),
+            "rank_filter": "gold strictly first (ranked first, not tied with the second)",
+            "stats": stats,
+            "elapsed_s": round(elapsed, 2),
+            "instances_per_s": round(total / max(elapsed, 1e-9), 2),
+            "rewriter": None
+            if rewriter is None
+            else {"url": rewriter.cfg.url, "model": rewriter.cfg.model, "sent": rewriter.sent, "cached": rewriter.cached},
+        }
+        return write_bench(ws, domain, splits, manifest)
+    finally:
+        ctx.close()
