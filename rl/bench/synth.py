@@ -273,15 +273,16 @@ def synthesize(
     domain: str,
     scfg: SynthConfig,
     *,
+    out: Workspace | None = None,
     opener: Callable[[Config, str, SynthConfig], BenchContext] = open_context,
 ) -> dict[str, Any]:
     """Synthesize the ``train``, ``test`` and ``ood`` splits of ``domain`` and write them to the
-    workspace; returns the manifest."""
+    workspace (or to ``out``); returns the manifest."""
     schema_for(domain)
     check_sizes(scfg.sizes)
     t0 = time.perf_counter()
     ctx = opener(cfg, domain, scfg)
-    ws = Workspace(cfg.workspace)
+    ws = out or Workspace(cfg.workspace)
     rewriter = Rewriter(scfg.rewriter, ws.cache_dir / "rewriter") if scfg.rewriter else None
     try:
         seen: set[str] = set()
