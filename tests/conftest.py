@@ -1,0 +1,219 @@
+"""Shared fixtures: one workspace and one chDB path per test process, small indexed corpora, a Milvus server.
+
+chDB binds one path per process, so every test that touches ClickHouse in-process uses the
+session's chDB path: :func:`workspace_config` gives a fresh workspace that shares it and keeps
+apart by its own ClickHouse database.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+# Before anything imports transformers or tokenizers: the model is local, and forked workers must
+# not inherit tokenizer threads.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest
+
+from indexing.config import ClickHouseConfig, Config, EmbedderConfig, MilvusConfig
+
+SMALL_CORPUS_ROWS = 600
+"""Documents per domain in :func:`small_index_cfg`."""
+
+
+@pytest.fixture(scope="session")
+def session_workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The workspace of the whole test process; its ``chdb/`` is the process's one chDB path."""
+    return tmp_path_factory.mktemp("workspace")
+
+
+@pytest.fixture(scope="session")
+def chdb_path(session_workspace: Path) -> Path:
+    """The one chDB path of this test process."""
+    return session_workspace / "chdb"
+
+
+@pytest.fixture(scope="session")
+def workspace_config(
+    tmp_path_factory: pytest.TempPathFactory, chdb_path: Path
+) -> Callable[..., Config]:
+    """Factory of configs with a fresh workspace each, sharing the session's chDB path.
+
+    ``workspace_config("name", text="hashing", image="hashing", hashing_dim=64)``; keyword
+    arguments go to :class:`EmbedderConfig`, ``milvus=MilvusConfig(...)`` replaces the Milvus section.
+    """
+    counter = itertools.count()
+
+    def make(name: str = "ws", *, milvus: MilvusConfig | None = None, **embedder: Any) -> Config:
+        i = next(counter)
+        return Config(
+            workspace=tmp_path_factory.mktemp(name),
+            clickhouse=ClickHouseConfig(chdb_path=str(chdb_path), database=f"t{i:03d}_{name}"),
+            milvus=milvus or MilvusConfig(),
+            embedder=EmbedderConfig(**embedder),
+        )
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def small_index_cfg(session_workspace: Path, chdb_path: Path) -> Config:
+    """Config of the session workspace holding both corpora (600 docs each, generated) indexed with MiniLM."""
+    try:
+        generate_products = importlib.import_module("indexing.corpora.products").generate_products
+        generate_emails = importlib.import_module("indexing.corpora.emails").generate_emails
+    except (ImportError, AttributeError) as exc:
+        pytest.skip(f"corpus generators are not available: {exc}")
+    from indexing.build import build_index
+    from indexing.corpora.files import write_corpus
+    from indexing.schema import EMAILS, PRODUCTS
+    from indexing.workspace import Workspace
+
+    cfg = Config(
+        workspace=session_workspace,
+        clickhouse=ClickHouseConfig(chdb_path=str(chdb_path)),
+        embedder=EmbedderConfig(text="minilm", image="minilm"),
+    )
+    ws = Workspace(session_workspace)
+    for schema, generate in ((PRODUCTS, generate_products), (EMAILS, generate_emails)):
+        meta = {"generator": schema.domain, "size": SMALL_CORPUS_ROWS, "seed": 0}
+        write_corpus(ws, schema, generate(SMALL_CORPUS_ROWS, seed=0), meta)
+        build_index(cfg, schema.domain, progress=False)
+    return cfg
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="session")
+def milvus_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URI of a Milvus Lite gRPC server (``python -m milvus_lite server``) on a free localhost port."""
+    pytest.importorskip("milvus_lite", reason="milvus-lite is not installed (pip install 'proretrieval[milvus]')")
+    root = tmp_path_factory.mktemp("milvus-server")
+    port = _free_port()
+    log = (root / "server.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(root / "data"),
+         "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"Milvus Lite server exited with {proc.returncode}: {(root / 'server.log').read_text()[-2000:]}")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail("Milvus Lite server did not listen within 60 s")
+                time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+_WORDS = {
+    "brand": ("Sony", "Bose", "Anker", "Levi's", "Acme"),
+    "category": ("headphones", "speaker", "charger", "jeans", "lamp"),
+    "color": ("black", "white", "red", "blue"),
+    "praise": ("great noise cancelling", "long battery life", "sturdy build", "comfortable fit", "bright light"),
+    "look": ("matte white", "glossy black", "faded denim", "brushed metal", "bright red"),
+    "topic": ("quarterly budget", "team offsite", "server outage", "contract renewal", "lunch plans"),
+}
+
+
+def _synthetic(schema_name: str, n: int, seed: int = 0) -> Any:
+    import datetime as dt
+
+    import numpy as np
+    import pyarrow as pa
+
+    from indexing.corpora.files import arrow_schema
+    from indexing.schema import schema_for
+
+    schema = schema_for(schema_name)
+    rng = np.random.default_rng(seed)
+
+    def pick(kind: str) -> list[str]:
+        options = _WORDS[kind]
+        return [options[i] for i in rng.integers(0, len(options), n)]
+
+    cols: dict[str, list[Any]]
+    if schema.domain == "ecommerce":
+        brand, cat, color, praise, look = pick("brand"), pick("category"), pick("color"), pick("praise"), pick("look")
+        cols = {
+            "id": [f"P{i:05d}" for i in range(n)],
+            "brand": brand,
+            "category": cat,
+            "price": [round(float(p), 2) for p in rng.uniform(5, 500, n)],
+            "rating": [round(float(r), 1) for r in rng.uniform(1, 5, n)],
+            "review_count": [int(c) for c in rng.integers(0, 5000, n)],
+            "color": color,
+            "in_stock": [bool(b) for b in rng.integers(0, 2, n)],
+            "release_date": [dt.date(2020, 1, 1) + dt.timedelta(days=int(d)) for d in rng.integers(0, 1500, n)],
+            "title": [f"{b} {c} in {co}" for b, c, co in zip(brand, cat, color, strict=True)],
+            "description": [f"A {c} by {b}, item {i}" for i, (b, c) in enumerate(zip(brand, cat, strict=True))],
+            "review": [f"{p}, would buy again" for p in praise],
+            "image": [f"{lk} {c} on a plain background" for lk, c in zip(look, cat, strict=True)],
+        }
+    else:
+        topic = pick("topic")
+        people = [f"user{int(i)}@{d}" for i, d in zip(rng.integers(0, 20, n), pick("brand"), strict=True)]
+        cols = {
+            "id": [f"E{i:05d}" for i in range(n)],
+            "sender": [p.lower() + ".com" for p in people],
+            "sender_domain": [p.split("@")[1].lower() + ".com" for p in people],
+            "recipient": ["me@example.com"] * n,
+            "date": [dt.datetime(2023, 1, 1) + dt.timedelta(minutes=int(m)) for m in rng.integers(0, 500_000, n)],
+            "folder": [("inbox", "sent", "archive")[int(i)] for i in rng.integers(0, 3, n)],
+            "is_read": [bool(b) for b in rng.integers(0, 2, n)],
+            "is_starred": [bool(b) for b in rng.integers(0, 2, n)],
+            "has_attachment": [bool(b) for b in rng.integers(0, 2, n)],
+            "thread_id": [f"T{int(t):04d}" for t in rng.integers(0, n // 3 + 1, n)],
+            "subject": [f"Re: {t}" for t in topic],
+            "body": [f"Hi, about the {t}: message {i}." for i, t in enumerate(topic)],
+        }
+    return pa.table(cols, schema=arrow_schema(schema))
+
+
+@pytest.fixture(scope="session")
+def synthetic_table() -> Callable[..., Any]:
+    """``synthetic_table(domain, n, seed=0)``: a small Arrow table of the corpus schema (not the generators')."""
+    return _synthetic
+
+
+@pytest.fixture(scope="session")
+def write_synthetic_corpus() -> Callable[..., dict[str, Any]]:
+    """``write_synthetic_corpus(cfg, domain, n, seed=0, chunk=...)`` writes a workspace corpus; returns its manifest."""
+    from indexing.corpora.files import write_corpus
+    from indexing.schema import schema_for
+    from indexing.workspace import Workspace
+
+    def write(cfg: Config, domain: str, n: int, seed: int = 0, chunk: int = 1000) -> dict[str, Any]:
+        table = _synthetic(domain, n, seed)
+        batches = [table.slice(i, chunk) for i in range(0, n, chunk)]
+        return write_corpus(Workspace(cfg.workspace), schema_for(domain), batches, {"generator": "synthetic", "seed": seed})
+
+    return write
