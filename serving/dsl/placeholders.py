@@ -30,7 +30,8 @@ from sqlglot.tokenizer_core import Token, TokenType
 from serving.dsl.errors import Code, ValidationError
 
 _NAME = re.compile(r"(text|image)_(0|[1-9][0-9]*)")
-_SENTINEL = re.compile(r"_(text|image)_(0|[1-9][0-9]*)_")
+SENTINEL = re.compile(r"_(text|image)_(0|[1-9][0-9]*)_")
+"""The sentinel a placeholder becomes for sqlglot: ``<text_1>`` is ``_text_1_``, the same length."""
 # Near misses get a precise error rather than a parse error: <Text_1>, <text1>, <img_1>, <text_01>.
 _NEAR = re.compile(r"(?i)(text|image|img|txt)_?\w*")
 _IDENTIFIER_TOKENS = (TokenType.VAR, TokenType.IDENTIFIER)
@@ -76,7 +77,7 @@ def mark_placeholders(
 
         tokens = ClickHouse().tokenize(sql)
     for tok in tokens:
-        if tok.token_type in _IDENTIFIER_TOKENS and _SENTINEL.fullmatch(tok.text.lower()):
+        if tok.token_type in _IDENTIFIER_TOKENS and SENTINEL.fullmatch(tok.text.lower()):
             raise ValidationError(
                 f"identifier {tok.text!r} is reserved for placeholders; write <text_k> or <image_k>",
                 code=Code.RESERVED_IDENTIFIER,
@@ -116,7 +117,7 @@ def sentinel_of(node: exp.Expr | None) -> tuple[Literal["text", "image"], int] |
     ident = node.this
     if not isinstance(ident, exp.Identifier) or ident.quoted:
         return None
-    match = _SENTINEL.fullmatch(ident.name)
+    match = SENTINEL.fullmatch(ident.name)
     if match is None:
         return None
     return _modality(match.group(1)), int(match.group(2))

@@ -36,7 +36,7 @@ from sqlglot.tokenizer_core import Token, TokenType
 from indexing.schema import CorpusSchema
 from serving.dsl.errors import Code, ValidationError
 from serving.dsl.limits import DEFAULT_LIMITS, DslLimits
-from serving.dsl.placeholders import PlaceholderToken, mark_placeholders, position_of, sentinel_of
+from serving.dsl.placeholders import SENTINEL, PlaceholderToken, mark_placeholders, position_of, sentinel_of
 
 _DIALECT = ClickHouse()
 
@@ -268,6 +268,8 @@ def _check_select(select: exp.Select, schema: CorpusSchema, outer: bool, limits:
         _fail_at(f"FROM reads {schema.table} and nothing else", Code.FORBIDDEN_CLAUSE, select)
     _check_table(table, schema)
     projections = select.expressions
+    if any(isinstance(p, exp.Star) or isinstance(p.this, exp.Star) for p in projections):
+        _fail_at("'*' is not allowed; the outer SELECT projects id", Code.STAR, select)
     if outer and (
         len(projections) != 1 or not isinstance(projections[0], exp.Column) or projections[0].name != "id"
     ):
@@ -413,15 +415,23 @@ def _check_node(node: exp.Expr, root: exp.Select, schema: CorpusSchema, limits: 
 def _check_placeholder_slots(tree: exp.Select) -> None:
     # Before the allow-list walk, so that a placeholder in a wrong place is reported as such rather than
     # as whatever rule the surrounding clause breaks; the full placement rule is the placeholder pass's.
-    for column in tree.find_all(exp.Column):
-        if sentinel_of(column) is None:
+    for ident in tree.find_all(exp.Identifier):
+        column = ident.parent
+        if not SENTINEL.fullmatch(ident.name):
             continue
-        if column.table or not isinstance(column.parent, exp.In) or column.arg_key != "field":
+        if (
+            not isinstance(column, exp.Column)
+            or sentinel_of(column) is None
+            or ident.arg_key != "this"
+            or column.table
+            or not isinstance(column.parent, exp.In)
+            or column.arg_key != "field"
+        ):
             raise ValidationError(
                 "a placeholder may appear only as `id IN <p>` or `id NOT IN <p>`, without parentheses",
                 code=Code.PLACEHOLDER_MISPLACED,
                 path="sql",
-                position=position_of(column),
+                position=position_of(ident),
             )
 
 

@@ -102,7 +102,8 @@ def _check_entry(entry: Retrieval, index: int, schema: CorpusSchema, limits: Dsl
     role = schema.field(entry.field).role
     if role is not _ROLE[entry.type]:
         _invalid(
-            f"{entry.field!r} is a {role.value} field, not a {entry.type} field",
+            f"field {entry.field!r} is {role.value}; {entry.type} entries search one of: "
+            f"{', '.join(schema.names(_ROLE[entry.type])) or 'none'}",
             Code.BAD_FIELD,
             f"{path}.field",
         )
@@ -142,7 +143,7 @@ def _check_uses(uses: list[PlaceholderUse], entries: tuple[Retrieval, ...]) -> N
         entry = entries[use.entry]
         if entry.type != use.modality:
             raise ValidationError(
-                f"{written} names a {entry.type} entry; write <{entry.type}_{use.entry + 1}>",
+                f"{written} names entry {use.entry + 1}, whose type is {entry.type}; write <{entry.type}_{use.entry + 1}>",
                 code=Code.PLACEHOLDER_TYPE_MISMATCH,
                 path="sql",
                 position=use.position,
