@@ -83,9 +83,10 @@ def strip_retrievals(validated: ValidatedProgram, *, table: str | None = None) -
     A positive predicate ``id IN <p>`` becomes TRUE and a negative one (under an odd number of NOTs, as in
     ``id NOT IN <p>``) becomes FALSE, so its ``NOT`` is TRUE. The predicates sit only under AND / OR / NOT, so
     the result keeps every row the program could return for any id sets: a superset, the benchmarks'
-    "super-query" and the sql-only ablation. One exception: a subquery that holds a placeholder and has a
-    LIMIT, GROUP BY or HAVING is not monotone in its WHERE, so there the result is the structure-only query
-    but not necessarily a superset. With ``table`` the corpus table is renamed as in :func:`substitute`.
+    "super-query" and the sql-only ablation. Not a superset where a LIMIT cuts rows (the outer one, or one
+    in a subquery that holds a placeholder) or where a subquery holding a placeholder groups (GROUP BY,
+    HAVING): those are not monotone in their WHERE; the WHERE itself always is. With ``table`` the corpus
+    table is renamed as in :func:`substitute`.
     """
     tree = validated.tree.copy()
     for predicate, use in placeholder_sites(tree):
