@@ -1,1 +1,41 @@
-"""Corpus generators (seeded, streamed), loaders for real formats, and the workspace corpus files."""
+"""Corpora: seeded generators, loaders for the real formats, and the workspace corpus files.
+
+- :mod:`~indexing.corpora.vocab`: the vocabulary (facets, visual terms, brands, email topics).
+- :mod:`~indexing.corpora.products`, :mod:`~indexing.corpora.emails`: streamed generators.
+- :mod:`~indexing.corpora.loaders`: Amazon ESCI + Reviews 2023 and Enron maildir loaders;
+  :mod:`~indexing.corpora.fixtures` writes small files in those formats.
+- :mod:`~indexing.corpora.files`: parquet parts plus a manifest written last.
+- :mod:`~indexing.corpora.commands`: ``prore corpus build|load|show``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+
+from indexing.errors import CorpusError
+
+
+def generate(domain: str, size: int, seed: int = 0, chunk_rows: int = 10_000) -> Iterator[pa.Table]:
+    """Stream the generated corpus of ``domain`` (``ecommerce`` or ``email``)."""
+    if domain == "ecommerce":
+        from indexing.corpora.products import generate_products
+
+        return generate_products(size, seed, chunk_rows)
+    if domain == "email":
+        from indexing.corpora.emails import generate_emails
+
+        return generate_emails(size, seed, chunk_rows)
+    raise CorpusError(f"unknown domain {domain!r}; choose one of ecommerce, email")
+
+
+def generator_version(domain: str) -> str:
+    """Version of the generator of ``domain``; manifests record it."""
+    if domain == "ecommerce":
+        from indexing.corpora.products import GENERATOR_VERSION
+    elif domain == "email":
+        from indexing.corpora.emails import GENERATOR_VERSION
+    else:
+        raise CorpusError(f"unknown domain {domain!r}; choose one of ecommerce, email")
+    return GENERATOR_VERSION

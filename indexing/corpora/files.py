@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +42,13 @@ def write_corpus(
     schema: CorpusSchema,
     batches: Iterable[pa.Table],
     meta: dict[str, Any],
+    meta_after: Callable[[], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Write ``batches`` as the workspace corpus of ``schema.domain``, replacing any previous one.
 
     Each batch is checked against the Arrow schema. Returns the manifest. Nothing is visible until
-    every part is written; a failure leaves the previous corpus as it was.
+    every part is written; a failure leaves the previous corpus as it was. ``meta_after`` adds
+    manifest entries known only once the batches are consumed, such as a loader's drop counts.
     """
     final = ws.corpus_dir(schema.domain)
     tmp = final.with_name(final.name + ".partial")
@@ -70,6 +72,7 @@ def write_corpus(
             parts += 1
         manifest = {
             **meta,
+            **(meta_after() if meta_after is not None else {}),
             "domain": schema.domain,
             "table": schema.table,
             "rows": rows,
