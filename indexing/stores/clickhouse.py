@@ -10,6 +10,7 @@ session per process and refuses a second path with a clear :class:`StoreError`.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 import threading
@@ -36,6 +37,7 @@ CLICKHOUSE_TYPES: dict[DType, str] = {
     DType.DATETIME: "DateTime('UTC')",
 }
 
+_SELECT_START = re.compile(r"^(\s|--[^\n]*\n|/\*.*?\*/|\()*(SELECT|WITH)\b", re.IGNORECASE | re.DOTALL)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")
 
 
@@ -101,6 +103,16 @@ class _ClickHouseBase:
     def _trusted(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
         raise NotImplementedError
 
+    @staticmethod
+    def _only_select(sql: str) -> None:
+        """Refuse anything but SELECT/WITH before it reaches the engine (``readonly=1`` still applies).
+
+        Besides defence in depth, this keeps write statements off clickhouse-connect's chDB
+        backend, which leaves ``readonly=1`` set on its session after such a statement fails.
+        """
+        if not _SELECT_START.match(sql):
+            raise StoreError("query() runs only SELECT statements", code="sql_readonly")
+
     def ensure_database(self, database: str) -> None:
         self.command(f"CREATE DATABASE IF NOT EXISTS {ident(database)}")
 
@@ -149,6 +161,7 @@ class _ClickHouseBase:
 
 
 _CHDB_LOCK = threading.Lock()
+_CHDB_QUERY_LOCK = threading.Lock()
 _CHDB_SESSION: tuple[Path, Any] | None = None
 
 
@@ -201,6 +214,7 @@ class ChdbStore(_ClickHouseBase):
         params: Mapping[str, Any] | None = None,
     ) -> list[tuple[Any, ...]]:
         """Run one SELECT read-only under the configured limits; ``params`` bind ``{name:Type}``."""
+        self._only_select(sql)
         clause = ", ".join(f"{k} = {_setting_literal(v)}" for k, v in limit_settings(self.cfg, settings).items())
         # The engine's validator admits no SETTINGS/FORMAT clause, so appending one is safe.
         return _rows(self._arrow(f"{sql.strip().rstrip(';')}\nSETTINGS {clause}", params))
@@ -229,10 +243,15 @@ class ChdbStore(_ClickHouseBase):
 
     def _run(self, sql: str, fmt: str, params: Mapping[str, Any] | None) -> Any:
         bound = {k: self._format(v) for k, v in (params or {}).items()}
-        try:
-            return self._session.query(sql, fmt, params=bound or None)
-        except Exception as exc:
-            raise sql_error(exc) from None
+        with _CHDB_QUERY_LOCK:
+            try:
+                return self._session.query(sql, fmt, params=bound or None)
+            except Exception as exc:
+                # chDB 4.4 hands the partial output of a query that failed mid-stream (e.g. a result
+                # limit) to the next query on the session; a throwaway query absorbs it.
+                with contextlib.suppress(Exception):
+                    self._session.query("SELECT 1", "CSV")
+                raise sql_error(exc) from None
 
 
 class ClickHouseServerStore(_ClickHouseBase):
@@ -259,6 +278,7 @@ class ClickHouseServerStore(_ClickHouseBase):
         params: Mapping[str, Any] | None = None,
     ) -> list[tuple[Any, ...]]:
         """Run one SELECT read-only under the configured limits; ``params`` bind ``{name:Type}``."""
+        self._only_select(sql)
         limits = limit_settings(self.cfg, settings)
         result = self._call(lambda: self._client.query(sql, parameters=dict(params) if params else None, settings=limits))
         return [tuple(r) for r in result.result_rows]

@@ -119,7 +119,11 @@ class MilvusStore:
                 params=dict(self.cfg.index_params),
             )
         extra_args = {} if self.lite else {"shards_num": self.cfg.shards_num}
-        self._call(lambda: self._client.create_collection(name, schema=sch, index_params=params, **extra_args))
+        self._call(lambda: self._client.create_collection(name, schema=sch, **extra_args))
+        # pymilvus polls every index of a new collection with a 0.5 s sleep; on an empty collection
+        # there is nothing to wait for (2 s per collection saved).
+        self._call(lambda: self._client.create_index(name, params, sync=False))
+        self._ensure_loaded(name)
 
     def upsert(self, name: str, schema: CorpusSchema, data: pa.Table, vectors: Mapping[str, Vectors]) -> None:
         """Insert or replace the rows of ``data`` (structured columns) with their ``vectors`` by field."""

@@ -1,0 +1,151 @@
+"""MilvusStore against Milvus Lite, embedded (a local directory) and as a gRPC server."""
+
+from __future__ import annotations
+
+import datetime as dt
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pymilvus", reason="needs the milvus extra")
+pytest.importorskip("milvus_lite", reason="needs the milvus extra")
+
+from indexing.config import MilvusConfig
+from indexing.embedders.hashing import HashingEmbedder
+from indexing.errors import ConfigError, StoreError, StoreUnavailable
+from indexing.schema import PRODUCTS
+from indexing.stores.milvus import (
+    MilvusStore,
+    check_index_config,
+    supported_index_types,
+    vector_field,
+)
+
+N = 120
+DIM = 64
+
+
+@pytest.fixture(params=["lite", pytest.param("server", marks=pytest.mark.server)])
+def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    if request.param == "lite":
+        return MilvusStore(str(tmp_path_factory.mktemp("lite") / "milvus.db"))
+    uri: str = request.getfixturevalue("milvus_server")
+    return MilvusStore(uri)
+
+
+@pytest.fixture(scope="module")
+def products(synthetic_table: Callable[..., Any]) -> tuple[Any, dict[str, Any]]:
+    data = synthetic_table("ecommerce", N, seed=7)
+    emb = HashingEmbedder(DIM)
+    vectors = {f: emb.embed(data.column(f).to_pylist()) for f in PRODUCTS.vector_fields}
+    return data, vectors
+
+
+def _load(store: MilvusStore, name: str, products: tuple[Any, dict[str, Any]]) -> None:
+    data, vectors = products
+    store.drop_collection(name)
+    store.create_collection(name, PRODUCTS, {f: DIM for f in PRODUCTS.vector_fields})
+    store.upsert(name, PRODUCTS, data, vectors)
+
+
+def test_upsert_is_idempotent_and_counts_are_exact(store: MilvusStore, products: Any) -> None:
+    _load(store, "products__v0001", products)
+    assert store.count("products__v0001") == N
+    data, vectors = products
+    store.upsert("products__v0001", PRODUCTS, data.slice(0, 30), {f: v[:30] for f, v in vectors.items()})
+    assert store.count("products__v0001") == N
+    assert "products__v0001" in store.list_collections("products__")
+    store.drop_collection("products__v0001")
+    assert not store.has_collection("products__v0001")
+
+
+def test_batched_search_finds_each_document_first(store: MilvusStore, products: Any) -> None:
+    _load(store, "products__v0002", products)
+    data, vectors = products
+    ids = data.column("id").to_pylist()
+    queries = vectors["title"][[3, 17, 99]]
+    hits = store.search("products__v0002", "title", queries, 5)
+    assert len(hits) == 3 and all(len(h) == 5 for h in hits)
+    for row, want in zip(hits, (3, 17, 99), strict=True):
+        assert row[0][1] == pytest.approx(1.0, abs=1e-4)
+        # Duplicate titles tie at the top; the document itself is among the ties.
+        assert ids[want] in [i for i, s in row if s == pytest.approx(row[0][1], abs=1e-4)]
+        assert [s for _, s in row] == sorted((s for _, s in row), reverse=True)
+    assert store.search("products__v0002", "title", queries[:0], 5) == []
+
+
+def test_filter_is_pushed_into_the_search(store: MilvusStore, products: Any) -> None:
+    _load(store, "products__v0003", products)
+    data, vectors = products
+    rows = {r["id"]: r for r in data.to_pylist()}
+    cutoff = dt.date(2022, 1, 1)
+    epoch = int(dt.datetime(cutoff.year, cutoff.month, cutoff.day, tzinfo=dt.UTC).timestamp())
+    expr = f'brand in ["Sony", "Bose"] and price < 300 and release_date >= {epoch} and in_stock == true'
+    want = {i for i, r in rows.items() if r["brand"] in ("Sony", "Bose") and r["price"] < 300
+            and r["release_date"] >= cutoff and r["in_stock"]}  # fmt: skip
+    hits = store.search("products__v0003", "review", vectors["review"][:2], N, filter=expr)
+    assert want and all({i for i, _ in row} == want for row in hits)
+    with pytest.raises(StoreError) as err:
+        store.search("products__v0003", "review", vectors["review"][:1], 3, filter="no_such_field == 1")
+    assert err.value.code == "vector_search"
+
+
+def test_fetch_vectors_returns_what_was_stored(store: MilvusStore, products: Any) -> None:
+    _load(store, "products__v0004", products)
+    data, vectors = products
+    ids = data.column("id").to_pylist()
+    got = store.fetch_vectors("products__v0004", "image", [ids[5], "P99999", ids[0]])
+    assert set(got) == {ids[5], ids[0]}
+    np.testing.assert_allclose(got[ids[5]], vectors["image"][5], atol=1e-6)
+    assert store.fetch_vectors("products__v0004", "image", []) == {}
+
+
+def test_index_types_are_checked_against_what_the_target_builds() -> None:
+    lite = supported_index_types(lite=True)
+    assert {"FLAT", "AUTOINDEX"} <= set(lite)
+    for bad in ("IVF_PQ", "DISKANN", "SCANN", "nonsense"):
+        with pytest.raises(ConfigError) as err:
+            check_index_config(MilvusConfig(index_type=bad), lite=True)
+        assert err.value.code == "index_type" and "FLAT" in err.value.message
+    check_index_config(MilvusConfig(index_type="DISKANN"), lite=False)
+    with pytest.raises(ConfigError):
+        check_index_config(MilvusConfig(metric_type="HAMMING"), lite=True)
+
+
+@pytest.mark.parametrize("index_type,params", [("IVF_FLAT", {"nlist": 8}), ("HNSW", {"M": 8, "efConstruction": 32})])
+def test_faiss_index_types_build_and_search_on_lite(
+    tmp_path: Path, products: Any, index_type: str, params: dict[str, Any]
+) -> None:
+    if index_type not in supported_index_types(lite=True):
+        pytest.skip(f"{index_type} needs faiss-cpu, which is not installed")
+    cfg = MilvusConfig(index_type=index_type, index_params=params, search_params={"nprobe": 8, "ef": 64})
+    store = MilvusStore(str(tmp_path / "milvus.db"), cfg)
+    _load(store, "products__v0001", products)
+    data, vectors = products
+    hits = store.search("products__v0001", "description", vectors["description"][:4], 3)
+    assert [row[0][0] for row in hits] == data.column("id").to_pylist()[:4]
+
+
+def test_l2_metric_still_ranks_best_first(tmp_path: Path, products: Any) -> None:
+    store = MilvusStore(str(tmp_path / "milvus.db"), MilvusConfig(metric_type="L2"))
+    _load(store, "products__v0001", products)
+    hits = store.search("products__v0001", "description", products[1]["description"][:1], 4)[0]
+    assert hits[0][0] == "P00000" and hits[0][1] == pytest.approx(0.0, abs=1e-4)
+    assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
+
+
+def test_unreachable_server_is_a_retryable_typed_error() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(StoreUnavailable) as err:
+        MilvusStore(f"http://127.0.0.1:{port}")
+    assert err.value.retryable
+
+
+def test_vector_field_names() -> None:
+    assert vector_field("title") == "title_vec"
