@@ -1,1 +1,32 @@
-"""(in progress)"""
+"""The execution engine: runs retrieval programs against one index (DESIGN.md sections 3 and 6).
+
+>>> from serving.engine import Engine  # doctest: +SKIP
+>>> engine = Engine.open(cfg, "ecommerce")  # doctest: +SKIP
+>>> engine.execute(program, k=10).ids  # doctest: +SKIP
+"""
+
+from serving.engine.engine import BatchOutcome, Engine, Prepared, ProgramInput
+from serving.engine.ranking import RRF_K, Ranked, rank_results, rrf_fuse
+from serving.engine.rerank import CosineReranker, Reranker, RerankRequest
+from serving.engine.results import STAGES, ExecutionError, ExecutionLimits, ExecutionResult
+from serving.engine.retrieval import CacheSizes, RetrievalRequest
+
+__all__ = [
+    "RRF_K",
+    "STAGES",
+    "BatchOutcome",
+    "CacheSizes",
+    "CosineReranker",
+    "Engine",
+    "ExecutionError",
+    "ExecutionLimits",
+    "ExecutionResult",
+    "Prepared",
+    "ProgramInput",
+    "Ranked",
+    "RerankRequest",
+    "Reranker",
+    "RetrievalRequest",
+    "rank_results",
+    "rrf_fuse",
+]

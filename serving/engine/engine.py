@@ -1,0 +1,236 @@
+"""The execution engine: validate a program, retrieve its candidate sets, run its SQL, rank.
+
+One engine serves production queries and training rewards, so both behave the same. An engine is
+bound to one published index version (immutable), which is what makes its caches safe.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from indexing.config import Config
+from indexing.errors import ProReError
+from indexing.index import IndexHandle, open_index
+from indexing.stores.base import Hit
+from serving.dsl import DslError, Program, ValidatedProgram, parse_program, substitute, validate
+from serving.engine.cache import LRU
+from serving.engine.ranking import rank_results
+from serving.engine.rerank import Reranker
+from serving.engine.results import STAGES, ExecutionLimits, ExecutionResult
+from serving.engine.retrieval import CacheSizes, RetrievalRequest, Retriever
+from serving.engine.sqlrun import Outcome, SqlJob, SqlRunner
+
+ProgramInput = Program | str | Mapping[str, Any]
+"""A program as a typed object, its JSON text, or its decoded JSON object."""
+
+BatchOutcome = ExecutionResult | ProReError
+"""What :meth:`Engine.execute_many` returns per program: a result, or the typed error it raised."""
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A validated program and what the engine derives from it once (cached by program text)."""
+
+    validated: ValidatedProgram
+    requests: tuple[RetrievalRequest, ...]
+    """One request per entry of ``retrieval_list``, in order."""
+    names: tuple[str, ...]
+    """Placeholder name per entry: ``text_1``, ``image_2``, ..."""
+    positive: tuple[int, ...]
+    """0-based indexes of the entries that appear under ``id IN`` (they score in the ranking)."""
+    ordered: bool
+    """The SQL has ``ORDER BY``: its row order wins."""
+
+
+def _key(program: ProgramInput) -> str:
+    if isinstance(program, str):
+        return program
+    if isinstance(program, Program):
+        return "P" + program.to_json(explicit=True)
+    try:
+        return "M" + json.dumps(program, sort_keys=True, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError):
+        return "R" + repr(program)
+
+
+class Engine:
+    """Executes retrieval programs against one index (see DESIGN.md sections 3 and 6)."""
+
+    def __init__(
+        self,
+        handle: IndexHandle,
+        *,
+        reranker: Reranker | None = None,
+        limits: ExecutionLimits | None = None,
+        caches: CacheSizes | None = None,
+    ) -> None:
+        self.handle = handle
+        self.schema = handle.schema
+        self.limits = limits or ExecutionLimits()
+        sizes = caches or CacheSizes()
+        self.retriever = Retriever(handle, reranker=reranker, sizes=sizes)
+        self.sql = SqlRunner(self._query, handle.table, self.limits)
+        self._prepared: LRU[str, Prepared | DslError] = LRU(sizes.programs)
+        self._sql_results: LRU[str, tuple[str, ...]] = LRU(sizes.programs)
+
+    @classmethod
+    def open(
+        cls,
+        cfg: Config,
+        domain: str,
+        *,
+        version: str | None = None,
+        reranker: Reranker | None = None,
+        caches: CacheSizes | None = None,
+    ) -> Engine:
+        """An engine on the published index of ``domain`` (or ``version``) in ``cfg``'s workspace."""
+        handle = open_index(cfg, domain, version)
+        return cls(handle, reranker=reranker, limits=ExecutionLimits.from_config(cfg.clickhouse), caches=caches)
+
+    def close(self) -> None:
+        """Release the index handle's store connections."""
+        close = getattr(self.handle, "close", None)
+        if callable(close):
+            close()
+
+    def clear_caches(self) -> None:
+        """Forget cached query vectors, searches, candidate lists, programs and SQL results (a cold start)."""
+        self.retriever.clear()
+        self._prepared.clear()
+        self._sql_results.clear()
+
+    def cache_stats(self) -> dict[str, dict[str, int]]:
+        stats = self.retriever.cache_stats()
+        for name, cache in (("programs", self._prepared), ("sql", self._sql_results)):
+            stats[name] = {"size": len(cache), "hits": cache.hits, "misses": cache.misses}
+        return stats
+
+    # -- public entry points ------------------------------------------------------------------
+
+    def execute(self, program: ProgramInput, k: int = 20) -> ExecutionResult:
+        """Run one program and return its ranked result; a bad program raises its typed error."""
+        outcome = self._execute([program], k)[0]
+        if isinstance(outcome, ProReError):
+            raise outcome
+        return outcome
+
+    def execute_many(self, programs: Sequence[ProgramInput], k: int = 20) -> list[BatchOutcome]:
+        """Run a batch (the reward's entry point); each program's result or typed error, in input order.
+
+        Identical retrieval requests across the batch are made once, each embedder and each field's
+        vector search is called once for the whole batch, and the SQL runs in as few ClickHouse calls
+        as correctness allows. A failing program fails alone.
+        """
+        return self._execute(list(programs), k)
+
+    # -- pipeline -----------------------------------------------------------------------------
+
+    def prepare(self, program: ProgramInput) -> Prepared:
+        """Parse and validate (cached by program text); raises the program's DslError."""
+        key = _key(program)
+        cached = self._prepared.get(key)
+        if cached is None:
+            try:
+                cached = self._prepare(program)
+            except DslError as exc:
+                cached = exc
+            self._prepared.put(key, cached)
+        if isinstance(cached, DslError):
+            raise cached
+        return cached
+
+    def _prepare(self, program: ProgramInput) -> Prepared:
+        typed = program if isinstance(program, Program) else parse_program(program)
+        validated = validate(typed, self.schema)
+        entries = typed.retrieval_list
+        requests = tuple(RetrievalRequest(e.field, e.mode, e.query, e.k, e.rerank) for e in entries)
+        names = tuple(f"{e.type}_{i}" for i, e in enumerate(entries, start=1))
+        positive = tuple(sorted(validated.positive_entries))
+        return Prepared(validated, requests, names, positive, bool(validated.has_order_by))
+
+    def _execute(self, program_list: Sequence[ProgramInput], k: int) -> list[BatchOutcome]:
+        t0 = time.perf_counter()
+        timings = dict.fromkeys(STAGES, 0.0)
+        outcomes: list[BatchOutcome | None] = [None] * len(program_list)
+        prepared: dict[int, Prepared] = {}
+        for i, program in enumerate(program_list):
+            try:
+                prepared[i] = self.prepare(program)
+            except ProReError as exc:
+                outcomes[i] = exc
+        t1 = time.perf_counter()
+        timings["validate"] = (t1 - t0) * 1000
+
+        hits = self.retriever.resolve((r for p in prepared.values() for r in p.requests), timings)
+
+        t2 = time.perf_counter()
+        jobs: dict[int, tuple[SqlJob, str]] = {}
+        for i, p in prepared.items():
+            try:
+                jobs[i] = self._job(p, hits)
+            except ProReError as exc:
+                outcomes[i] = exc
+        rows = self._run_sql([j for j, _ in jobs.values()])
+        t3 = time.perf_counter()
+        timings["sql"] = (t3 - t2) * 1000
+
+        for (i, (job, _)), result_rows in zip(jobs.items(), rows, strict=True):
+            if isinstance(result_rows, ProReError):
+                outcomes[i] = result_rows
+                continue
+            p = prepared[i]
+            lists = [hits[r] for r in p.requests]
+            ranked = rank_results(
+                result_rows,
+                [[doc for doc, _ in lists[e]] for e in p.positive],
+                sql_ordered=p.ordered,
+                k=k,
+            )
+            candidates = {name: tuple(doc for doc, _ in lst) for name, lst in zip(p.names, lists, strict=True)}
+            outcomes[i] = ExecutionResult(ranked.ids, ranked.scores, candidates, job.sql, {})
+        t4 = time.perf_counter()
+        timings["rank"] = (t4 - t3) * 1000
+        timings["total"] = (t4 - t0) * 1000
+        share = 1.0 / max(len(program_list), 1)
+        per_program = {stage: ms * share for stage, ms in timings.items()}
+        out: list[BatchOutcome] = []
+        for o in outcomes:
+            assert o is not None
+            out.append(o if isinstance(o, ProReError) else _with_timings(o, per_program))
+        return out
+
+    def _job(self, p: Prepared, hits: Mapping[RetrievalRequest, tuple[Hit, ...]]) -> tuple[SqlJob, str]:
+        id_sets = {i: [doc for doc, _ in hits[r]] for i, r in enumerate(p.requests)}
+        sql = substitute(p.validated, id_sets, table=self.handle.table)
+        return SqlJob(sql, None), sql
+
+    def _run_sql(self, jobs: Sequence[SqlJob]) -> list[Outcome]:
+        out: list[Outcome | None] = [None] * len(jobs)
+        todo: dict[str, list[int]] = {}
+        for i, job in enumerate(jobs):
+            cached = self._sql_results.get(job.sql)
+            if cached is not None:
+                out[i] = cached
+            else:
+                todo.setdefault(job.sql, []).append(i)
+        distinct = [jobs[idxs[0]] for idxs in todo.values()]
+        # A batch of one runs the program's own SQL, so execute() and execute_many() agree exactly.
+        results = self.sql.run(distinct)
+        for idxs, res in zip(todo.values(), results, strict=True):
+            if not isinstance(res, ProReError):
+                self._sql_results.put(jobs[idxs[0]].sql, res)
+            for i in idxs:
+                out[i] = res
+        return [o if o is not None else () for o in out]
+
+    def _query(self, sql: str, settings: dict[str, Any]) -> list[tuple[Any, ...]]:
+        rows: list[tuple[Any, ...]] = self.handle.sql.query(sql, settings=settings)
+        return rows
+
+
+def _with_timings(result: ExecutionResult, timings: Mapping[str, float]) -> ExecutionResult:
+    return ExecutionResult(result.ids, result.scores, result.candidates, result.sql, dict(timings), result.ok)

@@ -1,0 +1,152 @@
+"""Run the substituted SQL of many programs in as few ClickHouse calls as correctness allows.
+
+Two batched shapes, both returning each program's ids in the program's own row order:
+
+* a *filter scan* for programs that are a plain ``SELECT [DISTINCT] id FROM <table> WHERE <cond>``:
+  one pass over the table, ``SELECT groupArrayIf(id, <cond_0>), groupArrayIf(id, <cond_1>), ...``;
+  ids are the table's key, so ``DISTINCT`` changes nothing;
+* a *union* for every other program (``ORDER BY``, ``LIMIT``, ...):
+  ``SELECT 0, groupArray(id) FROM (<sql_0>) UNION ALL SELECT 1, ...``; ``groupArray`` over a
+  subquery keeps the subquery's ``ORDER BY`` order.
+
+A batch that fails is split in halves and retried, down to single programs, which run their own SQL
+exactly as :meth:`Engine.execute` would; so a failing program fails alone, with the same error it
+gets when run by itself, and never takes its neighbours with it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from indexing.errors import ProReError, StoreUnavailable
+from serving.engine.results import ExecutionError, ExecutionLimits
+
+SMALLEST_BATCH = 4
+"""Below this size a failing batch runs program by program instead of halving again."""
+
+_LIMIT_NAMES = frozenset(
+    {"TOO_MANY_ROWS", "TOO_MANY_ROWS_OR_BYTES", "TOO_MANY_BYTES", "MEMORY_LIMIT_EXCEEDED", "QUERY_WAS_CANCELLED"}
+)
+_CH_NAME = re.compile(r"\(([A-Z_]{4,})\)")
+
+
+@dataclass(frozen=True)
+class SqlJob:
+    """One program's SQL; ``where`` is its condition when it is a plain filter (scan-batchable)."""
+
+    sql: str
+    where: str | None = None
+
+
+Outcome = tuple[str, ...] | ExecutionError
+QueryFn = Callable[[str, dict[str, Any]], list[tuple[Any, ...]]]
+
+
+def execution_error(exc: BaseException) -> ExecutionError:
+    """A typed, one-line error from whatever the store raised for a program's SQL."""
+    text = " ".join(str(exc).split())
+    names = _CH_NAME.findall(text)
+    name = next((n for n in reversed(names) if n != "SETTING_CONSTRAINT_VIOLATION"), names[-1] if names else "")
+    if name == "TIMEOUT_EXCEEDED":
+        code = "exec_timeout"
+    elif name in _LIMIT_NAMES:
+        code = "exec_limit"
+    else:
+        code = "exec_failed"
+    # ClickHouse repeats "Code: N. DB::Exception:" prefixes; keep the sentence that says what happened.
+    core = re.sub(r"(Code: \d+\. )?DB::Exception: ", "", text)
+    core = re.sub(r"\s*\(version [^)]*\)", "", core).strip()
+    if len(core) > 300:
+        core = core[:297] + "..."
+    return ExecutionError(f"the program's SQL failed: {core or type(exc).__name__}", code=code)
+
+
+class SqlRunner:
+    """Runs jobs against one table through ``query(sql, settings)`` under ``limits``."""
+
+    def __init__(self, query: QueryFn, table: str, limits: ExecutionLimits, *, max_batch: int = 256) -> None:
+        self._query = query
+        self._table = table
+        self._limits = limits
+        self._max_batch = max(max_batch, 1)
+        self.calls = 0
+
+    def run(self, jobs: Sequence[SqlJob]) -> list[Outcome]:
+        """Each job's ids in row order, or its typed error; in input order."""
+        out: list[Outcome | None] = [None] * len(jobs)
+        scans = [i for i, j in enumerate(jobs) if j.where is not None]
+        unions = [i for i, j in enumerate(jobs) if j.where is None]
+        for group, shape in ((scans, self._scan_sql), (unions, self._union_sql)):
+            for start in range(0, len(group), self._max_batch):
+                self._run_chunk(jobs, group[start : start + self._max_batch], shape, out)
+        return [o if o is not None else ExecutionError("the program was not run") for o in out]
+
+    def run_one(self, job: SqlJob) -> Outcome:
+        """Run the job's own SQL alone (the path of a single program)."""
+        try:
+            rows = self._call(job.sql, 1)
+        except (StoreUnavailable, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # anything ClickHouse refuses is this program's failure alone
+            return execution_error(exc)
+        return tuple(str(r[0]) for r in rows)
+
+    # -- batching -----------------------------------------------------------------------------
+
+    def _call(self, sql: str, programs: int) -> list[tuple[Any, ...]]:
+        self.calls += 1
+        return self._query(sql, self._limits.settings(programs))
+
+    def _run_chunk(
+        self,
+        jobs: Sequence[SqlJob],
+        idxs: Sequence[int],
+        shape: Callable[[Sequence[SqlJob]], str],
+        out: list[Outcome | None],
+    ) -> None:
+        if not idxs:
+            return
+        if len(idxs) == 1:
+            out[idxs[0]] = self.run_one(jobs[idxs[0]])
+            return
+        chunk = [jobs[i] for i in idxs]
+        try:
+            lists = self._parse(shape, chunk)
+        except (StoreUnavailable, KeyboardInterrupt):
+            raise
+        except Exception:
+            # Someone in this chunk fails; isolate them so the others still get their results.
+            if len(idxs) <= SMALLEST_BATCH:
+                for i in idxs:
+                    out[i] = self.run_one(jobs[i])
+            else:
+                half = len(idxs) // 2
+                self._run_chunk(jobs, idxs[:half], shape, out)
+                self._run_chunk(jobs, idxs[half:], shape, out)
+            return
+        for i, ids in zip(idxs, lists, strict=True):
+            # A batch shares its limits; a program that alone would exceed its own cap reruns alone
+            # to fail exactly as it does by itself.
+            out[i] = self.run_one(jobs[i]) if len(ids) > self._limits.max_result_rows else ids
+
+    def _parse(self, shape: Callable[[Sequence[SqlJob]], str], chunk: Sequence[SqlJob]) -> list[tuple[str, ...]]:
+        rows = self._call(shape(chunk), len(chunk))
+        if shape == self._scan_sql:
+            if len(rows) != 1 or len(rows[0]) != len(chunk):
+                raise ProReError(f"filter scan returned {len(rows)} rows for {len(chunk)} programs")
+            return [tuple(str(x) for x in arr) for arr in rows[0]]
+        by_index: dict[int, tuple[str, ...]] = {int(r[0]): tuple(str(x) for x in r[1]) for r in rows}
+        if len(by_index) != len(chunk):
+            raise ProReError(f"union returned {len(by_index)} of {len(chunk)} programs")
+        return [by_index[i] for i in range(len(chunk))]
+
+    def _scan_sql(self, chunk: Sequence[SqlJob]) -> str:
+        cols = ", ".join(f"groupArrayIf(id, ({job.where}))" for job in chunk)
+        return f"SELECT {cols} FROM {self._table}"
+
+    @staticmethod
+    def _union_sql(chunk: Sequence[SqlJob]) -> str:
+        return " UNION ALL ".join(f"SELECT {i} AS p, groupArray(id) FROM ({job.sql})" for i, job in enumerate(chunk))
