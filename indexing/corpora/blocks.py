@@ -43,7 +43,9 @@ def check_args(size: int, seed: int, chunk_rows: int) -> None:
         ("chunk_rows", chunk_rows, 1, 10_000_000),
     ):
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or not low <= value <= high:
-            raise CorpusError(f"{name} must be an integer in [{low}, {high}], got {value!r}", code="bad_argument")
+            raise CorpusError(
+                f"{name} must be an integer in [{low}, {high}], got {value!r}", code="bad_argument"
+            )
 
 
 def block_rng(stream: int, seed: int, block: int) -> np.random.Generator:

@@ -68,12 +68,20 @@ def _now() -> str:
     return datetime.now(UTC).replace(microsecond=0).isoformat()
 
 
-def _write(cfg: Config, schema: CorpusSchema, batches: Iterable[pa.Table], meta: dict[str, Any],
-           total: int | None, stats: LoadStats | None = None) -> int:
+def _write(
+    cfg: Config,
+    schema: CorpusSchema,
+    batches: Iterable[pa.Table],
+    meta: dict[str, Any],
+    total: int | None,
+    stats: LoadStats | None = None,
+) -> int:
     """Write a corpus with a progress bar and print one summary line."""
     ws = Workspace(cfg.workspace)
     start = time.perf_counter()
-    with tqdm(total=total, unit="docs", unit_scale=True, desc=schema.domain, disable=None, file=sys.stderr) as bar:
+    with tqdm(
+        total=total, unit="docs", unit_scale=True, desc=schema.domain, disable=None, file=sys.stderr
+    ) as bar:
 
         def counted() -> Iterator[pa.Table]:
             for table in batches:
@@ -84,9 +92,15 @@ def _write(cfg: Config, schema: CorpusSchema, batches: Iterable[pa.Table], meta:
     seconds = max(time.perf_counter() - start, 1e-9)
     rows = int(manifest["rows"])
     dropped = sum(stats.dropped.values()) if stats is not None else 0
-    note = f", dropped {dropped:,} ({', '.join(f'{k}: {v:,}' for k, v in sorted(stats.dropped.items()))})" if stats and dropped else ""
-    print(f"wrote {rows:,} {schema.table} to {ws.corpus_dir(schema.domain)} in {seconds:.1f}s "
-          f"({rows / seconds:,.0f} docs/s{note})")
+    note = (
+        f", dropped {dropped:,} ({', '.join(f'{k}: {v:,}' for k, v in sorted(stats.dropped.items()))})"
+        if stats and dropped
+        else ""
+    )
+    print(
+        f"wrote {rows:,} {schema.table} to {ws.corpus_dir(schema.domain)} in {seconds:.1f}s "
+        f"({rows / seconds:,.0f} docs/s{note})"
+    )
     return 0
 
 
@@ -101,12 +115,16 @@ def _build(args: argparse.Namespace, cfg: Config) -> int:
         "size": args.size,
         "created_at": _now(),
     }
-    return _write(cfg, schema, generate(schema.domain, args.size, args.seed, args.chunk_rows), meta, args.size)
+    return _write(
+        cfg, schema, generate(schema.domain, args.size, args.seed, args.chunk_rows), meta, args.size
+    )
 
 
 def _load_esci(args: argparse.Namespace, cfg: Config) -> int:
     stats = LoadStats()
-    batches = iter_esci(args.products, args.reviews, args.meta, locale=args.locale, limit=args.limit, stats=stats)
+    batches = iter_esci(
+        args.products, args.reviews, args.meta, locale=args.locale, limit=args.limit, stats=stats
+    )
     meta = {
         "source": "esci",
         "loader_version": LOADER_VERSION,
@@ -123,7 +141,13 @@ def _load_esci(args: argparse.Namespace, cfg: Config) -> int:
 def _load_enron(args: argparse.Namespace, cfg: Config) -> int:
     stats = LoadStats()
     batches = iter_enron(args.maildir, limit=args.limit, stats=stats)
-    meta = {"source": "enron", "loader_version": LOADER_VERSION, "maildir": args.maildir, "limit": args.limit, "created_at": _now()}
+    meta = {
+        "source": "enron",
+        "loader_version": LOADER_VERSION,
+        "maildir": args.maildir,
+        "limit": args.limit,
+        "created_at": _now(),
+    }
     return _write(cfg, EMAILS, batches, meta, args.limit, stats)
 
 
@@ -161,7 +185,9 @@ def register(sub: Any) -> None:
         description="Build a seeded synthetic corpus, load a real one (ESCI + Amazon Reviews, Enron) "
         "or show the corpus in the workspace. A corpus is replaced only when the new one is complete.",
     )
-    actions = corpus.add_subparsers(dest="corpus_action", metavar="<action>", required=True, parser_class=_Parser)
+    actions = corpus.add_subparsers(
+        dest="corpus_action", metavar="<action>", required=True, parser_class=_Parser
+    )
     domains = f"{{{','.join(DOMAINS)}}}"
 
     build = actions.add_parser(
@@ -172,10 +198,17 @@ def register(sub: Any) -> None:
         epilog="example: prore corpus build ecommerce --size 100k --seed 0",
     )
     build.add_argument("domain", choices=DOMAINS, metavar=domains, help="which corpus to generate")
-    build.add_argument("--size", type=_count, required=True, metavar="N", help="number of documents: 3000, 100k, 1M")
+    build.add_argument(
+        "--size", type=_count, required=True, metavar="N", help="number of documents: 3000, 100k, 1M"
+    )
     build.add_argument("--seed", type=_seed, default=0, metavar="S", help="random seed (default 0)")
-    build.add_argument("--chunk-rows", type=_count, default=10_000, metavar="R",
-                       help="rows per parquet part; does not change the documents (default 10000)")
+    build.add_argument(
+        "--chunk-rows",
+        type=_count,
+        default=10_000,
+        metavar="R",
+        help="rows per parquet part; does not change the documents (default 10000)",
+    )
     build.set_defaults(handler=_build)
 
     load = actions.add_parser(
@@ -193,9 +226,15 @@ def register(sub: Any) -> None:
         epilog="example: prore corpus load esci --products shopping_queries_dataset_products.parquet "
         "--reviews Electronics.jsonl.gz --meta meta_Electronics.jsonl.gz",
     )
-    esci.add_argument("--products", required=True, metavar="P.parquet", help="shopping_queries_dataset_products.parquet")
-    esci.add_argument("--reviews", required=True, metavar="R.jsonl", help="review JSON lines (.jsonl or .jsonl.gz)")
-    esci.add_argument("--meta", metavar="M.jsonl", help="item metadata JSON lines (meta_*.jsonl); prices come from here")
+    esci.add_argument(
+        "--products", required=True, metavar="P.parquet", help="shopping_queries_dataset_products.parquet"
+    )
+    esci.add_argument(
+        "--reviews", required=True, metavar="R.jsonl", help="review JSON lines (.jsonl or .jsonl.gz)"
+    )
+    esci.add_argument(
+        "--meta", metavar="M.jsonl", help="item metadata JSON lines (meta_*.jsonl); prices come from here"
+    )
     esci.add_argument("--locale", default="us", help="ESCI product_locale to keep (default us)")
     esci.add_argument("--limit", type=_count, metavar="N", help="stop after N products")
     esci.set_defaults(handler=_load_esci)
@@ -205,7 +244,9 @@ def register(sub: Any) -> None:
         description="Load maildir/<user>/<folder>/<message> RFC 822 files into the email corpus.",
         epilog="example: prore corpus load enron --maildir maildir/ --limit 100k",
     )
-    enron.add_argument("--maildir", required=True, metavar="DIR", help="the maildir directory (holds one folder per user)")
+    enron.add_argument(
+        "--maildir", required=True, metavar="DIR", help="the maildir directory (holds one folder per user)"
+    )
     enron.add_argument("--limit", type=_count, metavar="N", help="load the first N messages in path order")
     enron.set_defaults(handler=_load_enron)
 

@@ -58,8 +58,26 @@ VIP_STAR_FACTOR, SENT_STAR_FACTOR = 3.0, 0.3
 OLD_INBOX_DAYS, OLD_INBOX_ARCHIVED = 365, 0.5
 READ_BASE, READ_AGE_DAYS = 0.6, 180
 
-(U_REPLY, U_PARENT, U_SENT, U_CP, U_SUBJECT, U_SLOT1, U_SLOT2, U_FOLDER, U_ARCHIVE, U_READ, U_STAR,
- U_ATTACH, U_GREET, U_OPEN, U_K, U_TEMPLATE, U_CLOSE, U_SIGN) = range(18)
+(
+    U_REPLY,
+    U_PARENT,
+    U_SENT,
+    U_CP,
+    U_SUBJECT,
+    U_SLOT1,
+    U_SLOT2,
+    U_FOLDER,
+    U_ARCHIVE,
+    U_READ,
+    U_STAR,
+    U_ATTACH,
+    U_GREET,
+    U_OPEN,
+    U_K,
+    U_TEMPLATE,
+    U_CLOSE,
+    U_SIGN,
+) = range(18)
 N_UNIFORM = 18
 MAX_FACETS = 3
 
@@ -184,7 +202,9 @@ def _root_times(rng: np.random.Generator, n: int) -> np.ndarray:
     return day.astype(np.int64) * 86400 + tod
 
 
-def _body(style: Style, reply: bool, greet_to: Person, sender: Person, sentences: list[str], r: list[float]) -> str:
+def _body(
+    style: Style, reply: bool, greet_to: Person, sender: Person, sentences: list[str], r: list[float]
+) -> str:
     greeting = _pick(style.greetings, r[U_GREET]).format(first=greet_to.first)
     opener = _pick(style.reply_openers if reply else style.openers, r[U_OPEN])
     closer = _pick(style.closers, r[U_CLOSE])
@@ -200,11 +220,19 @@ def _block(t: _Tables, seed: int, block: int, start: int, rows: int, width: int)
     owner = rng.integers(0, len(t.owners), n)
     u = rng.random((n, N_UNIFORM))
     roots = _root_times(rng, n)
-    delays = np.clip(np.exp(np.log(MEDIAN_DELAY_S) + rng.standard_normal(n)), MIN_DELAY_S, MAX_DELAY_S).astype(np.int64)
+    delays = np.clip(
+        np.exp(np.log(MEDIAN_DELAY_S) + rng.standard_normal(n)), MIN_DELAY_S, MAX_DELAY_S
+    ).astype(np.int64)
     perm = np.argsort(rng.random(t.facet_scale.shape)[topic] * t.facet_scale[topic], axis=1, kind="stable")
     phr = rng.random((n, MAX_FACETS))
 
-    U, TP, OW, RT, DL = u[:rows].tolist(), topic[:rows].tolist(), owner[:rows].tolist(), roots[:rows].tolist(), delays[:rows].tolist()
+    U, TP, OW, RT, DL = (
+        u[:rows].tolist(),
+        topic[:rows].tolist(),
+        owner[:rows].tolist(),
+        roots[:rows].tolist(),
+        delays[:rows].tolist(),
+    )
     PM, PH = perm[:rows].tolist(), phr[:rows].tolist()
     people, now = t.people, int(NOW.timestamp())
     cols: dict[str, list[object]] = {c: [] for c in EMAILS.columns}
@@ -232,7 +260,10 @@ def _block(t: _Tables, seed: int, block: int, start: int, rows: int, width: int)
             sender, recipient = (own, cp) if sent else (cp, own)
             ts, thread, depth = RT[i], doc_id("T", start + i + 1, width), 0
             template, fields = tp.subjects[int(r[U_SUBJECT] * len(tp.subjects))]
-            values = {f: _slot(t, f, people[cp], r[U_SLOT1 if n_f == 0 else U_SLOT2]) for n_f, f in enumerate(fields)}
+            values = {
+                f: _slot(t, f, people[cp], r[U_SLOT1 if n_f == 0 else U_SLOT2])
+                for n_f, f in enumerate(fields)
+            }
             root_subject = subject = template.format(**values)
         tp = t.topics[k]
         sent = sender == own
@@ -249,7 +280,9 @@ def _block(t: _Tables, seed: int, block: int, start: int, rows: int, width: int)
         n_facets = (1 if parent >= 0 else 2) + int(r[U_K] * 2)
         s0 = int(r[U_TEMPLATE] * len(tp.style.sentences))
         sentences = [
-            tp.style.sentences[(s0 + j) % len(tp.style.sentences)].format(p=_pick(tp.facets[PM[i][j]], PH[i][j]))
+            tp.style.sentences[(s0 + j) % len(tp.style.sentences)].format(
+                p=_pick(tp.facets[PM[i][j]], PH[i][j])
+            )
             for j in range(n_facets)
         ]
         cols["id"].append(doc_id(EMAILS.id_prefix, start + i + 1, width))
@@ -258,7 +291,9 @@ def _block(t: _Tables, seed: int, block: int, start: int, rows: int, width: int)
         cols["recipient"].append(people[recipient].address)
         cols["date"].append(ts)
         cols["folder"].append(folder)
-        cols["is_read"].append(sent or r[U_READ] < READ_BASE + (1 - READ_BASE - 0.02) * min(1.0, age_days / READ_AGE_DAYS))
+        cols["is_read"].append(
+            sent or r[U_READ] < READ_BASE + (1 - READ_BASE - 0.02) * min(1.0, age_days / READ_AGE_DAYS)
+        )
         cols["is_starred"].append(r[U_STAR] < p_star)
         cols["has_attachment"].append(r[U_ATTACH] < tp.attachment * (0.5 if parent >= 0 else 1.0))
         cols["thread_id"].append(thread)

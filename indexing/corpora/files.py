@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -37,6 +38,39 @@ def arrow_schema(schema: CorpusSchema) -> pa.Schema:
     return pa.schema([pa.field(f.name, _ARROW[f.dtype], nullable=False) for f in schema.fields])
 
 
+class _Fingerprint:
+    """A hash of a corpus's content that does not depend on how the rows are split into parts.
+
+    Every column keeps running hashes of its value bytes and (for strings) of its value lengths,
+    so hashing the parts one after the other equals hashing the whole column.
+    """
+
+    def __init__(self, schema: pa.Schema) -> None:
+        self._names = schema.names
+        self._values = {n: hashlib.sha256() for n in self._names}
+        self._lengths = {n: hashlib.sha256() for n in self._names}
+
+    def update(self, table: pa.Table) -> None:
+        for name in self._names:
+            for chunk in table.column(name).chunks:
+                if pa.types.is_string(chunk.type):
+                    _, offsets_buf, data = chunk.buffers()
+                    offsets = np.frombuffer(offsets_buf, dtype=np.int32)[
+                        chunk.offset : chunk.offset + len(chunk) + 1
+                    ]
+                    if data is not None:
+                        self._values[name].update(memoryview(data)[int(offsets[0]) : int(offsets[-1])])
+                    self._lengths[name].update(np.diff(offsets).astype(np.int64).tobytes())
+                else:
+                    self._values[name].update(chunk.to_numpy(zero_copy_only=False).tobytes())
+
+    def hexdigest(self) -> str:
+        total = hashlib.sha256()
+        for name in self._names:
+            total.update(self._values[name].digest() + self._lengths[name].digest())
+        return total.hexdigest()[:16]
+
+
 def write_corpus(
     ws: Workspace,
     schema: CorpusSchema,
@@ -55,7 +89,7 @@ def write_corpus(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     target = arrow_schema(schema)
-    digest = hashlib.sha256()
+    digest = _Fingerprint(target)
     rows = 0
     parts = 0
     try:
@@ -67,7 +101,7 @@ def write_corpus(
             if table.num_rows == 0:
                 continue
             pq.write_table(table, tmp / f"part-{parts:05d}.parquet", compression="zstd")
-            digest.update(table.column("id").to_pylist().__repr__().encode())
+            digest.update(table)
             rows += table.num_rows
             parts += 1
         manifest = {
@@ -77,7 +111,7 @@ def write_corpus(
             "table": schema.table,
             "rows": rows,
             "parts": parts,
-            "fingerprint": digest.hexdigest()[:16],
+            "fingerprint": digest.hexdigest(),
         }
         atomic_write_json(tmp / MANIFEST, manifest)
         old = final.with_name(final.name + ".old")

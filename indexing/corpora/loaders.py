@@ -118,7 +118,10 @@ def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 try:
                     obj = json.loads(line)
                 except json.JSONDecodeError as exc:
-                    raise CorpusError(f"{path}:{lineno}: not valid JSON ({exc.msg})", code="bad_record") from None
+                    raise CorpusError(
+                        f"{path}:{lineno}: not valid JSON ({exc.msg.removesuffix(' at')}, column {exc.colno})",
+                        code="bad_record",
+                    ) from None
                 if not isinstance(obj, dict):
                     raise CorpusError(f"{path}:{lineno}: expected a JSON object", code="bad_record")
                 yield lineno, obj
@@ -166,7 +169,9 @@ def _read_reviews(path: Path, candidates: dict[str, int]) -> dict[str, _Reviews]
             continue
         rating = _number(obj["rating"])
         if rating is None or not 1.0 <= rating <= 5.0 or isinstance(obj["rating"], str):
-            raise CorpusError(f"{where}: rating must be a number from 1 to 5, got {obj['rating']!r}", code="bad_record")
+            raise CorpusError(
+                f"{where}: rating must be a number from 1 to 5, got {obj['rating']!r}", code="bad_record"
+            )
         ts = obj["timestamp"]
         if isinstance(ts, bool) or not isinstance(ts, int) or ts < 0:
             raise CorpusError(f"{where}: timestamp must be Unix time in ms, got {ts!r}", code="bad_record")
@@ -222,7 +227,9 @@ def _release(meta: dict[str, Any], reviews: _Reviews, stats: LoadStats) -> date:
     return datetime.fromtimestamp(reviews.first_ts or 0, UTC).date()
 
 
-def _product(pid: str, row: dict[str, Any], reviews: _Reviews, meta: dict[str, Any], stats: LoadStats) -> dict[str, Any] | None:
+def _product(
+    pid: str, row: dict[str, Any], reviews: _Reviews, meta: dict[str, Any], stats: LoadStats
+) -> dict[str, Any] | None:
     details = meta.get("details", {})
     price = _number(meta.get("price"))
     if price is None or price <= 0:
@@ -233,12 +240,20 @@ def _product(pid: str, row: dict[str, Any], reviews: _Reviews, meta: dict[str, A
         stats.dropped["no_title"] += 1
         return None
     cats = meta.get("categories")
-    category = (cats[-1] if isinstance(cats, list) and cats else None) or meta.get("main_category") or "uncategorized"
+    category = (
+        (cats[-1] if isinstance(cats, list) and cats else None)
+        or meta.get("main_category")
+        or "uncategorized"
+    )
     color = _clean(row["product_color"]) or _clean(details.get("Color")) or "unspecified"
-    brand = _clean(row["product_brand"]) or _clean(details.get("Brand")) or _clean(meta.get("store")) or "Generic"
+    brand = (
+        _clean(row["product_brand"]) or _clean(details.get("Brand")) or _clean(meta.get("store")) or "Generic"
+    )
     avg = _number(meta.get("average_rating"))
     count = meta.get("rating_number")
-    description = " ".join(x for x in (_clean(row["product_description"]), _clean(row["product_bullet_point"])) if x)
+    description = " ".join(
+        x for x in (_clean(row["product_description"]), _clean(row["product_bullet_point"])) if x
+    )
     if not description:
         description = _clean(meta.get("description")) or _clean(meta.get("features")) or title
     return {
@@ -254,11 +269,15 @@ def _product(pid: str, row: dict[str, Any], reviews: _Reviews, meta: dict[str, A
         "title": title,
         "description": description,
         "review": reviews.text or title,
-        "image": f"product photo of a {color.lower()} {title}" if color != "unspecified" else f"product photo of {title}",
+        "image": f"product photo of a {color.lower()} {title}"
+        if color != "unspecified"
+        else f"product photo of {title}",
     }
 
 
-def _esci_rows(products: Path, reviews: Path, meta: Path | None, locale: str, limit: int | None, stats: LoadStats) -> Iterator[dict[str, Any]]:
+def _esci_rows(
+    products: Path, reviews: Path, meta: Path | None, locale: str, limit: int | None, stats: LoadStats
+) -> Iterator[dict[str, Any]]:
     pf = _parquet(products)
     candidates: dict[str, int] = {}
     row_no = 0

@@ -60,9 +60,19 @@ DESC_SENTENCES = (
     "You will find that it {p}.",
     "Thanks to careful engineering, it {p}.",
 )
-OUTROS = ("Available in {color}.", "Backed by a two-year warranty.", "Ships free in recyclable packaging.", "")
+OUTROS = (
+    "Available in {color}.",
+    "Backed by a two-year warranty.",
+    "Ships free in recyclable packaging.",
+    "",
+)
 REVIEW_OPENERS = {
-    "high": ("Five stars from me.", "Exactly what I was looking for.", "Really happy with this purchase.", "Best purchase I made this year."),
+    "high": (
+        "Five stars from me.",
+        "Exactly what I was looking for.",
+        "Really happy with this purchase.",
+        "Best purchase I made this year.",
+    ),
     "mid": ("Decent overall.", "Mixed feelings about this one.", "Good, not great.", "It does the job."),
     "low": ("Disappointed.", "Would not buy again.", "Not worth it.", "Returned it after a week."),
 }
@@ -93,8 +103,28 @@ IMAGES = (
 )
 
 # Columns of the per-block uniform matrix: one independent draw per decision.
-(U_BRAND, U_COLOR, U_SERIES, U_NUM, U_SUFFIX, U_NOUN, U_TITLE_COLOR, U_INTRO, U_DESC_T, U_DESC_K,
- U_OUTRO, U_REV_K, U_REV_T, U_OPEN, U_CLOSE, U_FINISH, U_SHAPE, U_MATERIAL, U_SETTING, U_IMAGE) = range(20)
+(
+    U_BRAND,
+    U_COLOR,
+    U_SERIES,
+    U_NUM,
+    U_SUFFIX,
+    U_NOUN,
+    U_TITLE_COLOR,
+    U_INTRO,
+    U_DESC_T,
+    U_DESC_K,
+    U_OUTRO,
+    U_REV_K,
+    U_REV_T,
+    U_OPEN,
+    U_CLOSE,
+    U_FINISH,
+    U_SHAPE,
+    U_MATERIAL,
+    U_SETTING,
+    U_IMAGE,
+) = range(20)
 N_UNIFORM = 20
 MAX_DESC, MAX_REV = 4, 3
 GENERAL_PENALTY = 3.0
@@ -180,8 +210,12 @@ def _tables() -> _Tables:
         high=arr([c.price.high for c in vcats]),
         rating_mean=arr([c.rating_mean for c in vcats]),
         rating_sd=arr([c.rating_sd for c in vcats]),
-        pro_scale=_weights([[f.group == GENERAL for f in c.pros] for c in vcats], max(len(c.pros) for c in cats)),
-        con_scale=_weights([[f.group == GENERAL for f in c.cons] for c in vcats], max(len(c.cons) for c in cats)),
+        pro_scale=_weights(
+            [[f.group == GENERAL for f in c.pros] for c in vcats], max(len(c.pros) for c in cats)
+        ),
+        con_scale=_weights(
+            [[f.group == GENERAL for f in c.cons] for c in vcats], max(len(c.cons) for c in cats)
+        ),
         finishes=tuple(t.value for t in pv.finishes),
         settings=tuple(t.value for t in pv.settings),
     )
@@ -217,7 +251,9 @@ def _block(t: _Tables, seed: int, block: int, start: int, rows: int, width: int)
     mean = np.where(lemon, LEMON_MEAN, t.rating_mean[cat] + t.rating_shift[brand])
     sd = np.where(lemon, 0.6, t.rating_sd[cat])
     rating = np.round(np.clip(mean + sd * rng.standard_normal(n), 1.0, 5.0), 1)
-    reviews = np.minimum(np.floor(rng.lognormal(REVIEW_COUNT_LOG_MEAN, REVIEW_COUNT_LOG_SD, n)) + 1, REVIEW_COUNT_MAX)
+    reviews = np.minimum(
+        np.floor(rng.lognormal(REVIEW_COUNT_LOG_MEAN, REVIEW_COUNT_LOG_SD, n)) + 1, REVIEW_COUNT_MAX
+    )
     in_stock = rng.random(n) < IN_STOCK_RATE
     span = (RELEASE_END - RELEASE_START).days
     epoch = (RELEASE_START - date(1970, 1, 1)).days
@@ -231,7 +267,13 @@ def _block(t: _Tables, seed: int, block: int, start: int, rows: int, width: int)
 
     titles, descs, revs, images, brands, colors = [], [], [], [], [], []
     U, C, B, R = u[:rows].tolist(), cat[:rows].tolist(), brand[:rows].tolist(), rating[:rows].tolist()
-    P, K, RP, ISC, PH = pros[:rows].tolist(), cons[:rows].tolist(), rev_pros[:rows].tolist(), is_con[:rows].tolist(), phr[:rows].tolist()
+    P, K, RP, ISC, PH = (
+        pros[:rows].tolist(),
+        cons[:rows].tolist(),
+        rev_pros[:rows].tolist(),
+        is_con[:rows].tolist(),
+        phr[:rows].tolist(),
+    )
     for i in range(rows):
         r, c, b = U[i], t.cats[C[i]], t.brand_names[B[i]]
         x = r[U_COLOR]
@@ -308,4 +350,3 @@ def generate_products(size: int, seed: int = 0, chunk_rows: int = 10_000) -> Ite
     width = id_width(size)
     blocks = (_block(t, seed, b, start, rows, width) for b, start, rows in block_ranges(size))
     return rechunk(blocks, chunk_rows)
-

@@ -207,8 +207,8 @@ class EmailVocab:
 
 
 def _load(domain: str) -> dict[str, Any]:
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    data: dict[str, Any] = yaml.load(_FILES[domain].read_text(), Loader=loader)  # the C safe loader when built
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader when libyaml is there
+    data: dict[str, Any] = yaml.load(_FILES[domain].read_text(), Loader=loader)
     return data
 
 
@@ -229,7 +229,9 @@ def product_vocab() -> ProductVocab:
     raw = _load("ecommerce")
     tiers = raw["tiers"]
     brands = {
-        name: Brand(name, b["tier"], tuple(b["categories"]), tiers[b["tier"]]["price"], tiers[b["tier"]]["rating"])
+        name: Brand(
+            name, b["tier"], tuple(b["categories"]), tiers[b["tier"]]["price"], tiers[b["tier"]]["rating"]
+        )
         for name, b in raw["brands"].items()
     }
     general = tuple(_facet("ecommerce", GENERAL, n, f, "pro") for n, f in raw["general_facets"].items())
@@ -254,7 +256,9 @@ def product_vocab() -> ProductVocab:
         )
     unknown = sorted({c for b in brands.values() for c in b.categories} - set(cats))
     if unknown or any(not c.brands for c in cats.values()):
-        raise CorpusError(f"vocabulary brands and categories disagree: {unknown or 'a category has no brand'}", code="vocab")
+        raise CorpusError(
+            f"vocabulary brands and categories disagree: {unknown or 'a category has no brand'}", code="vocab"
+        )
     return ProductVocab(
         categories=MappingProxyType(cats),
         brands=MappingProxyType(brands),
@@ -311,7 +315,12 @@ def email_vocab() -> EmailVocab:
     owners = tuple(people[i] for i in internal[:n_own])
     orgs = {**raw["partner_names"], **raw["vendor_names"], **raw["newsletter_names"]}
     styles = {
-        name: Style(*(tuple(str(x) for x in s[k]) for k in ("greetings", "openers", "sentences", "reply_openers", "closers", "signoffs")))
+        name: Style(
+            *(
+                tuple(str(x) for x in s[k])
+                for k in ("greetings", "openers", "sentences", "reply_openers", "closers", "signoffs")
+            )
+        )
         for name, s in raw["styles"].items()
     }
     topics = {
@@ -380,7 +389,9 @@ class _PhraseIndex:
                 continue
             for phrase, payload in self._by_first.get(m.group(), ()):
                 end = m.start() + len(phrase)
-                if low.startswith(phrase, m.start()) and (end == len(low) or not (low[end].isalnum() or low[end] in "_'")):
+                if low.startswith(phrase, m.start()) and (
+                    end == len(low) or not (low[end].isalnum() or low[end] in "_'")
+                ):
                     if payload not in found:
                         found.append(payload)
                     covered = end

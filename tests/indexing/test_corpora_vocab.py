@@ -92,7 +92,10 @@ def test_every_phrasing_is_found_where_generators_put_it() -> None:
 def test_find_facets_needs_whole_words_and_keeps_order() -> None:
     assert find_facets("ecommerce", "It has excellent ANCs.") == []
     text = "It has excellent ANC. Unfortunately, it traps heat around the ears."
-    assert [k for k, _ in find_facets("ecommerce", text)] == ["headphones.noise_cancelling", "headphones.sweaty_ears"]
+    assert [k for k, _ in find_facets("ecommerce", text)] == [
+        "headphones.noise_cancelling",
+        "headphones.sweaty_ears",
+    ]
 
 
 def test_visual_terms_found_in_order_and_inner_words_hidden() -> None:

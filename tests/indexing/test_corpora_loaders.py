@@ -1,0 +1,139 @@
+"""Loaders of the real formats, on fixture files the project writes itself in those formats."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from indexing.corpora.files import arrow_schema, corpus_manifest, iter_corpus, write_corpus
+from indexing.corpora.fixtures import write_enron_fixture, write_esci_fixture
+from indexing.corpora.loaders import LoadStats, iter_enron, iter_esci
+from indexing.corpora.products import generate_products
+from indexing.errors import CorpusError
+from indexing.schema import EMAILS, PRODUCTS
+from indexing.workspace import Workspace
+
+
+def _load(batches: Any) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = pa.concat_tables(list(batches)).to_pylist()
+    return rows
+
+
+def test_esci_round_trip(tmp_path: Path) -> None:
+    fx = write_esci_fixture(tmp_path, n=12, seed=4)
+    stats = LoadStats()
+    tables = list(iter_esci(fx.products, fx.reviews, fx.meta, stats=stats, chunk_rows=4))
+    assert all(t.schema.equals(arrow_schema(PRODUCTS)) for t in tables)
+    rows = pa.concat_tables(tables).to_pylist()
+    assert [r["id"] for r in rows] == [f"P{k:05d}" for k in range(1, 11)]
+    assert stats.rows == 10 and dict(stats.dropped) == {"no_price": 1, "no_reviews": 1}
+    source = {d["title"]: d for d in fx.source.to_pylist()}
+    for r in rows:
+        d = source[r["title"]]
+        for name in ("brand", "category", "price", "rating", "review_count", "color", "release_date"):
+            assert r[name] == d[name], name
+        assert r["in_stock"] is True
+        assert d["description"] in r["description"] and "<p>" not in r["description"]
+        assert d["review"] in r["review"]  # the most helpful of the product's reviews
+        assert r["title"] in r["image"] and d["color"] in r["image"]
+
+
+def test_esci_limit_gzip_and_missing_meta(tmp_path: Path) -> None:
+    fx = write_esci_fixture(tmp_path, n=8)
+    packed = tmp_path / "Electronics.jsonl.gz"
+    with fx.reviews.open("rb") as src, gzip.open(packed, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    rows = _load(iter_esci(fx.products, packed, fx.meta, limit=3))
+    assert [r["id"] for r in rows] == ["P00001", "P00002", "P00003"]
+    with pytest.raises(CorpusError) as err:
+        _load(iter_esci(fx.products, fx.reviews))
+    assert err.value.code == "empty_load" and "--meta" in err.value.message
+    with pytest.raises(CorpusError) as err:
+        iter_esci(fx.products, fx.reviews, fx.meta, limit=0)
+    assert err.value.code == "bad_argument"
+
+
+@pytest.mark.parametrize("kind", ["json", "field", "column"])
+def test_broken_esci_names_file_and_line_and_keeps_previous_corpus(tmp_path: Path, kind: str) -> None:
+    ws = Workspace(tmp_path / "ws")
+    before = write_corpus(ws, PRODUCTS, generate_products(40, seed=1), {"source": "generated"})
+    fx = write_esci_fixture(tmp_path / "src", n=10, broken=kind)
+    with pytest.raises(CorpusError) as err:
+        write_corpus(ws, PRODUCTS, iter_esci(fx.products, fx.reviews, fx.meta), {"source": "esci"})
+    assert fx.broken_at is not None and fx.broken_at in err.value.message
+    assert err.value.code == "bad_record"
+    assert "\n" not in err.value.one_line()
+    assert corpus_manifest(ws, "ecommerce") == before
+    assert sum(t.num_rows for t in iter_corpus(ws, PRODUCTS)) == 40
+
+
+def test_missing_source_files_are_typed_errors(tmp_path: Path) -> None:
+    with pytest.raises(CorpusError) as err:
+        _load(iter_esci(tmp_path / "nope.parquet", tmp_path / "r.jsonl"))
+    assert err.value.code == "bad_source" and "nope.parquet" in err.value.message
+    (tmp_path / "not.parquet").write_text("hello")
+    with pytest.raises(CorpusError):
+        _load(iter_esci(tmp_path / "not.parquet", tmp_path / "r.jsonl"))
+    with pytest.raises(CorpusError) as err:
+        _load(iter_enron(tmp_path / "no-maildir"))
+    assert err.value.code == "bad_source"
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CorpusError):
+        _load(iter_enron(tmp_path / "empty"))
+
+
+def test_enron_round_trip(tmp_path: Path) -> None:
+    fx = write_enron_fixture(tmp_path, n=40, seed=9)
+    stats = LoadStats()
+    rows = _load(iter_enron(fx.maildir, stats=stats, chunk_rows=16))
+    assert len(rows) == 40 == stats.rows
+    assert [r["id"] for r in rows] == [f"E{k:05d}" for k in range(1, 41)]
+    source = fx.source.to_pylist()
+    by_key = {(d["sender"], d["date"]): (d, flagged) for d, flagged in zip(source, fx.flagged, strict=True)}
+    assert any(fx.flagged) and not all(fx.flagged)
+    for r in rows:
+        d, flagged = by_key[(r["sender"], r["date"])]
+        for name in ("sender_domain", "recipient", "folder", "subject", "has_attachment"):
+            assert r[name] == d[name], name
+        assert r["body"].startswith(d["body"])
+        assert r["is_read"] == (d["is_read"] and flagged)
+        assert r["is_starred"] == (d["is_starred"] and flagged)
+    loaded_threads = {(r["sender"], r["date"]): r["thread_id"] for r in rows}
+    groups: dict[str, set[str]] = defaultdict(set)
+    for d in source:
+        groups[d["thread_id"]].add(loaded_threads[(d["sender"], d["date"])])
+    assert all(len(ids) == 1 for ids in groups.values())  # a thread keeps one id through "Re:" subjects
+    assert len({next(iter(ids)) for ids in groups.values()}) == len(
+        {d["subject"].removeprefix("Re: ") for d in source}
+    )
+    assert _load(iter_enron(fx.maildir, limit=5)) == rows[:5]
+
+
+@pytest.mark.parametrize(
+    ("kind", "says"),
+    [
+        ("date", "unparsable Date header"),
+        ("charset", "unknown charset"),
+        ("headers", "not an RFC 822 message"),
+    ],
+)
+def test_broken_enron_names_the_message_and_keeps_previous_corpus(
+    tmp_path: Path, kind: str, says: str
+) -> None:
+    ws = Workspace(tmp_path / "ws")
+    good = write_enron_fixture(tmp_path / "good", n=6)
+    before = write_corpus(ws, EMAILS, iter_enron(good.maildir), {"source": "enron"})
+    fx = write_enron_fixture(tmp_path / "bad", n=6, broken=kind)
+    with pytest.raises(CorpusError) as err:
+        write_corpus(ws, EMAILS, iter_enron(fx.maildir), {"source": "enron"})
+    assert str(fx.maildir / str(fx.broken_at)) in err.value.message and says in err.value.message
+    assert err.value.code == "bad_record"
+    assert corpus_manifest(ws, "email") == before
+    assert sum(t.num_rows for t in iter_corpus(ws, EMAILS)) == 6
+    assert not (ws.root / "corpora" / "email.partial").exists()
