@@ -24,6 +24,7 @@ for subqueries. Columns may be qualified only with the corpus table's name.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from typing import NoReturn
 
@@ -39,6 +40,7 @@ from serving.dsl.limits import DEFAULT_LIMITS, DslLimits
 from serving.dsl.placeholders import SENTINEL, PlaceholderToken, mark_placeholders, position_of, sentinel_of
 
 _DIALECT = ClickHouse()
+_CLASS_REPR = re.compile(r"<class '[\w.]*?(\w+)'>")
 
 # Characters never legitimate anywhere in a program's SQL, including inside string literals.
 _BAD_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
@@ -176,7 +178,10 @@ def _check_tokens(sql: str, tokens: list[Token], limits: DslLimits) -> None:
             "WITH is not allowed; use a subquery: id IN (SELECT id FROM ...)", Code.WITH_CLAUSE, first.start
         )
     if first.token_type != TokenType.SELECT:
-        _fail(f"a program's SQL is one SELECT, not {first.text.upper()!r}", Code.NOT_SELECT, first.start)
+        hint = " (drop the outer parentheses)" if first.token_type == TokenType.L_PAREN else ""
+        _fail(
+            f"a program's SQL is one SELECT, not {first.text.upper()!r}{hint}", Code.NOT_SELECT, first.start
+        )
     depth = 0
     for tok in tokens:
         if tok.comments:
@@ -215,7 +220,7 @@ def _parse(sql: str) -> exp.Expr:
         first = exc.errors[0] if exc.errors else {}
         line, col = first.get("line"), first.get("col")
         where = _offset(sql, line, col) if isinstance(line, int) and isinstance(col, int) else None
-        description = first.get("description") or str(exc)
+        description = _CLASS_REPR.sub(r"\1", str(first.get("description") or exc))
         _fail(f"SQL does not parse: {description}", Code.SQL_SYNTAX, where)
     except RecursionError:
         _fail("SQL nests too deeply to parse", Code.TOO_DEEP)
@@ -265,7 +270,12 @@ def _check_select(select: exp.Select, schema: CorpusSchema, outer: bool, limits:
     if isinstance(table, exp.Subquery):
         _fail_at(f"FROM reads {schema.table} itself, not a subquery", Code.DERIVED_TABLE, table)
     if not isinstance(table, exp.Table):
-        _fail_at(f"FROM reads {schema.table} and nothing else", Code.FORBIDDEN_CLAUSE, select)
+        what = "FINAL" if isinstance(table, exp.Final) else type(table).__name__
+        _fail_at(
+            f"FROM reads {schema.table} and nothing else; {what} is not allowed",
+            Code.FORBIDDEN_CLAUSE,
+            select,
+        )
     _check_table(table, schema)
     projections = select.expressions
     if any(isinstance(p, exp.Star) or isinstance(p.this, exp.Star) for p in projections):
