@@ -13,7 +13,7 @@ ASIN, and with item metadata JSONL (``parent_asin, main_category, average_rating
 price, categories, details, ...``) on the reviews' ``parent_asin``. What the sources lack is
 derived, always the same way:
 
-- only products of one locale (``us``) are kept; ids are ``P`` + the row's rank in the parquet;
+- only products of one locale (``us``) are kept, in parquet order; ids are ``P`` + their rank;
 - ``brand``: product_brand, else details["Brand"], else the store, else ``Generic``;
 - ``category``: the last of the metadata categories, else main_category, else ``uncategorized``
   (lower case); ``color``: product_color, else details["Color"], else ``unspecified``;
