@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sqlglot import exp
+
 from indexing.config import Config
 from indexing.errors import ProReError
 from indexing.index import IndexHandle, open_index
@@ -44,6 +46,8 @@ class Prepared:
     """0-based indexes of the entries that appear under ``id IN`` (they score in the ranking)."""
     ordered: bool
     """The SQL has ``ORDER BY``: its row order wins."""
+    plain: bool
+    """The SQL is ``SELECT [DISTINCT] id FROM <table> WHERE <cond>`` and nothing else (scan-batchable)."""
 
 
 def _key(program: ProgramInput) -> str:
@@ -73,7 +77,7 @@ class Engine:
         self.limits = limits or ExecutionLimits()
         sizes = caches or CacheSizes()
         self.retriever = Retriever(handle, reranker=reranker, sizes=sizes)
-        self.sql = SqlRunner(self._query, handle.table, self.limits)
+        self.sql = SqlRunner(self._query, f"{handle.table} AS {handle.schema.table}", self.limits)
         self._prepared: LRU[str, Prepared | DslError] = LRU(sizes.programs)
         self._sql_results: LRU[str, tuple[str, ...]] = LRU(sizes.programs)
 
@@ -150,7 +154,7 @@ class Engine:
         requests = tuple(RetrievalRequest(e.field, e.mode, e.query, e.k, e.rerank) for e in entries)
         names = tuple(f"{e.type}_{i}" for i, e in enumerate(entries, start=1))
         positive = tuple(sorted(validated.positive_entries))
-        return Prepared(validated, requests, names, positive, bool(validated.has_order_by))
+        return Prepared(validated, requests, names, positive, validated.has_order_by, _is_plain_filter(validated.tree))
 
     def _execute(self, program_list: Sequence[ProgramInput], k: int) -> list[BatchOutcome]:
         t0 = time.perf_counter()
@@ -206,7 +210,14 @@ class Engine:
     def _job(self, p: Prepared, hits: Mapping[RetrievalRequest, tuple[Hit, ...]]) -> tuple[SqlJob, str]:
         id_sets = {i: [doc for doc, _ in hits[r]] for i, r in enumerate(p.requests)}
         sql = substitute(p.validated, id_sets, table=self.handle.table)
-        return SqlJob(sql, None), sql
+        where = None
+        if p.plain:
+            # The rendered statement of a plain filter is exactly this prefix and then its condition.
+            distinct = "DISTINCT " if p.validated.tree.args.get("distinct") else ""
+            prefix = f"SELECT {distinct}id FROM {self.handle.table} AS {p.validated.table} WHERE "
+            if sql.startswith(prefix):
+                where = sql[len(prefix) :]
+        return SqlJob(sql, where), sql
 
     def _run_sql(self, jobs: Sequence[SqlJob]) -> list[Outcome]:
         out: list[Outcome | None] = [None] * len(jobs)
@@ -230,6 +241,21 @@ class Engine:
     def _query(self, sql: str, settings: dict[str, Any]) -> list[tuple[Any, ...]]:
         rows: list[tuple[Any, ...]] = self.handle.sql.query(sql, settings=settings)
         return rows
+
+
+_PLAIN_ARGS = frozenset({"expressions", "distinct", "from_", "where"})
+
+
+def _is_plain_filter(tree: exp.Select) -> bool:
+    """True for ``SELECT [DISTINCT] id FROM <table> WHERE <cond>`` with no other clause."""
+    used = {key for key, value in tree.args.items() if value}
+    if not used <= _PLAIN_ARGS or "where" not in used:
+        return False
+    distinct = tree.args.get("distinct")
+    if distinct is not None and (not isinstance(distinct, exp.Distinct) or distinct.args.get("on")):
+        return False
+    cols = tree.expressions
+    return len(cols) == 1 and isinstance(cols[0], exp.Column) and cols[0].name == "id" and not cols[0].table
 
 
 def _with_timings(result: ExecutionResult, timings: Mapping[str, float]) -> ExecutionResult:

@@ -9,6 +9,7 @@ which other requests share its batch, and the cut lists can be cached across cal
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -68,6 +69,8 @@ class Retriever:
 
     def __init__(self, handle: IndexHandle, *, reranker: Reranker | None, sizes: CacheSizes) -> None:
         self._handle = handle
+        self.calls: Counter[str] = Counter()
+        """Store calls made so far, by kind: ``embed``, ``ann``, ``sparse``, ``fetch_vectors``."""
         self._searches: LRU[tuple[str, str, str], tuple[Hit, ...]] = LRU(sizes.searches)
         self._requests: LRU[RetrievalRequest, tuple[Hit, ...]] = LRU(sizes.requests)
         self.reranker: Reranker = reranker or CosineReranker(self.encode, self.doc_vectors)
@@ -116,12 +119,14 @@ class Retriever:
         for name, (emb, pending) in todo.items():
             texts = list(pending)
             if texts:
+                self.calls["embed"] += 1
                 rows = np.asarray(emb.embed(texts), dtype=np.float32)
                 out.update({(name, text): row for text, row in zip(texts, rows, strict=True)})
         return out
 
     def doc_vectors(self, field: str, ids: Sequence[str]) -> Mapping[str, Vectors]:
         """Stored vectors of ``ids`` on ``field``; documents without one get their text embedded."""
+        self.calls["fetch_vectors"] += 1
         found: dict[str, Vectors] = dict(self._handle.vectors.fetch_vectors(self._handle.collection, field, ids))
         missing = [doc for doc in ids if doc not in found]
         if missing:
@@ -199,6 +204,7 @@ class Retriever:
             for fld, queries in dense.items():
                 name = self._handle.embedder(fld).name
                 vectors = np.stack([encoded[(name, q)] for q in queries])
+                self.calls["ann"] += 1
                 results = self._handle.vectors.search(self._handle.collection, fld, vectors, SEARCH_WIDTH)
                 for q, hits in zip(queries, results, strict=True):
                     raw[(fld, DENSE, q)] = _by_score(hits)
@@ -208,6 +214,7 @@ class Retriever:
         if sparse:
             start = time.perf_counter()
             for fld, queries in sparse.items():
+                self.calls["sparse"] += 1
                 results = self._handle.sparse_search(fld, list(queries), SEARCH_WIDTH)
                 for q, hits in zip(queries, results, strict=True):
                     # A zero BM25 score means no query term matched: not a lexical hit.

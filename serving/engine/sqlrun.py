@@ -65,11 +65,14 @@ def execution_error(exc: BaseException) -> ExecutionError:
 
 
 class SqlRunner:
-    """Runs jobs against one table through ``query(sql, settings)`` under ``limits``."""
+    """Runs jobs through ``query(sql, settings)`` under ``limits``.
 
-    def __init__(self, query: QueryFn, table: str, limits: ExecutionLimits, *, max_batch: int = 256) -> None:
+    ``source`` is the FROM of a filter scan, as substitution renders it: ``<physical> AS <corpus table>``.
+    """
+
+    def __init__(self, query: QueryFn, source: str, limits: ExecutionLimits, *, max_batch: int = 256) -> None:
         self._query = query
-        self._table = table
+        self._source = source
         self._limits = limits
         self._max_batch = max(max_batch, 1)
         self.calls = 0
@@ -145,7 +148,7 @@ class SqlRunner:
 
     def _scan_sql(self, chunk: Sequence[SqlJob]) -> str:
         cols = ", ".join(f"groupArrayIf(id, ({job.where}))" for job in chunk)
-        return f"SELECT {cols} FROM {self._table}"
+        return f"SELECT {cols} FROM {self._source}"
 
     @staticmethod
     def _union_sql(chunk: Sequence[SqlJob]) -> str:

@@ -1,0 +1,156 @@
+"""``execute_many``, the reward's entry point: same answers as a loop of ``execute``, fewer store calls,
+and a failing program fails alone, in its place."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from indexing.config import Config
+from indexing.errors import ProReError
+from serving.dsl import DslError, FormatError, ValidationError
+from serving.engine import Engine, ExecutionError, ExecutionResult
+
+
+@pytest.fixture(scope="module")
+def handle(small_index_cfg: Config) -> Iterator[Any]:
+    e = Engine.open(small_index_cfg, "ecommerce")
+    yield e.handle
+    e.close()
+
+
+def docs(handle: Any, n: int) -> list[dict[str, Any]]:
+    cols = ["id", "brand", "category", "price", "review", "image"]
+    rows = handle.sql.query(f"SELECT {', '.join(cols)} FROM {handle.table} ORDER BY id LIMIT {n} OFFSET 50")
+    return [dict(zip(cols, r, strict=True)) for r in rows]
+
+
+def lit(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def plain(d: dict[str, Any], mode: str = "dense") -> dict[str, Any]:
+    phrase = d["review"].split(". ")[0]
+    return {
+        "sql": f"SELECT DISTINCT id FROM products WHERE price <= {d['price']} AND id IN <text_1>",
+        "retrieval_list": [{"type": "text", "field": "review", "query": phrase, "mode": mode, "k": 20}],
+    }
+
+
+def ordered(d: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "sql": f"SELECT id FROM products WHERE category = {lit(d['category'])} AND id NOT IN <image_1> ORDER BY rating DESC, id LIMIT 7",
+        "retrieval_list": [{"type": "image", "field": "image", "query": d["image"], "k": 5}],
+    }
+
+
+def failing_at_runtime(d: dict[str, Any]) -> dict[str, Any]:
+    # Valid for the language, refused by ClickHouse: a price compared with text that is no number.
+    return {
+        "sql": "SELECT id FROM products WHERE price < 'cheap' AND id IN <text_1>",
+        "retrieval_list": [{"type": "text", "field": "review", "query": d["review"][:40]}],
+    }
+
+
+def mixed_batch(handle: Any) -> list[Any]:
+    ds = docs(handle, 8)
+    return [
+        plain(ds[0]),
+        "not a program",
+        ordered(ds[1]),
+        plain(ds[2], mode="fuse"),
+        failing_at_runtime(ds[3]),
+        plain(ds[0]),  # a repeated rollout
+        {"sql": "SELECT id FROM products WHERE colour = 'red'", "retrieval_list": []},
+        plain(ds[4], mode="sparse"),
+        ordered(ds[5]),
+        json_text(plain(ds[6])),
+        failing_at_runtime(ds[7]),
+        plain(ds[7]),
+    ]
+
+
+def json_text(p: dict[str, Any]) -> str:
+    import json
+
+    return json.dumps(p)
+
+
+def same(a: ExecutionResult | ProReError, b: ExecutionResult | ProReError) -> None:
+    if isinstance(a, ProReError):
+        assert type(a) is type(b) and a.code == b.code, (a, b)
+        return
+    assert isinstance(b, ExecutionResult)
+    assert (a.ids, a.scores, dict(a.candidates), a.sql) == (b.ids, b.scores, dict(b.candidates), b.sql)
+
+
+def test_batch_equals_a_loop_of_execute(handle: Any) -> None:
+    batch = mixed_batch(handle)
+    many = Engine(handle).execute_many(batch, k=10)
+    looped = Engine(handle)
+    loop: list[ExecutionResult | ProReError] = []
+    for p in batch:
+        try:
+            loop.append(looped.execute(p, k=10))
+        except ProReError as exc:
+            loop.append(exc)
+    assert len(many) == len(batch)
+    for a, b in zip(many, loop, strict=True):
+        same(a, b)
+    kinds = [type(o) for o in many]
+    assert kinds[1] is FormatError and kinds[6] is ValidationError
+    assert kinds[4] is ExecutionError and kinds[10] is ExecutionError
+    assert all(k is ExecutionResult for i, k in enumerate(kinds) if i not in (1, 4, 6, 10))
+    assert isinstance(many[1], DslError)
+    assert isinstance(many[6], ValidationError) and many[6].code == "unknown_column"
+    assert isinstance(many[4], ExecutionError) and many[4].code == "exec_failed"
+
+
+def test_batch_makes_few_store_calls(handle: Any) -> None:
+    ds = docs(handle, 12)
+    batch = [plain(d) for d in ds] + [ordered(d) for d in ds[:4]]
+    engine = Engine(handle)
+    out = engine.execute_many(batch)
+    assert all(isinstance(o, ExecutionResult) for o in out)
+    # One embedding call per embedder (text and image share MiniLM), one vector search per field.
+    assert engine.retriever.calls["embed"] == 1
+    assert engine.retriever.calls["ann"] == 2
+    # Plain filters share one scan; ORDER BY programs share one UNION ALL.
+    assert engine.sql.calls == 2
+    # Run again: every retrieval and every SQL result comes from the caches.
+    again = engine.execute_many(batch)
+    assert engine.retriever.calls["ann"] == 2 and engine.sql.calls == 2
+    for a, b in zip(out, again, strict=True):
+        same(a, b)
+
+
+def test_a_failing_program_fails_alone(handle: Any) -> None:
+    ds = docs(handle, 10)
+    batch: list[Any] = [plain(d) for d in ds]
+    batch[6] = failing_at_runtime(ds[6])
+    engine = Engine(handle)
+    out = engine.execute_many(batch)
+    assert isinstance(out[6], ExecutionError)
+    reference = Engine(handle)
+    for i, (o, p) in enumerate(zip(out, batch, strict=True)):
+        if i != 6:
+            same(o, reference.execute(p))
+    assert engine.sql.calls > 1  # the scan was split to isolate the failure
+
+
+def test_results_come_back_in_input_order(handle: Any) -> None:
+    ds = docs(handle, 6)
+    batch = [plain(d) for d in ds]
+    engine = Engine(handle)
+    forward = engine.execute_many(batch)
+    backward = Engine(handle).execute_many(list(reversed(batch)))
+    for a, b in zip(forward, reversed(backward), strict=True):
+        same(a, b)
+
+
+def test_empty_batch(handle: Any) -> None:
+    engine = Engine(handle)
+    assert engine.execute_many([]) == []
+    assert engine.sql.calls == 0

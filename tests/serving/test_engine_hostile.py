@@ -1,0 +1,63 @@
+"""Hostile programs (tests/serving/data/hostile.jsonl) through the engine: each is rejected with its code
+before anything reaches ClickHouse or Milvus, and the stores are exactly as they were."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from indexing.config import Config
+from serving.dsl import DslError
+from serving.engine import Engine
+
+HOSTILE = Path(__file__).parent / "data" / "hostile.jsonl"
+
+
+def load_hostile() -> list[dict[str, Any]]:
+    return [json.loads(line) for line in HOSTILE.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def engine(small_index_cfg: Config) -> Iterator[Engine]:
+    e = Engine.open(small_index_cfg, "ecommerce")
+    yield e
+    e.close()
+
+
+def fingerprint(engine: Engine) -> tuple[Any, ...]:
+    """Row count and an order-independent checksum of the table, the Milvus entity count, the tables."""
+    h = engine.handle
+    rows = h.sql.query(f"SELECT count(), sum(cityHash64(*)) FROM {h.table}")[0]
+    db = h.table.split(".")[0]
+    tables = h.sql.query(f"SELECT count() FROM system.tables WHERE database = '{db}'")[0][0]
+    return (int(rows[0]), int(rows[1]), h.vectors.count(h.collection), int(tables))
+
+
+def test_the_corpus_is_large_enough() -> None:
+    assert len(load_hostile()) >= 70
+
+
+def test_hostile_programs_are_rejected_before_any_store(engine: Engine) -> None:
+    cases = load_hostile()
+    before = fingerprint(engine)
+    fresh = Engine(engine.handle)
+    outcomes = fresh.execute_many([c["program"] for c in cases])
+    wrong = [
+        (c["name"], c["code"], getattr(o, "code", type(o).__name__))
+        for c, o in zip(cases, outcomes, strict=True)
+        if not (isinstance(o, DslError) and o.code == c["code"])
+    ]
+    assert wrong == []
+    # One by one, too: execute raises the same typed error.
+    for c in cases:
+        with pytest.raises(DslError) as info:
+            fresh.execute(c["program"])
+        assert info.value.code == c["code"], c["name"]
+        assert "\n" not in info.value.one_line()
+    assert fresh.sql.calls == 0
+    assert sum(fresh.retriever.calls.values()) == 0
+    assert fingerprint(engine) == before
