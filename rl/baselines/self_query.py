@@ -99,14 +99,19 @@ def _vocabulary(ctx: MethodContext) -> Vocabulary:
 @register_method("self-query", description="rule-based self-querying retriever: key-value filters in Milvus + one dense query")
 def self_query(ctx: MethodContext, instances: Sequence[EvalInstance], k: int) -> list[Outcome]:
     vocab = _vocabulary(ctx)
-    out = []
-    for inst in instances:
+    out: list[Outcome | None] = [None] * len(instances)
+    # Requests with the same filter share one batched search per field.
+    groups: dict[str | None, list[tuple[int, str]]] = {}
+    for i, inst in enumerate(instances):
         parsed = parse_query(inst.nl, ctx.schema, vocab)
+        groups.setdefault(milvus_filter(parsed.conditions, ctx.schema), []).append((i, parsed.query))
+    for expr, members in groups.items():
         try:
-            expr = milvus_filter(parsed.conditions, ctx.schema)
-            hits = dense_rankings(ctx, [parsed.query], k, filter=expr)[0]
+            rankings = dense_rankings(ctx, [q for _, q in members], k, filter=expr)
         except ProReError as exc:
-            out.append(Outcome.failed(exc.one_line()))
+            for i, _ in members:
+                out[i] = Outcome.failed(exc.one_line())
             continue
-        out.append(Outcome.ranked([doc for doc, _ in hits]))
-    return out
+        for (i, _), hits in zip(members, rankings, strict=True):
+            out[i] = Outcome.ranked([doc for doc, _ in hits])
+    return [o if o is not None else Outcome.failed("not searched") for o in out]
