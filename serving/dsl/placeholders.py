@@ -1,15 +1,16 @@
 """Placeholders ``<text_k>`` / ``<image_k>``: lexing them out of the SQL and finding where they sit in the tree.
 
 A placeholder is not SQL. The lexer pass works on sqlglot's tokens, so text inside string literals is never
-touched, and swaps each placeholder for a reserved identifier of the same length (``<text_1>`` becomes
-``_text_1_``): sqlglot parses it as a column, and every offset sqlglot reports is still an offset in the
-program's own SQL. Identifiers of that reserved form written by the program itself are refused.
+touched, and turns each placeholder's angle brackets into spaces (``<text_1>`` becomes `` text_1 ``): sqlglot
+parses the name as a column, the spaces keep it apart from its neighbours (``id IN<text_1>AND ...``), and
+the text keeps its length, so every offset sqlglot reports is an offset in the program's own SQL. The
+names ``text_k`` / ``image_k`` are reserved: a program that writes one as an identifier is refused.
 
->>> text, sites = mark_placeholders("SELECT id FROM products WHERE id IN <text_1> AND brand = '<text_2>'")
+>>> text, sites = mark_placeholders("SELECT id FROM products WHERE id IN<text_1>AND brand = '<text_2>'")
 >>> text
-"SELECT id FROM products WHERE id IN _text_1_ AND brand = '<text_2>'"
+"SELECT id FROM products WHERE id IN text_1 AND brand = '<text_2>'"
 >>> sites
-(PlaceholderToken(modality='text', number=1, position=36),)
+(PlaceholderToken(modality='text', number=1, position=35),)
 
 **Polarity.** An occurrence is *positive* when it is ``id IN <p>`` under an even number of ``NOT`` on the path
 from the outer ``WHERE`` (``id NOT IN <p>`` is ``NOT (id IN <p>)``: one ``NOT``). A placeholder inside a
@@ -29,9 +30,9 @@ from sqlglot.tokenizer_core import Token, TokenType
 
 from serving.dsl.errors import Code, ValidationError
 
-_NAME = re.compile(r"(text|image)_(0|[1-9][0-9]*)")
-SENTINEL = re.compile(r"_(text|image)_(0|[1-9][0-9]*)_")
-"""The sentinel a placeholder becomes for sqlglot: ``<text_1>`` is ``_text_1_``, the same length."""
+SENTINEL = re.compile(r"(text|image)_(0|[1-9][0-9]*)")
+"""The name a placeholder's column has in the tree: ``<text_1>`` is the column ``text_1``."""
+_RESERVED = re.compile(r"(?i)(text|image)_[0-9]+")
 # Near misses get a precise error rather than a parse error: <Text_1>, <text1>, <img_1>, <text_01>.
 _NEAR = re.compile(r"(?i)(text|image|img|txt)_?\w*")
 _IDENTIFIER_TOKENS = (TokenType.VAR, TokenType.IDENTIFIER)
@@ -71,21 +72,14 @@ def _adjacent(a: Token, b: Token) -> bool:
 def mark_placeholders(
     sql: str, tokens: Sequence[Token] | None = None
 ) -> tuple[str, tuple[PlaceholderToken, ...]]:
-    """Swap each ``<text_k>`` / ``<image_k>`` outside literals for its same-length sentinel; say where each was."""
+    """Turn each ``<text_k>`` / ``<image_k>`` outside literals into `` text_k ``; say where each was."""
     if tokens is None:
         from sqlglot.dialects.clickhouse import ClickHouse
 
         tokens = ClickHouse().tokenize(sql)
-    for tok in tokens:
-        if tok.token_type in _IDENTIFIER_TOKENS and SENTINEL.fullmatch(tok.text.lower()):
-            raise ValidationError(
-                f"identifier {tok.text!r} is reserved for placeholders; write <text_k> or <image_k>",
-                code=Code.RESERVED_IDENTIFIER,
-                path="sql",
-                position=tok.start,
-            )
     chars = list(sql)
     sites: list[PlaceholderToken] = []
+    names: set[int] = set()
     for lt, name, gt in zip(tokens, tokens[1:], tokens[2:], strict=False):
         if (
             lt.token_type != TokenType.LT
@@ -93,19 +87,26 @@ def mark_placeholders(
             or name.token_type not in _IDENTIFIER_TOKENS
         ):
             continue
-        exact = _NAME.fullmatch(name.text) is not None and name.token_type == TokenType.VAR
+        match = SENTINEL.fullmatch(name.text) if name.token_type == TokenType.VAR else None
         contiguous = _adjacent(lt, name) and _adjacent(name, gt)
-        if exact and contiguous:
-            match = _NAME.fullmatch(name.text)
-            assert match is not None
+        if match is not None and contiguous:
             sites.append(PlaceholderToken(_modality(match.group(1)), int(match.group(2)), lt.start))
-            chars[lt.start] = chars[gt.start] = "_"
-        elif exact or (contiguous and _NEAR.fullmatch(name.text)):
+            chars[lt.start] = chars[gt.start] = " "
+            names.add(name.start)
+        elif match is not None or (contiguous and _NEAR.fullmatch(name.text)):
             raise ValidationError(
                 f"malformed placeholder near {sql[lt.start : gt.end + 1]!r}; write <text_k> or <image_k>, k from 1",
                 code=Code.BAD_PLACEHOLDER,
                 path="sql",
                 position=lt.start,
+            )
+    for tok in tokens:
+        if tok.token_type in _IDENTIFIER_TOKENS and tok.start not in names and _RESERVED.fullmatch(tok.text):
+            raise ValidationError(
+                f"identifier {tok.text!r} is reserved for placeholders; write <text_k> or <image_k>",
+                code=Code.RESERVED_IDENTIFIER,
+                path="sql",
+                position=tok.start,
             )
     return "".join(chars), tuple(sites)
 
@@ -121,6 +122,12 @@ def sentinel_of(node: exp.Expr | None) -> tuple[Literal["text", "image"], int] |
     if match is None:
         return None
     return _modality(match.group(1)), int(match.group(2))
+
+
+def placeholder_position(column: exp.Expr) -> int | None:
+    """Offset of the ``<`` of the placeholder whose column is ``column``."""
+    start = position_of(column)
+    return None if start is None else start - 1
 
 
 def position_of(node: exp.Expr) -> int | None:
@@ -159,7 +166,7 @@ def _negations_to_where(node: exp.Expr) -> tuple[int, exp.Select]:
 
 def _polarity(column: exp.Column) -> bool:
     """True when the placeholder in ``column`` is positive (see the module docstring)."""
-    position = position_of(column)
+    position = placeholder_position(column)
     predicate = column.parent
     if column.args.get("table") or not isinstance(predicate, exp.In) or column.arg_key != "field":
         _misplaced("a placeholder may appear only as `id IN <p>` or `id NOT IN <p>`", position)
@@ -191,7 +198,9 @@ def placeholder_sites(tree: exp.Expr) -> list[tuple[exp.In, PlaceholderUse]]:
         predicate = column.parent
         assert isinstance(predicate, exp.In)
         modality, number = found
-        out.append((predicate, PlaceholderUse(number - 1, modality, positive, position_of(column) or 0)))
+        out.append(
+            (predicate, PlaceholderUse(number - 1, modality, positive, placeholder_position(column) or 0))
+        )
     out.sort(key=lambda pair: pair[1].position)
     return out
 

@@ -19,7 +19,7 @@ for subqueries. Columns may be qualified only with the corpus table's name.
 >>> from indexing.schema import PRODUCTS
 >>> tree, sites = check_sql("SELECT id FROM products WHERE brand = 'Levi''s' AND id IN <text_1>", PRODUCTS)
 >>> tree.sql(dialect="clickhouse")
-"SELECT id FROM products WHERE brand = 'Levi''s' AND id IN _text_1_"
+"SELECT id FROM products WHERE brand = 'Levi''s' AND id IN text_1"
 """
 
 from __future__ import annotations
@@ -37,7 +37,14 @@ from sqlglot.tokenizer_core import Token, TokenType
 from indexing.schema import CorpusSchema
 from serving.dsl.errors import Code, ValidationError
 from serving.dsl.limits import DEFAULT_LIMITS, DslLimits
-from serving.dsl.placeholders import SENTINEL, PlaceholderToken, mark_placeholders, position_of, sentinel_of
+from serving.dsl.placeholders import (
+    SENTINEL,
+    PlaceholderToken,
+    mark_placeholders,
+    placeholder_position,
+    position_of,
+    sentinel_of,
+)
 
 _DIALECT = ClickHouse()
 _CLASS_REPR = re.compile(r"<class '[\w.]*?(\w+)'>")
@@ -246,7 +253,8 @@ def _check_size(tree: exp.Expr, limits: DslLimits) -> None:
 
 
 def _int_literal(node: exp.Expr | None) -> int | None:
-    if isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit():
+    # The length bound keeps int() off long digit strings.
+    if isinstance(node, exp.Literal) and not node.is_string and node.this.isdigit() and len(node.this) <= 18:
         return int(node.this)
     return None
 
@@ -441,7 +449,7 @@ def _check_placeholder_slots(tree: exp.Select) -> None:
                 "a placeholder may appear only as `id IN <p>` or `id NOT IN <p>`, without parentheses",
                 code=Code.PLACEHOLDER_MISPLACED,
                 path="sql",
-                position=position_of(ident),
+                position=placeholder_position(ident),
             )
 
 
