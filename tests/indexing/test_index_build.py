@@ -165,6 +165,7 @@ def test_build_against_servers(
     assert open_index(cfg, "email").dense_search("body", ["server outage"], 3)[0]
 
 
+@pytest.mark.slow
 def test_small_index_fixture_with_generated_corpora_and_minilm(small_index_cfg: Config) -> None:
     for domain in ("ecommerce", "email"):
         idx = open_index(small_index_cfg, domain)
