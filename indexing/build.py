@@ -103,7 +103,9 @@ class BuildResult:
                 f"{self.domain}: index {self.version} is up to date ({self.rows} docs, same corpus and "
                 "settings); nothing changed"
             )
-        how = f"resumed at chunk {self.resumed_from_chunk}" if self.status == "resumed" else "built"
+        how = "built"
+        if self.status == "resumed":
+            how = f"resumed at chunk {self.resumed_from_chunk}" if self.rows_written else "republished, already complete"
         dropped = f"; dropped {', '.join(self.dropped)}" if self.dropped else ""
         return f"{self.domain}: published {self.version} with {self.rows} docs ({how}){dropped}"
 
