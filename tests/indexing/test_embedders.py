@@ -229,3 +229,12 @@ def test_openai_embedder_against_a_served_model() -> None:
     assert out.shape == (3, emb.dim)
     np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-5)
     assert out[0] @ out[1] > out[0] @ out[2]
+
+
+@pytest.mark.parametrize("module", ["indexing.embedders.registry", "indexing.embedders.hashing", "indexing.index"])
+def test_docstring_examples_run(module: str) -> None:
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
