@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The demo behind `make demo`: build, index, query and evaluate both corpora on embedded engines.
+# PROFILE=demo (default) synthesizes small benchmarks; PROFILE=paper synthesizes the paper's splits
+# (20,000 train / 3,000 test / 1,000 OOD per domain), which takes much longer.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PRORE=".venv/bin/prore"
+PROFILE="${PROFILE:-demo}"
+case "$PROFILE" in
+  demo)  TRAIN=300;   TEST=300;  OOD=150 ;;
+  paper) TRAIN=20000; TEST=3000; OOD=1000 ;;
+  *) echo "error profile: unknown PROFILE=$PROFILE (demo|paper)" >&2; exit 2 ;;
+esac
+METHODS="oracle sql-only bm25 dense rrf self-query"
+
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+step "1/6 corpora at the paper's sizes"
+$PRORE corpus build ecommerce --size 3000
+$PRORE corpus build email --size 5000
+
+step "2/6 indexes: ClickHouse (chDB) + Milvus Lite + BM25"
+$PRORE index build ecommerce
+$PRORE index build email
+
+step "3/6 what is indexed"
+$PRORE index info
+$PRORE corpus show ecommerce --n 2
+$PRORE corpus show email --n 1
+
+step "4/6 example programs of each level"
+for f in examples/programs/*.json; do
+  echo "--- $f"
+  $PRORE execute --program "$f" --k 5
+done
+
+step "5/6 benchmarks with executable gold programs (profile: $PROFILE)"
+for d in ecommerce email; do
+  $PRORE bench synth "$d" --train "$TRAIN" --test "$TEST" --ood "$OOD"
+  $PRORE bench show "$d" --n 2
+done
+
+step "6/6 baselines on the test split, then side by side"
+for d in ecommerce email; do
+  for m in $METHODS; do
+    $PRORE eval "$d" --method "$m" --split test
+  done
+  $PRORE eval compare --domain "$d" --split test
+done
+echo
+echo "Reports (markdown, JSON, PNG charts) are under ${PRORE_WORKSPACE:-workspace}/reports/."
