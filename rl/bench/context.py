@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import sqlglot
+from tqdm import tqdm
 
 from indexing.config import Config
 from indexing.corpora.files import corpus_manifest, iter_corpus
@@ -42,6 +43,7 @@ class RankTable:
 
     def __init__(self) -> None:
         self._ranks: dict[tuple[str, str], dict[str, int]] = {}
+        self._first: dict[tuple[str, str], str] = {}
 
     def __len__(self) -> int:
         return len(self._ranks)
@@ -50,9 +52,16 @@ class RankTable:
         """1-based rank of ``doc_id`` for ``phrase`` on ``fieldname``, or ``None``."""
         return self._ranks.get((fieldname, phrase), {}).get(doc_id)
 
-    def fill(self, engine: Engine, schema: CorpusSchema, pairs: Iterable[tuple[str, str]]) -> None:
+    def first(self, fieldname: str, phrase: str) -> str | None:
+        """The id ranked first for ``phrase`` on ``fieldname``."""
+        return self._first.get((fieldname, phrase))
+
+    def fill(
+        self, engine: Engine, schema: CorpusSchema, pairs: Iterable[tuple[str, str]], *, progress: bool = False
+    ) -> None:
         """Rank the ``(field, phrase)`` pairs not seen yet, with one-entry probe programs."""
         todo = sorted({p for p in pairs if p not in self._ranks})
+        bar = tqdm(total=len(todo), desc=f"{schema.domain} phrases", unit="q", disable=not progress)
         for start in range(0, len(todo), PROBE_BATCH):
             chunk = todo[start : start + PROBE_BATCH]
             programs = []
@@ -70,13 +79,18 @@ class RankTable:
                     raise BenchError(f"probing {fieldname} for {phrase!r} failed: {res}", code="bench_probe")
                 ids = res.candidates[f"{prog.retrieval_list[0].type}_1"]
                 self._ranks[(fieldname, phrase)] = {d: i for i, d in enumerate(ids, start=1)}
+                if ids:
+                    self._first[(fieldname, phrase)] = ids[0]
+            bar.update(len(chunk))
+        bar.close()
 
 
 class BenchContext:
     """What one domain's synthesis shares across splits."""
 
-    def __init__(self, cfg: Config, domain: str, scfg: SynthConfig, engine: Engine) -> None:
+    def __init__(self, cfg: Config, domain: str, scfg: SynthConfig, engine: Engine, *, owns_engine: bool = False) -> None:
         self.cfg, self.domain, self.scfg, self.engine = cfg, domain, scfg, engine
+        self.owns_engine = owns_engine
         self.schema = schema_for(domain)
         ws = Workspace(cfg.workspace)
         manifest = corpus_manifest(ws, domain)
@@ -99,8 +113,10 @@ class BenchContext:
         self.facts = self._facts()
         self.ranks = RankTable()
         self._pools = self._make_pools()
+        self._owners: dict[bool, frozenset[int]] = {}
         for ood in (False, True):
-            self.ranks.fill(engine, self.schema, self.phrase_pairs(ood))
+            self.ranks.fill(engine, self.schema, self.phrase_pairs(ood), progress=scfg.progress)
+            self._owners[ood] = self._first_owners(ood)
 
     # -- corpus ---------------------------------------------------------------------------------
     def row(self, i: int) -> dict[str, Any]:
@@ -150,6 +166,28 @@ class BenchContext:
             for phrase in self.book.paraphrases(key, ood)
         ]
 
+    def _first_owners(self, ood: bool) -> frozenset[int]:
+        """Rows ranked first for a phrase of a facet they carry: the only possible gold documents of
+        a one-condition semantic query."""
+        owners = set()
+        category_col = self._columns.get("category")
+        for name, keys in self.facts.facets.items():
+            for key in keys:
+                for phrase in self.book.paraphrases(key, ood):
+                    doc = self.ranks.first(name, phrase)
+                    if doc is None:
+                        continue
+                    i = self._index[doc]
+                    cat = None if category_col is None else str(category_col[i].as_py())
+                    if key in self.book.carried(name, str(self._columns[name][i].as_py()), cat):
+                        owners.add(i)
+        return frozenset(owners)
+
+    def single_condition_pool(self, split: str) -> list[int]:
+        """Gold rows of ``split`` that some one-condition semantic query can rank first."""
+        owners = self._owners[split == "ood"]
+        return [i for i in self._pools[split] if i in owners]
+
     # -- splits ---------------------------------------------------------------------------------
     def _make_pools(self) -> dict[str, list[int]]:
         order = list(range(self.corpus_rows))
@@ -177,37 +215,57 @@ class BenchContext:
                     return True
         return False
 
-    def super_counts(self, items: Sequence[tuple[Program, str]]) -> list[tuple[int, bool]]:
+    def super_counts(self, items: Sequence[tuple[Program, str]]) -> list[tuple[int, bool] | None]:
         """For each (program, gold id): how many documents pass its structure-only super-query, and
-        whether the gold document is among them. One ClickHouse scan per :data:`SUPER_BATCH`."""
-        from serving.dsl import strip_retrievals, validate
+        whether the gold document is among them (``None`` for a program that does not validate).
+        One ClickHouse scan counts :data:`SUPER_BATCH` programs."""
+        from serving.dsl import DslError, strip_retrievals
 
-        wheres = []
+        wheres: list[str | None] = []
         for program, _ in items:
-            stripped = strip_retrievals(validate(program, self.schema))
-            tree = sqlglot.parse_one(stripped, read="clickhouse")
-            where = tree.args.get("where")
-            wheres.append(where.this.sql(dialect="clickhouse") if where is not None else "1")
-        out: list[tuple[int, bool]] = []
-        table = self.engine.handle.table
-        for start in range(0, len(items), SUPER_BATCH):
-            chunk = list(zip(wheres[start : start + SUPER_BATCH], items[start : start + SUPER_BATCH], strict=True))
+            try:
+                # The engine caches what it validates here, so the rank filter does not redo it.
+                stripped = strip_retrievals(self.engine.prepare(program).validated)
+            except DslError:
+                wheres.append(None)
+                continue
+            wheres.append(_where_of(stripped, self.schema.table))
+        out: list[tuple[int, bool] | None] = [None] * len(items)
+        todo = [j for j, w in enumerate(wheres) if w is not None]
+        for start in range(0, len(todo), SUPER_BATCH):
+            chunk = todo[start : start + SUPER_BATCH]
             cols = []
-            for where, (_, gold) in chunk:
-                cols.append(f"countIf({where})")
-                cols.append(f"countIf(({where}) AND id = {literal(gold)})")
+            for j in chunk:
+                cols.append(f"countIf({wheres[j]}) AS n{j}")
+                cols.append(f"countIf(({wheres[j]}) AND id = {literal(items[j][1])}) AS g{j}")
             settings = self.engine.limits.settings(len(chunk))
-            rows = self.engine.handle.sql.query(f"SELECT {', '.join(cols)} FROM {table}", settings=settings)
-            values = rows[0]
-            out.extend((int(values[2 * j]), int(values[2 * j + 1]) > 0) for j in range(len(chunk)))
+            sql = f"SELECT {', '.join(cols)} FROM {self.engine.handle.table}"
+            values = self.engine.handle.sql.query(sql, settings=settings)[0]
+            for c, j in enumerate(chunk):
+                out[j] = (int(values[2 * c]), int(values[2 * c + 1]) > 0)
         return out
 
     def close(self) -> None:
-        self.engine.close()
+        if self.owns_engine:
+            self.engine.close()
+
+
+def _where_of(sql: str, table: str) -> str:
+    """The WHERE condition of a single-table ``SELECT`` (``1`` when it has none)."""
+    head = f"SELECT DISTINCT id FROM {table} WHERE "
+    if sql.startswith(head) and " FROM " not in sql[len(head) :]:
+        return sql[len(head) :]  # the compiled form: no need to parse it again
+    where = sqlglot.parse_one(sql, read="clickhouse").args.get("where")
+    return "1" if where is None else str(where.this.sql(dialect="clickhouse"))
 
 
 def open_context(cfg: Config, domain: str, scfg: SynthConfig) -> BenchContext:
     """Open the engine on the published index of ``domain`` and read everything synthesis needs."""
     from serving.engine import Engine
 
-    return BenchContext(cfg, domain, scfg, Engine.open(cfg, domain))
+    engine = Engine.open(cfg, domain)
+    try:
+        return BenchContext(cfg, domain, scfg, engine, owns_engine=True)
+    except BaseException:
+        engine.close()
+        raise

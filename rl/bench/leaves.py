@@ -150,6 +150,12 @@ def _as_date(value: Any) -> dt.date:
     return dt.date.fromisoformat(str(value)[:10])
 
 
+def _parts(facet: str) -> set[str]:
+    """What a facet says: itself, or each term of a visual pair (``visual:color=red+shape=round``)."""
+    head, _, rest = facet.partition(":")
+    return {f"{head}:{p}" for p in rest.split("+")} if rest else {facet}
+
+
 class LeafMaker:
     """Makes leaves for one gold document. Every method returns ``None`` when it cannot."""
 
@@ -166,7 +172,11 @@ class LeafMaker:
         self.facts, self.book, self.ranks, self.doc, self.rng, self.ood = facts, book, ranks, doc, rng, ood
         self.used_fields: set[str] = set()
         self.used_facets: set[str] = set()
+        """Facet parts already said (a visual pair uses both of its terms)."""
         self._carried: dict[str, list[str]] = {}
+
+    def _fresh(self, facet: str) -> bool:
+        return not (_parts(facet) & self.used_facets)
 
     # -- facets of the gold document -------------------------------------------------------------
     def carried(self, fieldname: str) -> list[str]:
@@ -289,7 +299,7 @@ class LeafMaker:
             for name in self.facts.semantic_fields(modality):
                 own = str(self.doc[name]).lower()
                 for facet in self.carried(name):
-                    if facet in self.used_facets:
+                    if not self._fresh(facet):
                         continue
                     for phrase in self.book.paraphrases(facet, self.ood):
                         if phrase.lower() in own:
@@ -300,7 +310,7 @@ class LeafMaker:
         else:
             present = self.carried_any(modality)
             for name in self.facts.semantic_fields(modality):
-                absent = [f for f in self.facts.facets.get(name, ()) if f not in present and f not in self.used_facets]
+                absent = [f for f in self.facts.facets.get(name, ()) if f not in present and self._fresh(f)]
                 for facet in self.rng.sample(absent, k=min(len(absent), 6)):
                     for phrase in self.book.paraphrases(facet, self.ood):
                         if self.ranks.rank(name, phrase, doc_id) is None:
@@ -308,17 +318,17 @@ class LeafMaker:
         if not options:
             return None
         name, facet, phrase, _ = self.rng.choices(options, weights=[o[3] for o in options], k=1)[0]
-        self.used_facets.add(facet)
+        self.used_facets |= _parts(facet)
         return Leaf(modality, name, "sim", (phrase,), facet=facet)
 
     def alternative(self, leaf: Leaf) -> Leaf | None:
         """Another option beside ``leaf`` under an ``Or``: the same field with another value or facet."""
         if leaf.semantic:
-            pool = [f for f in self.facts.facets.get(leaf.field, ()) if f not in self.used_facets]
+            pool = [f for f in self.facts.facets.get(leaf.field, ()) if self._fresh(f)]
             for facet in self.rng.sample(pool, k=min(len(pool), 4)):
                 phrases = self.book.paraphrases(facet, self.ood)
                 if phrases:
-                    self.used_facets.add(facet)
+                    self.used_facets |= _parts(facet)
                     return Leaf(leaf.modality, leaf.field, "sim", (self.rng.choice(phrases),), facet=facet)
             return None
         if leaf.field in CATEGORICAL[self.facts.domain] and leaf.op == "=":

@@ -133,18 +133,26 @@ PRODUCT_WORDS: dict[str, Words] = {
     ),
     "description": Words(
         "the description",
-        pos={"sim": ("described as {p}", "whose description mentions {p}", "advertised with {p}")},
-        neg={"sim": ("not described as {p}", "whose description doesn't mention {p}")},
+        pos={"sim": ("whose description mentions {p}", "with {p} in the description", "whose listing talks about {p}")},
+        neg={"sim": ("whose description doesn't mention {p}", "without {p} in the description")},
     ),
     "review": Words(
         "the review",
-        pos={"sim": ("whose reviews mention {p}", "that reviewers describe as {p}", "with reviews about {p}")},
+        pos={"sim": ("whose reviews mention {p}", "with reviews about {p}", "where reviewers talk about {p}")},
         neg={"sim": ("whose reviews don't mention {p}", "without reviews about {p}")},
     ),
     "image": Words(
         "the photo",
-        pos={"sim": ("that look like {p}", "pictured with {p}", "whose photo shows {p}")},
-        neg={"sim": ("not showing {p}", "whose photo doesn't show {p}", "not pictured with {p}")},
+        pos={
+            "sim": ("pictured with {p}", "whose photo shows {p}", "with {p} in the picture"),
+            "look": ("that look {p}", "with a {p} look", "that appear {p} in the photo"),
+            "scene": ("photographed {p}", "pictured {p}", "shown {p}"),
+        },
+        neg={
+            "sim": ("not pictured with {p}", "whose photo doesn't show {p}"),
+            "look": ("that don't look {p}", "without a {p} look"),
+            "scene": ("not photographed {p}", "not pictured {p}"),
+        },
     ),
 }
 
@@ -214,6 +222,19 @@ BOOL_CLAUSES: dict[str, tuple[Phrases, Phrases]] = {
     "has_attachment": (("it has an attachment", "a file is attached"), ("it has no attachment", "nothing is attached")),
 }
 """Clause-style statements of a boolean field: (when true, when false)."""
+
+IMAGE_CLAUSES: dict[str, tuple[Phrases, Phrases]] = {
+    "sim": (("the photo shows {p}",), ("the photo does not show {p}",)),
+    "look": (("it looks {p}", "it appears {p} in the photo"), ("it does not look {p}",)),
+    "scene": (("it is photographed {p}", "the photo was taken {p}"), ("it is not photographed {p}",)),
+}
+"""Clause-style statements of an image condition, by what its phrase describes: (positive, negated)."""
+
+VISUAL_WORDING: dict[str, str] = {
+    "color": "look", "finish": "look", "shape": "look", "material": "sim", "setting": "scene",
+}
+"""Which wording fits a visual term: adjectives (colors, finishes, shapes) *look*, materials are
+*shown*, settings are where the photo was *taken*."""
 
 NOUNS: dict[str, Phrases] = {
     "ecommerce": ("products", "items", "things"),

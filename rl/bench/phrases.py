@@ -3,7 +3,7 @@
 Text fields carry the vocabulary's facets (:func:`indexing.corpora.vocab.find_facets`); a query says a
 facet with one of its training or OOD paraphrases. Image descriptions carry visual terms
 (:func:`indexing.corpora.vocab.find_visual`); a visual "facet" here is one term or a pair of terms
-(a color or finish with a shape: "crimson barrel-like"). Visual terms carry no train/OOD split in
+(a color with a shape: "crimson barrel-like"). Visual terms carry no train/OOD split in
 the vocabulary, so this module holds one out: the last paraphrase of each term is OOD, the others
 are for training.
 
@@ -25,7 +25,7 @@ from indexing.schema import schema_for
 
 VISUAL = "visual"
 """Prefix of visual facet keys: ``visual:color=red`` or ``visual:color=red+shape=cylindrical``."""
-_PAIR_FIRST = ("color", "finish")
+_PAIR_FIRST = ("color",)
 _PAIR_SECOND = ("shape",)
 
 

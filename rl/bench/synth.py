@@ -39,6 +39,9 @@ from rl.bench.tree import Node, leaves, modalities, operators, signed_leaves, to
 from rl.bench.verbalize import Family, families, verbalize
 from serving.dsl.program import Program
 
+L1_FROM_OWNERS = 0.9
+"""Share of L1 candidates whose gold is drawn among documents some phrase ranks first."""
+
 
 @dataclass(frozen=True)
 class Thresholds:
@@ -115,13 +118,16 @@ class _SplitRun:
         self.ood = split == "ood"
         self.families: tuple[Family, ...] = families(self.ood)
         self.pool = ctx.gold_pool(split)
+        self.l1_pool = ctx.single_condition_pool(split) or self.pool
         self.seen_nl = seen_nl
         self.stats = SplitStats()
         self.next_attempt: Counter[int] = Counter()
 
     def candidate(self, level: int, attempt: int) -> Candidate | None:
         rng = random.Random(f"{self.cfg.seed}:{self.ctx.domain}:{self.split}:{level}:{attempt}")
-        doc = self.ctx.row(self.pool[rng.randrange(len(self.pool))])
+        # A one-condition query has a gold document only where that condition ranks it first.
+        pool = self.l1_pool if level == 1 and rng.random() < L1_FROM_OWNERS else self.pool
+        doc = self.ctx.row(pool[rng.randrange(len(pool))])
         maker = LeafMaker(self.ctx.facts, self.ctx.book, self.ctx.ranks, doc, rng, ood=self.ood)
         tree = maker.fill(shape_for(level, rng), level)
         if tree is None:
@@ -159,7 +165,11 @@ class _SplitRun:
         counts = self.ctx.super_counts([(c.program, c.gold_id) for c in cands])
         th = self.cfg.thresholds
         kept = []
-        for c, (n, has_gold) in zip(cands, counts, strict=True):
+        for c, count in zip(cands, counts, strict=True):
+            if count is None:
+                self.stats.rejected["invalid_program"] += 1
+                continue
+            n, has_gold = count
             structured = any(not leaf.semantic for leaf in leaves(c.tree))
             ranked = any(not neg for _, neg in _positive_semantic(c.tree))
             if not has_gold:
@@ -302,6 +312,8 @@ def synthesize(
                 s: dict(sorted(Counter(i.level for i in v).items())) for s, v in splits.items()
             },
             "families": {s: sorted({i.family for i in v}) for s, v in splits.items()},
+            "distinct_programs": {s: len({i.program for i in v}) for s, v in splits.items()},
+            "distinct_gold": {s: len({i.gold_id for i in v}) for s, v in splits.items()},
             "corpus_fingerprint": ctx.corpus_fingerprint,
             "corpus_rows": ctx.corpus_rows,
             "index_version": ctx.index_version,

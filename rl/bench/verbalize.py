@@ -20,7 +20,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rl.bench.errors import BenchError
-from rl.bench.lexicon import BOOL_CLAUSES, NOUNS, WORDS, Words, clause_phrases, spec_phrase
+from rl.bench.lexicon import (
+    BOOL_CLAUSES,
+    IMAGE_CLAUSES,
+    NOUNS,
+    VISUAL_WORDING,
+    WORDS,
+    Words,
+    clause_phrases,
+    spec_phrase,
+)
 from rl.bench.tree import And, Leaf, Node, Not, Or, Value
 
 
@@ -114,6 +123,14 @@ def _words(domain: str, fieldname: str) -> Words:
         raise BenchError(f"no wording for field {fieldname!r} of {domain}", code="bench_wording") from None
 
 
+def _image_wording(leaf: Leaf) -> str:
+    """``look``, ``scene`` or ``sim``: how the visual terms of an image leaf are best said."""
+    facet = leaf.facet or ""
+    kinds = [part.split("=", 1)[0] for part in facet.split(":", 1)[-1].split("+") if "=" in part]
+    wordings = {VISUAL_WORDING.get(k, "sim") for k in kinds}
+    return wordings.pop() if len(wordings) == 1 else "sim"
+
+
 def leaf_phrase(leaf: Leaf, negated: bool, domain: str, style: str, rng: random.Random) -> str:
     """One condition in ``style``; ``negated`` says the condition is said negatively."""
     words = _words(domain, leaf.field)
@@ -122,13 +139,14 @@ def leaf_phrase(leaf: Leaf, negated: bool, domain: str, style: str, rng: random.
         if style == "spec":
             name = "photo" if leaf.modality == "image" else leaf.field
             return spec_phrase("sim", negated).format(n=name, p=p)
+        wording = _image_wording(leaf) if leaf.modality == "image" else "sim"
         if style == "clause":
-            verb = "does not show" if leaf.modality == "image" and negated else "shows"
-            if leaf.modality == "text":
-                verb = "does not mention" if negated else rng.choice(("mentions", "talks about"))
+            if leaf.modality == "image":
+                return rng.choice(IMAGE_CLAUSES[wording][1 if negated else 0]).format(p=p)
+            verb = "does not mention" if negated else rng.choice(("mentions", "talks about"))
             return f"{words.name} {verb} {p}"
         table = words.neg if negated else words.pos
-        return rng.choice(table["sim"]).format(p=p)
+        return rng.choice(table[wording]).format(p=p)
     if leaf.op == "=" and isinstance(leaf.values[0], bool):
         truth = bool(leaf.values[0]) != negated
         if style == "spec":

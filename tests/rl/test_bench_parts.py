@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 from pathlib import Path
@@ -194,3 +195,15 @@ def test_rewriter_answers_from_its_cache_without_a_request(tmp_path: Path) -> No
     with pytest.raises(BenchError) as failed:
         rw.rewrite("Find blue jackets")
     assert failed.value.code == "bench_rewriter"
+
+
+@pytest.mark.skipif(
+    not os.environ.get("PRORE_REWRITER_URL"),
+    reason="set PRORE_REWRITER_URL (and PRORE_REWRITER_MODEL) to test against a live chat-completions endpoint",
+)
+def test_rewriter_against_a_live_endpoint(tmp_path: Path) -> None:
+    cfg = RewriterConfig(url=os.environ["PRORE_REWRITER_URL"], model=os.environ.get("PRORE_REWRITER_MODEL", "default"))
+    rw = Rewriter(cfg, tmp_path)
+    first = rw.rewrite("Show me Sony headphones under $200")
+    assert first and rw.sent == 1
+    assert rw.rewrite("Show me Sony headphones under $200") == first and rw.cached == 1

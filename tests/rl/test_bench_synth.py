@@ -1,0 +1,242 @@
+"""Benchmark synthesis end to end on the small indexed corpora (real chDB, Milvus Lite and MiniLM)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from indexing.config import Config
+from indexing.corpora.vocab import facets, find_facets
+from indexing.schema import schema_for
+from indexing.workspace import Workspace
+from prore.cli import main
+from rl.bench import Instance, SynthConfig, load_manifest, load_split, synthesize
+from rl.bench.compile import literal, predicate
+from rl.bench.context import BenchContext
+from rl.bench.phrases import PhraseBook
+from rl.bench.store import SPLITS
+from rl.bench.structure import quotas
+from rl.bench.tree import And, Leaf, Node, Not, Or, signed_leaves
+from rl.bench.verbalize import families
+from serving.dsl import parse_program, validate
+from serving.dsl.program import Program, Retrieval
+from serving.engine import Engine
+
+SIZES = {"train": 30, "test": 10, "ood": 10}
+DOMAINS = ("ecommerce", "email")
+
+
+def _tree(data: dict[str, Any]) -> Node:
+    if "and" in data:
+        return And(tuple(_tree(c) for c in data["and"]))
+    if "or" in data:
+        return Or(tuple(_tree(c) for c in data["or"]))
+    if "not" in data:
+        return Not(_tree(data["not"]))
+    return Leaf(data["leaf"], data["field"], data["op"], tuple(data["values"]), data.get("transform"), data.get("facet"))
+
+
+@pytest.fixture(scope="module")
+def engines(small_index_cfg: Config) -> Iterator[dict[str, Engine]]:
+    out = {d: Engine.open(small_index_cfg, d) for d in DOMAINS}
+    yield out
+    for e in out.values():
+        e.close()
+
+
+def _opener(engine: Engine) -> Any:
+    return lambda cfg, domain, scfg: BenchContext(cfg, domain, scfg, engine)
+
+
+@pytest.fixture(scope="module")
+def bench(
+    small_index_cfg: Config, engines: dict[str, Engine], tmp_path_factory: pytest.TempPathFactory
+) -> Workspace:
+    """Both domains synthesized once into their own workspace."""
+    ws = Workspace(tmp_path_factory.mktemp("bench"))
+    for d in DOMAINS:
+        synthesize(small_index_cfg, d, SynthConfig(sizes=SIZES, seed=7, progress=False), out=ws,
+                   opener=_opener(engines[d]))  # fmt: skip
+    return ws
+
+
+def _all(ws: Workspace, domain: str) -> list[Instance]:
+    return [i for s in SPLITS for i in load_split(ws, domain, s)]
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+def test_splits_have_their_sizes_and_level_mix(bench: Workspace, domain: str) -> None:
+    manifest = load_manifest(bench, domain)
+    assert manifest["splits"] == SIZES and manifest["seed"] == 7
+    assert manifest["corpus_fingerprint"] and manifest["index_version"]
+    for split, size in SIZES.items():
+        items = load_split(bench, domain, split)
+        levels = {lvl: sum(i.level == lvl for i in items) for lvl in ("L1", "L2", "L3")}
+        assert levels == {f"L{k}": v for k, v in quotas(size).items()}
+        assert len({i.qid for i in items}) == size and all(i.split == split for i in items)
+        for inst in items:
+            n_leaves = sum(1 for _ in signed_leaves(_tree(json.loads(inst.tree))))
+            assert n_leaves in {"L1": (1,), "L2": (2, 3), "L3": (4, 5)}[inst.level]
+            assert list(inst.modalities) == sorted(inst.modalities)
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+def test_every_gold_program_validates_and_ranks_its_gold_first(
+    bench: Workspace, engines: dict[str, Engine], domain: str
+) -> None:
+    items = _all(bench, domain)
+    schema = schema_for(domain)
+    for inst in items:
+        validate(parse_program(inst.program), schema)
+    results = engines[domain].execute_many([i.program for i in items], k=5)
+    for inst, res in zip(items, results, strict=True):
+        assert not isinstance(res, Exception), (inst.qid, res)
+        assert res.ids[0] == inst.gold_id, (inst.qid, inst.program, res.ids)
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+def test_the_same_seed_gives_the_same_benchmark(
+    small_index_cfg: Config, engines: dict[str, Engine], tmp_path: Path, domain: str
+) -> None:
+    sizes = {"train": 8, "test": 4, "ood": 4}
+    runs = []
+    for n, seed in enumerate((3, 3, 4)):
+        ws = Workspace(tmp_path / str(n))
+        synthesize(small_index_cfg, domain, SynthConfig(sizes=sizes, seed=seed, progress=False), out=ws,
+                   opener=_opener(engines[domain]))  # fmt: skip
+        runs.append(_all(ws, domain))
+    assert runs[0] == runs[1]
+    assert runs[0] != runs[2]
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+def test_ood_uses_held_out_families_and_paraphrases(bench: Workspace, domain: str) -> None:
+    book = PhraseBook(domain)
+    train_families = {f.name for f in families(ood=False)}
+    for split in SPLITS:
+        ood = split == "ood"
+        for inst in load_split(bench, domain, split):
+            assert (inst.family in train_families) != ood
+            for leaf, _ in signed_leaves(_tree(json.loads(inst.tree))):
+                if leaf.semantic:
+                    assert leaf.facet is not None
+                    assert leaf.phrase in book.paraphrases(leaf.facet, ood)
+                    assert leaf.phrase not in book.paraphrases(leaf.facet, not ood)
+    every_train = {p for f in facets(domain).values() for p in f.query_train}
+    every_ood = {p for f in facets(domain).values() for p in f.query_ood}
+    assert not every_train & every_ood
+
+
+def _docs(engine: Engine, ids: list[str]) -> dict[str, dict[str, Any]]:
+    fields = engine.schema.columns
+    return {d["id"]: d for d in engine.handle.fetch_docs(sorted(set(ids)), fields)}
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+def test_requests_never_copy_the_gold_documents_words(
+    bench: Workspace, engines: dict[str, Engine], domain: str
+) -> None:
+    items = _all(bench, domain)
+    docs = _docs(engines[domain], [i.gold_id for i in items])
+    schema = schema_for(domain)
+    checked = 0
+    for inst in items:
+        doc = docs[inst.gold_id]
+        for name in schema.text_fields:
+            for _, words in find_facets(domain, str(doc[name])):
+                assert words.lower() not in inst.nl.lower(), (inst.qid, words)
+                checked += 1
+        for leaf, _ in signed_leaves(_tree(json.loads(inst.tree))):
+            if leaf.semantic:
+                assert leaf.phrase.lower() not in str(doc[leaf.field]).lower()
+    assert checked > 0
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+def test_negated_leaves_are_false_and_plain_leaves_true_for_the_gold(
+    bench: Workspace, engines: dict[str, Engine], domain: str
+) -> None:
+    engine = engines[domain]
+    items = _all(bench, domain)
+    docs = _docs(engine, [i.gold_id for i in items])
+    book = PhraseBook(domain)
+    checks: list[tuple[str, bool]] = []  # (SQL condition for the gold, expected truth)
+    probes: list[tuple[Leaf, str, bool]] = []
+    negated_seen = 0
+    for inst in items:
+        tree = _tree(json.loads(inst.tree))
+        top = tree.children if isinstance(tree, And) else (tree,)
+        plain = {id(n) for n in top if isinstance(n, Leaf)}
+        for leaf, negated in signed_leaves(tree):
+            if not negated and id(leaf) not in plain:
+                continue  # an OR alternative may be either
+            negated_seen += negated
+            gold = literal(inst.gold_id)
+            if leaf.semantic:
+                probes.append((leaf, inst.gold_id, not negated))
+                if negated:
+                    doc = docs[inst.gold_id]
+                    category = doc.get("category")
+                    text = str(doc[leaf.field])
+                    assert leaf.facet not in book.carried(leaf.field, text, category), inst.qid
+            else:
+                checks.append((f"id = {gold} AND ({predicate(leaf)})", not negated))
+    assert negated_seen > 0 and checks
+    table = engine.handle.table
+    cols = ", ".join(f"countIf({cond}) AS c{j}" for j, (cond, _) in enumerate(checks))
+    row = engine.handle.sql.query(f"SELECT {cols} FROM {table}")[0]
+    for (cond, truth), n in zip(checks, row, strict=True):
+        assert (int(n) == 1) == truth, cond
+    programs = [
+        Program(
+            f"SELECT DISTINCT id FROM {engine.schema.table} WHERE id IN <{leaf.modality}_1>",
+            (Retrieval(leaf.modality, leaf.field, leaf.phrase),),  # type: ignore[arg-type]
+        )
+        for leaf, _, _ in probes
+    ]
+    for (leaf, gold_id, truth), res in zip(probes, engine.execute_many(programs), strict=True):
+        assert not isinstance(res, Exception)
+        assert (gold_id in res.candidates[f"{leaf.modality}_1"]) == truth, (leaf, gold_id)
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+def test_evaluation_gold_documents_differ_from_training(bench: Workspace, domain: str) -> None:
+    manifest = load_manifest(bench, domain)
+    assert manifest["disjoint_gold"]  # 600 documents are enough to keep the pools apart
+    train = {i.gold_id for i in load_split(bench, domain, "train")}
+    for split in ("test", "ood"):
+        assert not train & {i.gold_id for i in load_split(bench, domain, split)}
+
+
+def test_show_prints_statistics_and_examples(bench: Workspace, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["--workspace", str(bench.root), "bench", "show", "ecommerce", "--split", "test", "--n", "2"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    first = load_split(bench, "ecommerce", "test")[0]
+    for part in ("levels:", "modalities:", "operators", "template families:", "examples:", first.nl):
+        assert part in out
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["bench", "synth", "books"], "corpus"),
+        (["bench", "synth", "email", "--train", "0"], "bench_size"),
+        (["bench", "synth", "email", "--ood", "-3"], "bench_size"),
+        (["bench", "synth", "ecommerce", "--test", "5"], "no_index"),
+        (["bench", "show", "email"], "no_bench"),
+        (["bench", "show", "email", "--split", "dev"], "bench_split"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], code: str
+) -> None:
+    rc = main(["--workspace", str(tmp_path), *args])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2
+    assert err.startswith(f"error {code}:") and "\n" not in err
+    assert not (tmp_path / "bench" / "ecommerce").exists()
