@@ -77,8 +77,8 @@ def _show(args: argparse.Namespace, cfg: Config) -> int:
         from rl.bench.errors import BenchError
 
         raise BenchError(f"--n must be zero or more, got {args.n}", code="bench_size")
-    manifest = load_manifest(ws, args.domain)
     instances = load_split(ws, args.domain, args.split)
+    manifest = load_manifest(ws, args.domain)
     print(f"{args.domain} / {args.split} (seed {manifest.get('seed')}, corpus {manifest.get('corpus_fingerprint')}, "
           f"index {manifest.get('index_version')})")
     print(describe(instances, args.n))
