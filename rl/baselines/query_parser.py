@@ -5,6 +5,9 @@ key-value filters out of a natural-language request, using the corpus schema and
 its categorical fields (brands, categories, colors, sender domains, folders), and leave the rest as
 one semantic query. Like that retriever it has no OR, no NOT and one vector query:
 
+* a condition that is one branch of an OR ("either ... or ...", "in stock or ...") cannot become a
+  filter, since a filter on it would drop the documents matching the other branch;
+
 * a value under a negation cue ("not", "except", "outside", ...) cannot become a filter; it is
   dropped from the query text so that the embedding is not pulled towards it (a negated flag such
   as "not starred" is simply the flag's other value, which a key-value filter can say);
@@ -123,8 +126,14 @@ class _Scan:
         self.mask = [False] * len(nl)
         # Spans of positive vocabulary values: removed from the query unless nothing else would remain.
         self.soft = [False] * len(nl)
-        self.conditions: list[Condition] = []
+        self.found: list[tuple[Condition, int, int]] = []
         self.dropped: list[str] = []
+        # Where the request said "A or B" of one field's values: that OR is settled (no filter).
+        self.settled: list[tuple[int, int]] = []
+
+    def add(self, span: tuple[int, int], *conditions: Condition) -> None:
+        """Record ``conditions`` read from the text at ``span`` (start, end)."""
+        self.found += [(c, span[0], span[1]) for c in conditions]
 
     def take(self, m: re.Match[str], *, soft: bool = False) -> None:
         self.mask[m.start() : m.end()] = [True] * (m.end() - m.start())
@@ -160,7 +169,8 @@ def _variants(value: str) -> str:
     forms = [base + "(?:s|es)?"]
     if value.endswith("s") and len(value) > 3:
         forms.append(base[:-1])
-    return r"(?<![\w@.])(?:" + "|".join(forms) + r")(?![\w@]|\.\w)"
+    # "jet-black" describes a look, not the color field: a hyphen joins a value to its neighbour.
+    return r"(?<![\w@.-])(?:" + "|".join(forms) + r")(?![\w@-]|\.\w)"
 
 
 def _vocab_values(scan: _Scan, schema: CorpusSchema, vocab: Vocabulary) -> None:
@@ -171,7 +181,7 @@ def _vocab_values(scan: _Scan, schema: CorpusSchema, vocab: Vocabulary) -> None:
         for value in values
         if len(value) > 1
     ]
-    found: dict[str, list[tuple[str, bool]]] = {}
+    found: dict[str, list[tuple[str, bool, tuple[int, int]]]] = {}
     # Longest first, so "Bose Pro" wins over "Bose" and a domain over its last label.
     for value, name in sorted(entries, key=lambda e: (-len(e[0]), e[0])):
         for m in scan.finditer(re.compile(_variants(value), _I)):
@@ -180,14 +190,17 @@ def _vocab_values(scan: _Scan, schema: CorpusSchema, vocab: Vocabulary) -> None:
                 continue
             negated = scan.negated(m)
             scan.take(m, soft=not negated)
-            found.setdefault(name, []).append((value, negated))
+            found.setdefault(name, []).append((value, negated, m.span()))
     for name, hits in found.items():
-        positive = sorted({v for v, neg in hits if not neg})
-        scan.dropped += [v for v, neg in hits if neg]
+        positive = sorted({v for v, neg, _ in hits if not neg})
+        scan.dropped += [v for v, neg, _ in hits if neg]
         if len(positive) == 1:
-            scan.conditions.append(Condition(name, "==", positive[0]))
+            scan.add(next(span for _, neg, span in hits if not neg), Condition(name, "==", positive[0]))
         else:
             scan.dropped += positive
+            spans = [span for _, neg, span in hits if not neg]
+            if spans:
+                scan.settled.append((min(a for a, _ in spans), max(b for _, b in spans)))
 
 
 def _addresses(scan: _Scan, schema: CorpusSchema) -> None:
@@ -200,7 +213,7 @@ def _addresses(scan: _Scan, schema: CorpusSchema) -> None:
         if scan.negated(m):
             scan.dropped.append(m.group(0))
         else:
-            scan.conditions.append(Condition(name, "==", m.group(0).lower()))
+            scan.add(m.span(), Condition(name, "==", m.group(0).lower()))
 
 
 def _bounds(scan: _Scan, name: str, dtype: DType, pre: str, post: str, *, dollars: bool = False) -> None:
@@ -227,13 +240,13 @@ def _bounds(scan: _Scan, name: str, dtype: DType, pre: str, post: str, *, dollar
             if scan.negated(m):
                 scan.dropped.append(m.group(0).strip())
             elif g.get("lo") is not None:
-                scan.conditions += [Condition(name, ">=", _typed(_num(g["lo"]), dtype)),
-                                    Condition(name, "<=", _typed(_num(g["hi"]), dtype))]  # fmt: skip
+                scan.add(m.span(), Condition(name, ">=", _typed(_num(g["lo"]), dtype)),
+                         Condition(name, "<=", _typed(_num(g["hi"]), dtype)))  # fmt: skip
             elif g.get("op") is not None:
-                scan.conditions.append(Condition(name, _norm_op(g["op"]), _typed(_num(g["num"]), dtype)))
+                scan.add(m.span(), Condition(name, _norm_op(g["op"]), _typed(_num(g["num"]), dtype)))
             else:
                 up = g.get("plus") is not None or g["dir"].lower() in _UP
-                scan.conditions.append(Condition(name, ">=" if up else "<=", _typed(_num(g["num"]), dtype)))
+                scan.add(m.span(), Condition(name, ">=" if up else "<=", _typed(_num(g["num"]), dtype)))
 
 
 def _numbers(scan: _Scan, schema: CorpusSchema) -> None:
@@ -296,8 +309,8 @@ def _dates(scan: _Scan, schema: CorpusSchema) -> None:
         if scan.negated(m):
             scan.dropped.append(m.group(0))
         else:
-            scan.conditions += [Condition(name, ">=", _parse_date(m.group(1))[0]),
-                                Condition(name, "<", _parse_date(m.group(2))[1])]  # fmt: skip
+            scan.add(m.span(), Condition(name, ">=", _parse_date(m.group(1))[0]),
+                     Condition(name, "<", _parse_date(m.group(2))[1]))  # fmt: skip
     cues = "|".join(c for c, _ in _DATE_CUES)
     pattern = rf"(?<![\w-])({cues})\s+(?:the\s+year\s+)?({_DATE})(?:\s+or\s+(earlier|before|later|after))?(?![\w-])"
     for m in scan.finditer(pattern):
@@ -311,7 +324,7 @@ def _dates(scan: _Scan, schema: CorpusSchema) -> None:
         how = next(h for c, h in _DATE_CUES if re.fullmatch(c, cue, _I))
         if m.group(3):
             how = ">=start" if m.group(3).lower() in _UP else "<end"
-        scan.conditions += _date_conditions(name, how, _parse_date(m.group(2)))
+        scan.add(m.span(), *_date_conditions(name, how, _parse_date(m.group(2))))
 
 
 # field -> (phrases meaning False, phrases meaning True); tried in that order, so "unread" is not "read".
@@ -340,7 +353,7 @@ def _flags(scan: _Scan, schema: CorpusSchema) -> None:
     for name, (false_words, true_words) in _FLAGS.items():
         if not schema.has(name):
             continue
-        decided: bool | None = None
+        decided: tuple[bool, tuple[int, int]] | None = None
         spoken = name.replace("_", r"[\s_]")
         for value, pattern in (
             (None, rf"\b{spoken}\s*:\s*(?P<yn>yes|no|true|false)\b"),
@@ -354,9 +367,38 @@ def _flags(scan: _Scan, schema: CorpusSchema) -> None:
                 else:
                     # "doesn't have an attachment": a negated flag is the flag's other value.
                     truth = value != (value and scan.negated(m))
-                decided = truth if decided is None else decided
+                decided = (truth, m.span()) if decided is None else decided
         if decided is not None:
-            scan.conditions.append(Condition(name, "==", decided))
+            scan.add(decided[1], Condition(name, "==", decided[0]))
+
+
+# "excluding anything A or B", "but nothing that is A": every condition up to the clause's end is negated.
+_NEGATED_SCOPE = re.compile(
+    r"\b(?:but\s+nothing|nothing\s+that|excluding\s+anything|leaving\s+out\s+anything|but\s+not|except(?:\s+for)?)\b", _I
+)
+# A condition next to "or" / "either" is one branch of a disjunction.
+_OR_BEFORE = re.compile(r"\b(?:either|or)\b(?:[\s-]+[\w'$.]+){0,4}[\s:-]*$", _I)
+_OR_AFTER = re.compile(r"^[\s,]*or\b", _I)
+
+
+def _scope(scan: _Scan) -> list[Condition]:
+    """The conditions a key-value filter can hold: none from an OR branch; negated flags flipped."""
+    text = scan.text
+    for a, b in scan.settled:
+        text = text[:a] + " " * (b - a) + text[b:]
+    kept = []
+    for cond, start, end in scan.found:
+        clause = re.split(r"[,;.]", text[:start])[-1]
+        if _OR_BEFORE.search(clause) or _OR_AFTER.search(text[end:]):
+            scan.dropped.append(scan.text[start:end])
+        elif _NEGATED_SCOPE.search(clause):
+            if isinstance(cond.value, bool):
+                kept.append(Condition(cond.field, cond.op, not cond.value))
+            else:
+                scan.dropped.append(scan.text[start:end])
+        else:
+            kept.append(cond)
+    return kept
 
 
 def parse_query(nl: str, schema: CorpusSchema, vocab: Vocabulary) -> ParsedQuery:
@@ -372,5 +414,5 @@ def parse_query(nl: str, schema: CorpusSchema, vocab: Vocabulary) -> ParsedQuery
     _vocab_values(scan, schema, vocab)
     query = scan.remainder() or " ".join(nl.split())
     order = {name: i for i, name in enumerate(schema.columns)}
-    conditions = sorted(dict.fromkeys(scan.conditions), key=lambda c: (order[c.field], c.op))
-    return ParsedQuery(query=query, conditions=tuple(conditions), dropped=tuple(scan.dropped))
+    conditions = sorted(dict.fromkeys(_scope(scan)), key=lambda c: (order[c.field], c.op))
+    return ParsedQuery(query=query, conditions=tuple(conditions), dropped=tuple(dict.fromkeys(scan.dropped)))
