@@ -391,7 +391,8 @@ def _scope(scan: _Scan) -> list[Condition]:
         clause = re.split(r"[,;.]", text[:start])[-1]
         if _OR_BEFORE.search(clause) or _OR_AFTER.search(text[end:]):
             scan.dropped.append(scan.text[start:end])
-        elif _NEGATED_SCOPE.search(clause):
+        elif _NEGATED_SCOPE.search(clause) and not _NEGATION.search(text[max(0, start - 40) : start]):
+            # (a cue right before the condition was already applied where it was read)
             if isinstance(cond.value, bool):
                 kept.append(Condition(cond.field, cond.op, not cond.value))
             else:

@@ -145,3 +145,22 @@ def test_all_filters_leave_category_words_or_the_request() -> None:
     assert only.query == "black laptops"
     nothing = parse_query("under $900", PRODUCTS, PRODUCT_VOCAB)
     assert nothing.query == "under $900"
+
+
+def test_a_branch_of_an_or_is_not_a_filter() -> None:
+    parsed = parse_query(
+        "Items released in 2021 or later, either priced between $250 and $400 or in the laptop category",
+        PRODUCTS,
+        PRODUCT_VOCAB,
+    )
+    assert parsed.conditions == (_c("release_date >= 2021-01-01"),)
+    stock = parse_query("red headphones in stock or whose reviews praise the bass", PRODUCTS, PRODUCT_VOCAB)
+    assert set(stock.conditions) == {_c("category == headphones"), _c("color == red")}
+
+
+def test_negation_scope_covers_the_clause() -> None:
+    parsed = parse_query("Sony items with good reviews, but nothing that looks bulky or in black", PRODUCTS, PRODUCT_VOCAB)
+    assert parsed.conditions == (_c("brand == Sony"),)
+    assert "black" in parsed.dropped
+    flags = parse_query("emails about the launch, excluding anything starred", EMAILS, EMAIL_VOCAB)
+    assert flags.conditions == (_c("is_starred == false"),)
