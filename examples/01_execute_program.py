@@ -31,7 +31,10 @@ PROGRAM = {
 def run(size: int) -> None:
     with tempfile.TemporaryDirectory(prefix="prore-example-") as workspace:
         # The same two commands a user types: generate a corpus, then index it.
-        for command in (["corpus", "build", "ecommerce", "--size", str(size)], ["index", "build", "ecommerce", "--no-progress"]):
+        for command in (
+            ["corpus", "build", "ecommerce", "--size", str(size)],
+            ["index", "build", "ecommerce", "--no-progress"],
+        ):
             if prore(["--workspace", workspace, *command]) != 0:
                 raise SystemExit(f"prore {' '.join(command)} failed")
 

@@ -42,10 +42,16 @@ def register(sub: Any) -> None:
         description="Run one retrieval program (JSON, DESIGN.md section 3) on the workspace corpus named "
         "by the table in its SQL (products -> ecommerce, emails -> email) and print the ranked results.",
     )
-    p.add_argument("--program", default="-", metavar="FILE|-", help="program JSON file, or - for stdin (default)")
+    p.add_argument(
+        "--program", default="-", metavar="FILE|-", help="program JSON file, or - for stdin (default)"
+    )
     p.add_argument("--k", type=int, default=20, help="how many ranked ids to return (default 20)")
-    p.add_argument("--format", choices=("json", "table"), default="table", help="output format (default table)")
-    p.add_argument("--fields", metavar="A,B,...", help="fields to print per result (default: a few per corpus)")
+    p.add_argument(
+        "--format", choices=("json", "table"), default="table", help="output format (default table)"
+    )
+    p.add_argument(
+        "--fields", metavar="A,B,...", help="fields to print per result (default: a few per corpus)"
+    )
     p.set_defaults(handler=execute_command)
 
 
@@ -101,8 +107,10 @@ def execute_command(args: argparse.Namespace, cfg: Config) -> int:
     finally:
         engine.close()
     by_id = {str(d["id"]): d for d in docs}
-    rows = [{"id": doc, "score": score, **{f: by_id.get(doc, {}).get(f) for f in wanted}}
-            for doc, score in zip(result.ids, result.scores, strict=True)]
+    rows = [
+        {"id": doc, "score": score, **{f: by_id.get(doc, {}).get(f) for f in wanted}}
+        for doc, score in zip(result.ids, result.scores, strict=True)
+    ]
     if args.format == "json":
         payload = {**result.to_dict(), "domain": schema.domain, "results": rows}
         print(json.dumps(payload, indent=2, default=str, ensure_ascii=False))
@@ -114,7 +122,10 @@ def execute_command(args: argparse.Namespace, cfg: Config) -> int:
 def render_table(result: ExecutionResult, rows: Sequence[dict[str, Any]], fields: Sequence[str]) -> str:
     """Ranked results as an aligned text table, followed by the candidate sizes and timings."""
     header = ["rank", "id", "score", *fields]
-    body = [[str(i), str(r["id"]), f"{r['score']:.5f}", *(_cell(r[f]) for f in fields)] for i, r in enumerate(rows, 1)]
+    body = [
+        [str(i), str(r["id"]), f"{r['score']:.5f}", *(_cell(r[f]) for f in fields)]
+        for i, r in enumerate(rows, 1)
+    ]
     widths = [max(len(h), *(len(line[c]) for line in body)) if body else len(h) for c, h in enumerate(header)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in body]
@@ -130,4 +141,3 @@ def render_table(result: ExecutionResult, rows: Sequence[dict[str, Any]], fields
 def _cell(value: Any, width: int = 60) -> str:
     text = " ".join(str(value).split())
     return text if len(text) <= width else text[: width - 3] + "..."
-

@@ -80,6 +80,7 @@ class Engine:
         self.sql = SqlRunner(self._query, f"{handle.table} AS {handle.schema.table}", self.limits)
         self._prepared: LRU[str, Prepared | DslError] = LRU(sizes.programs)
         self._sql_results: LRU[str, tuple[str, ...]] = LRU(sizes.programs)
+        self._jobs: LRU[tuple[str, tuple[tuple[str, ...], ...]], SqlJob] = LRU(sizes.programs)
 
     @classmethod
     def open(
@@ -93,7 +94,9 @@ class Engine:
     ) -> Engine:
         """An engine on the published index of ``domain`` (or ``version``) in ``cfg``'s workspace."""
         handle = open_index(cfg, domain, version)
-        return cls(handle, reranker=reranker, limits=ExecutionLimits.from_config(cfg.clickhouse), caches=caches)
+        return cls(
+            handle, reranker=reranker, limits=ExecutionLimits.from_config(cfg.clickhouse), caches=caches
+        )
 
     def close(self) -> None:
         """Release the index handle's store connections."""
@@ -104,8 +107,8 @@ class Engine:
     def clear_caches(self) -> None:
         """Forget cached query vectors, searches, candidate lists, programs and SQL results (a cold start)."""
         self.retriever.clear()
-        self._prepared.clear()
-        self._sql_results.clear()
+        for cache in (self._prepared, self._sql_results, self._jobs):
+            cache.clear()
 
     def cache_stats(self) -> dict[str, dict[str, int]]:
         stats = self.retriever.cache_stats()
@@ -154,7 +157,9 @@ class Engine:
         requests = tuple(RetrievalRequest(e.field, e.mode, e.query, e.k, e.rerank) for e in entries)
         names = tuple(f"{e.type}_{i}" for i, e in enumerate(entries, start=1))
         positive = tuple(sorted(validated.positive_entries))
-        return Prepared(validated, requests, names, positive, validated.has_order_by, _is_plain_filter(validated.tree))
+        return Prepared(
+            validated, requests, names, positive, validated.has_order_by, _is_plain_filter(validated.tree)
+        )
 
     def _execute(self, program_list: Sequence[ProgramInput], k: int) -> list[BatchOutcome]:
         t0 = time.perf_counter()
@@ -194,7 +199,9 @@ class Engine:
                 sql_ordered=p.ordered,
                 k=k,
             )
-            candidates = {name: tuple(doc for doc, _ in lst) for name, lst in zip(p.names, lists, strict=True)}
+            candidates = {
+                name: tuple(doc for doc, _ in lst) for name, lst in zip(p.names, lists, strict=True)
+            }
             outcomes[i] = ExecutionResult(ranked.ids, ranked.scores, candidates, job.sql, {})
         t4 = time.perf_counter()
         timings["rank"] = (t4 - t3) * 1000
@@ -208,8 +215,17 @@ class Engine:
         return out
 
     def _job(self, p: Prepared, hits: Mapping[RetrievalRequest, tuple[Hit, ...]]) -> tuple[SqlJob, str]:
-        id_sets = {i: [doc for doc, _ in hits[r]] for i, r in enumerate(p.requests)}
-        sql = substitute(p.validated, id_sets, table=self.handle.table)
+        id_sets = tuple(tuple(doc for doc, _ in hits[r]) for r in p.requests)
+        # Substitution is a pure function of the program's tree and the id sets: render it once.
+        key = (p.validated.normalized_sql, id_sets)
+        job = self._jobs.get(key)
+        if job is None:
+            job = self._render(p, id_sets)
+            self._jobs.put(key, job)
+        return job, job.sql
+
+    def _render(self, p: Prepared, id_sets: tuple[tuple[str, ...], ...]) -> SqlJob:
+        sql = substitute(p.validated, dict(enumerate(id_sets)), table=self.handle.table)
         where = None
         if p.plain:
             # The rendered statement of a plain filter is exactly this prefix and then its condition.
@@ -217,7 +233,7 @@ class Engine:
             prefix = f"SELECT {distinct}id FROM {self.handle.table} AS {p.validated.table} WHERE "
             if sql.startswith(prefix):
                 where = sql[len(prefix) :]
-        return SqlJob(sql, where), sql
+        return SqlJob(sql, where)
 
     def _run_sql(self, jobs: Sequence[SqlJob]) -> list[Outcome]:
         out: list[Outcome | None] = [None] * len(jobs)

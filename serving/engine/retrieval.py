@@ -1,9 +1,18 @@
 """Resolve a batch of retrieval requests into ranked id lists, with as few store calls as possible.
 
 Every request of a batch is deduplicated; distinct query phrases are embedded in one call per
-embedder; each field gets one Milvus search and one BM25 search for the whole batch. Searches run
-at the widest width of the ladder and are cut per request, so a request's result never depends on
-which other requests share its batch, and the cut lists can be cached across calls.
+embedder; each field gets one Milvus search (and one BM25 search) per width of the ladder in use,
+for the whole batch.
+
+A request's result must not depend on which other requests share its batch, or a reward computed in
+a batch would differ from the same program run alone. Two things could make it depend:
+
+* batched and single dot products round differently (matrix-matrix vs matrix-vector kernels), so
+  nearly equal scores can swap. Hits are therefore ordered by score rounded to
+  :data:`SCORE_DECIMALS`, then by id;
+* the width of the search decides which of several tied documents make the cut. Each request is
+  therefore searched at its own width plus :data:`WIDTH_MARGIN` (never a width borrowed from a
+  neighbour), then cut to its ``k`` after the stable ordering above.
 """
 
 from __future__ import annotations
@@ -20,15 +29,26 @@ from indexing.embedders.base import Embedder
 from indexing.embedders.cache import CachedEmbedder
 from indexing.index import IndexHandle
 from indexing.stores.base import Hit, Vectors
-from serving.dsl.limits import DEFAULT_LIMITS
 from serving.engine.cache import LRU
 from serving.engine.ranking import rrf_fuse
 from serving.engine.rerank import CosineReranker, Reranker, RerankRequest, enforce_subset
 
-SEARCH_WIDTH: int = max(DEFAULT_LIMITS.k_ladder)
-"""Every search runs this wide and is cut to each request's ``k``."""
+WIDTH_MARGIN = 5
+"""Extra hits fetched beyond a request's ``k`` so near-ties at the cut are ordered by id, not by chance."""
+
+SCORE_DECIMALS = 5
+"""Scores are compared at this precision when ordering hits (see the module docstring)."""
+
+
+def search_width(k: int) -> int:
+    """How many hits a request of width ``k`` fetches from a store."""
+    return k + WIDTH_MARGIN
+
 
 DENSE, SPARSE, FUSE = "dense", "sparse", "fuse"
+
+RawKey = tuple[str, str, str, int]
+"""(field, dense|sparse, query, width): one store search."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +67,7 @@ class CacheSizes:
     """Entries kept by each of the engine's caches."""
 
     searches: int = 100_000
-    """Raw search results at :data:`SEARCH_WIDTH`, keyed by (field, dense|sparse, query)."""
+    """Raw search results, keyed by (field, dense|sparse, query, width)."""
     requests: int = 100_000
     """Final candidate lists, keyed by the whole :class:`RetrievalRequest`."""
     programs: int = 50_000
@@ -60,8 +80,9 @@ class CacheSizes:
 
 
 def _by_score(hits: Iterable[Hit]) -> tuple[Hit, ...]:
-    # Stores may order equal scores arbitrarily; ids make the order, and so every cut, stable.
-    return tuple(sorted(((str(d), float(s)) for d, s in hits), key=lambda h: (-h[1], h[0])))
+    # Stores order near-equal scores by chance; rounded scores and then ids make every cut stable.
+    pairs = ((str(d), float(s)) for d, s in hits)
+    return tuple(sorted(pairs, key=lambda h: (-round(h[1], SCORE_DECIMALS), h[0])))
 
 
 class Retriever:
@@ -71,7 +92,7 @@ class Retriever:
         self._handle = handle
         self.calls: Counter[str] = Counter()
         """Store calls made so far, by kind: ``embed``, ``ann``, ``sparse``, ``fetch_vectors``."""
-        self._searches: LRU[tuple[str, str, str], tuple[Hit, ...]] = LRU(sizes.searches)
+        self._searches: LRU[RawKey, tuple[Hit, ...]] = LRU(sizes.searches)
         self._requests: LRU[RetrievalRequest, tuple[Hit, ...]] = LRU(sizes.requests)
         self.reranker: Reranker = reranker or CosineReranker(self.encode, self.doc_vectors)
 
@@ -127,7 +148,9 @@ class Retriever:
     def doc_vectors(self, field: str, ids: Sequence[str]) -> Mapping[str, Vectors]:
         """Stored vectors of ``ids`` on ``field``; documents without one get their text embedded."""
         self.calls["fetch_vectors"] += 1
-        found: dict[str, Vectors] = dict(self._handle.vectors.fetch_vectors(self._handle.collection, field, ids))
+        found: dict[str, Vectors] = dict(
+            self._handle.vectors.fetch_vectors(self._handle.collection, field, ids)
+        )
         missing = [doc for doc in ids if doc not in found]
         if missing:
             docs = self._handle.fetch_docs(missing, ["id", field])
@@ -171,54 +194,60 @@ class Retriever:
         return out
 
     @staticmethod
-    def _recall(req: RetrievalRequest, raw: Mapping[tuple[str, str, str], tuple[Hit, ...]]) -> tuple[Hit, ...]:
+    def _recall(req: RetrievalRequest, raw: Mapping[RawKey, tuple[Hit, ...]]) -> tuple[Hit, ...]:
+        width = search_width(req.k)
         if req.mode == SPARSE:
-            return raw[(req.field, SPARSE, req.query)][: req.k]
-        dense = raw[(req.field, DENSE, req.query)][: req.k]
+            return raw[(req.field, SPARSE, req.query, width)][: req.k]
+        dense = raw[(req.field, DENSE, req.query, width)][: req.k]
         if req.mode == DENSE:
             return dense
-        sparse = raw[(req.field, SPARSE, req.query)][: req.k]
+        sparse = raw[(req.field, SPARSE, req.query, width)][: req.k]
         return tuple(rrf_fuse([dense, sparse], req.k))
 
     def _raw_searches(
         self, todo: Sequence[RetrievalRequest], timings: dict[str, float]
-    ) -> dict[tuple[str, str, str], tuple[Hit, ...]]:
-        raw: dict[tuple[str, str, str], tuple[Hit, ...]] = {}
-        dense: dict[str, dict[str, None]] = {}
-        sparse: dict[str, dict[str, None]] = {}
+    ) -> dict[RawKey, tuple[Hit, ...]]:
+        raw: dict[RawKey, tuple[Hit, ...]] = {}
+        # (field, width) -> phrases to search, per kind
+        dense: dict[tuple[str, int], dict[str, None]] = {}
+        sparse: dict[tuple[str, int], dict[str, None]] = {}
         for req in todo:
+            width = search_width(req.k)
             kinds = {DENSE: (DENSE,), SPARSE: (SPARSE,)}.get(req.mode, (DENSE, SPARSE))
             for kind in kinds:
-                key = (req.field, kind, req.query)
+                key = (req.field, kind, req.query, width)
                 if key in raw:
                     continue
                 cached = self._searches.get(key)
                 if cached is not None:
                     raw[key] = cached
                 else:
-                    (dense if kind == DENSE else sparse).setdefault(req.field, {})[req.query] = None
+                    (dense if kind == DENSE else sparse).setdefault((req.field, width), {})[req.query] = None
         if dense:
             start = time.perf_counter()
-            encoded = self.encode_many(dense)
+            by_field: dict[str, list[str]] = {}
+            for (fld, _), queries in dense.items():
+                by_field.setdefault(fld, []).extend(queries)
+            encoded = self.encode_many(by_field)
             mid = time.perf_counter()
-            for fld, queries in dense.items():
+            for (fld, width), queries in dense.items():
                 name = self._handle.embedder(fld).name
                 vectors = np.stack([encoded[(name, q)] for q in queries])
                 self.calls["ann"] += 1
-                results = self._handle.vectors.search(self._handle.collection, fld, vectors, SEARCH_WIDTH)
+                results = self._handle.vectors.search(self._handle.collection, fld, vectors, width)
                 for q, hits in zip(queries, results, strict=True):
-                    raw[(fld, DENSE, q)] = _by_score(hits)
+                    raw[(fld, DENSE, q, width)] = _by_score(hits)
             end = time.perf_counter()
             timings["embed"] = timings.get("embed", 0.0) + (mid - start) * 1000
             timings["ann"] = timings.get("ann", 0.0) + (end - mid) * 1000
         if sparse:
             start = time.perf_counter()
-            for fld, queries in sparse.items():
+            for (fld, width), queries in sparse.items():
                 self.calls["sparse"] += 1
-                results = self._handle.sparse_search(fld, list(queries), SEARCH_WIDTH)
+                results = self._handle.sparse_search(fld, list(queries), width)
                 for q, hits in zip(queries, results, strict=True):
                     # A zero BM25 score means no query term matched: not a lexical hit.
-                    raw[(fld, SPARSE, q)] = _by_score(h for h in hits if h[1] > 0)
+                    raw[(fld, SPARSE, q, width)] = _by_score(h for h in hits if h[1] > 0)
             timings["sparse"] = timings.get("sparse", 0.0) + (time.perf_counter() - start) * 1000
         for key, found in raw.items():
             self._searches.put(key, found)

@@ -22,7 +22,9 @@ DESIGN_EXAMPLE = {
 }
 
 
-def run(cfg: Config, *args: str, stdin: str | None = None, monkeypatch: pytest.MonkeyPatch | None = None) -> int:
+def run(
+    cfg: Config, *args: str, stdin: str | None = None, monkeypatch: pytest.MonkeyPatch | None = None
+) -> int:
     if stdin is not None and monkeypatch is not None:
         monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
     return main(["--workspace", str(cfg.workspace), "execute", *args])
@@ -34,8 +36,13 @@ def write(tmp_path: Path, program: object) -> str:
     return str(path)
 
 
-def test_design_example_as_json(small_index_cfg: Config, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(small_index_cfg, "--program", write(tmp_path, DESIGN_EXAMPLE), "--format", "json", "--k", "5") == 0
+def test_design_example_as_json(
+    small_index_cfg: Config, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        run(small_index_cfg, "--program", write(tmp_path, DESIGN_EXAMPLE), "--format", "json", "--k", "5")
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     engine = Engine.open(small_index_cfg, "ecommerce")
     expected = engine.execute(DESIGN_EXAMPLE, k=5)
@@ -49,27 +56,57 @@ def test_design_example_as_json(small_index_cfg: Config, tmp_path: Path, capsys:
 def test_table_from_stdin_with_fields(
     small_index_cfg: Config, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    program = {"sql": "SELECT id FROM products WHERE id IN <text_1>", "retrieval_list": [{"type": "text", "field": "title", "query": "wireless headphones"}]}
-    assert run(small_index_cfg, "--fields", "category,rating", "--k", "3", stdin=json.dumps(program), monkeypatch=monkeypatch) == 0
+    program = {
+        "sql": "SELECT id FROM products WHERE id IN <text_1>",
+        "retrieval_list": [{"type": "text", "field": "title", "query": "wireless headphones"}],
+    }
+    assert (
+        run(
+            small_index_cfg,
+            "--fields",
+            "category,rating",
+            "--k",
+            "3",
+            stdin=json.dumps(program),
+            monkeypatch=monkeypatch,
+        )
+        == 0
+    )
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["rank", "id", "score", "category", "rating"]
     assert [line.split()[0] for line in lines[1:4]] == ["1", "2", "3"]
     assert lines[-2].startswith("candidates: text_1: 20") and lines[-1].startswith("timings (ms):")
 
 
-def test_emails_are_routed_by_table(small_index_cfg: Config, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    program = {"sql": "SELECT id FROM emails WHERE is_read = false AND id IN <text_1>", "retrieval_list": [{"type": "text", "field": "subject", "query": "payments outage"}]}
+def test_emails_are_routed_by_table(
+    small_index_cfg: Config, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    program = {
+        "sql": "SELECT id FROM emails WHERE is_read = false AND id IN <text_1>",
+        "retrieval_list": [{"type": "text", "field": "subject", "query": "payments outage"}],
+    }
     assert run(small_index_cfg, "--program", write(tmp_path, program), "--format", "json") == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["domain"] == "email" and all(set(r) == {"id", "score", "subject", "sender", "date"} for r in out["results"])
+    assert out["domain"] == "email" and all(
+        set(r) == {"id", "score", "subject", "sender", "date"} for r in out["results"]
+    )
 
 
 @pytest.mark.parametrize(
     ("program", "code"),
     [
         ("this is not json", "not_json"),
-        ({"sql": "SELECT id FROM products; DROP TABLE products", "retrieval_list": []}, "multiple_statements"),
-        ({"sql": "SELECT id FROM products WHERE id IN <text_2>", "retrieval_list": [{"type": "text", "field": "title", "query": "x"}]}, "placeholder_out_of_range"),
+        (
+            {"sql": "SELECT id FROM products; DROP TABLE products", "retrieval_list": []},
+            "multiple_statements",
+        ),
+        (
+            {
+                "sql": "SELECT id FROM products WHERE id IN <text_2>",
+                "retrieval_list": [{"type": "text", "field": "title", "query": "x"}],
+            },
+            "placeholder_out_of_range",
+        ),
         ({"sql": "SELECT id FROM users", "retrieval_list": []}, "unknown_table"),
         ({"sql": "SELECT id FROM products WHERE price < 'cheap'", "retrieval_list": []}, "exec_failed"),
     ],
@@ -84,7 +121,9 @@ def test_a_bad_program_exits_2_with_one_line(
     assert len(lines) == 1 and lines[0].startswith(f"error {code}: "), captured.err
 
 
-def test_bad_flags_exit_2(small_index_cfg: Config, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_flags_exit_2(
+    small_index_cfg: Config, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = write(tmp_path, DESIGN_EXAMPLE)
     assert run(small_index_cfg, "--program", path, "--fields", "title,colour") == 2
     assert capsys.readouterr().err.startswith("error unknown_field: ")

@@ -33,7 +33,9 @@ def ids_where(engine: Engine, where: str) -> set[str]:
 
 def doc(engine: Engine, offset: int) -> dict[str, Any]:
     cols = ["id", "brand", "category", "price", "rating", "title", "review", "image"]
-    row = engine.handle.sql.query(f"SELECT {', '.join(cols)} FROM {engine.handle.table} ORDER BY id LIMIT 1 OFFSET {offset}")[0]
+    row = engine.handle.sql.query(
+        f"SELECT {', '.join(cols)} FROM {engine.handle.table} ORDER BY id LIMIT 1 OFFSET {offset}"
+    )[0]
     return dict(zip(cols, row, strict=True))
 
 
@@ -68,14 +70,19 @@ def contract_order(result: ExecutionResult, positive: Sequence[str]) -> list[str
     """Recompute the ranking contract from the result's own candidate lists."""
 
     def score(d: str) -> float:
-        return math.fsum(1 / (RRF_K + result.candidates[p].index(d) + 1) for p in positive if d in result.candidates[p])
+        return math.fsum(
+            1 / (RRF_K + result.candidates[p].index(d) + 1) for p in positive if d in result.candidates[p]
+        )
 
     return sorted(result.ids, key=lambda d: (-score(d), d))
 
 
 def test_gold_document_comes_first(engine: Engine) -> None:
     gold = doc(engine, 7)
-    p = prog(f"SELECT DISTINCT id FROM products WHERE brand = {q(gold['brand'])} AND id IN <text_1>", text("review", gold["review"]))
+    p = prog(
+        f"SELECT DISTINCT id FROM products WHERE brand = {q(gold['brand'])} AND id IN <text_1>",
+        text("review", gold["review"]),
+    )
     res = engine.execute(p, k=5)
     assert res.ok and res.ids[0] == gold["id"]
     assert res.candidates["text_1"][0] == gold["id"]
@@ -85,7 +92,10 @@ def test_gold_document_comes_first(engine: Engine) -> None:
 
 def test_and_is_the_intersection(engine: Engine) -> None:
     gold = doc(engine, 11)
-    p = prog(f"SELECT id FROM products WHERE category = {q(gold['category'])} AND id IN <text_1>", text("title", gold["title"]))
+    p = prog(
+        f"SELECT id FROM products WHERE category = {q(gold['category'])} AND id IN <text_1>",
+        text("title", gold["title"]),
+    )
     res = engine.execute(p, k=50)
     expected = set(res.candidates["text_1"]) & ids_where(engine, f"category = {q(gold['category'])}")
     assert set(res.ids) == expected and gold["id"] in expected
@@ -94,7 +104,10 @@ def test_and_is_the_intersection(engine: Engine) -> None:
 
 def test_or_is_the_union(engine: Engine) -> None:
     gold = doc(engine, 20)
-    p = prog(f"SELECT id FROM products WHERE brand = {q(gold['brand'])} OR id IN <text_1>", text("review", gold["review"], k=10))
+    p = prog(
+        f"SELECT id FROM products WHERE brand = {q(gold['brand'])} OR id IN <text_1>",
+        text("review", gold["review"], k=10),
+    )
     res = engine.execute(p, k=100)
     assert set(res.ids) == ids_where(engine, f"brand = {q(gold['brand'])}") | set(res.candidates["text_1"])
     # Ids only the brand brought in score 0 and come after every candidate, by id.
@@ -105,7 +118,10 @@ def test_or_is_the_union(engine: Engine) -> None:
 def test_not_in_excludes_and_does_not_score(engine: Engine) -> None:
     gold = doc(engine, 3)
     brand = q(gold["brand"])
-    p = prog(f"SELECT id FROM products WHERE brand = {brand} AND id NOT IN <text_1>", text("review", gold["review"]))
+    p = prog(
+        f"SELECT id FROM products WHERE brand = {brand} AND id NOT IN <text_1>",
+        text("review", gold["review"]),
+    )
     res = engine.execute(p, k=100)
     assert set(res.ids) == ids_where(engine, f"brand = {brand}") - set(res.candidates["text_1"])
     assert gold["id"] not in res.ids
@@ -159,7 +175,11 @@ def test_two_placeholders_on_one_field(engine: Engine) -> None:
 
 def test_text_with_image(engine: Engine) -> None:
     gold = doc(engine, 14)
-    p = prog("SELECT id FROM products WHERE id IN <text_1> AND id IN <image_2>", text("title", gold["title"], k=50), image(gold["image"], k=50))
+    p = prog(
+        "SELECT id FROM products WHERE id IN <text_1> AND id IN <image_2>",
+        text("title", gold["title"], k=50),
+        image(gold["image"], k=50),
+    )
     res = engine.execute(p, k=10)
     assert res.ids[0] == gold["id"]
     assert res.candidates["image_2"] == tuple(dense_oracle(engine, "image", gold["image"], 50))
@@ -186,8 +206,15 @@ def test_modes(engine: Engine, mode: str) -> None:
 def test_rerank_reorders_or_cuts_never_adds(engine: Engine) -> None:
     gold = doc(engine, 30)
     phrase = gold["review"].split(". ")[0]
-    recall = engine.execute(prog("SELECT id FROM products WHERE id IN <text_1>", text("review", phrase, mode="fuse", k=20)))
-    res = engine.execute(prog("SELECT id FROM products WHERE id IN <text_1>", text("review", phrase, mode="fuse", k=20, rerank=5)))
+    recall = engine.execute(
+        prog("SELECT id FROM products WHERE id IN <text_1>", text("review", phrase, mode="fuse", k=20))
+    )
+    res = engine.execute(
+        prog(
+            "SELECT id FROM products WHERE id IN <text_1>",
+            text("review", phrase, mode="fuse", k=20, rerank=5),
+        )
+    )
     recalled, kept = recall.candidates["text_1"], res.candidates["text_1"]
     assert len(kept) == min(5, len(recalled)) and set(kept) <= set(recalled)
     # The default reranker orders the recalled documents by cosine with the query.
@@ -216,10 +243,15 @@ def test_a_plugged_reranker_cannot_add(engine: Engine) -> None:
 
 def test_order_by_overrides_the_contract(engine: Engine) -> None:
     gold = doc(engine, 12)
-    p = prog("SELECT id FROM products WHERE id IN <text_1> ORDER BY price DESC, id", text("review", gold["review"], k=20))
+    p = prog(
+        "SELECT id FROM products WHERE id IN <text_1> ORDER BY price DESC, id",
+        text("review", gold["review"], k=20),
+    )
     res = engine.execute(p, k=8)
     cands = ", ".join(q(d) for d in res.candidates["text_1"])
-    rows = engine.handle.sql.query(f"SELECT id FROM {engine.handle.table} WHERE id IN ({cands}) ORDER BY price DESC, id LIMIT 8")
+    rows = engine.handle.sql.query(
+        f"SELECT id FROM {engine.handle.table} WHERE id IN ({cands}) ORDER BY price DESC, id LIMIT 8"
+    )
     assert list(res.ids) == [str(r[0]) for r in rows]
 
 
@@ -234,8 +266,12 @@ def test_empty_candidate_sets(engine: Engine) -> None:
     gold = doc(engine, 1)
     brand = q(gold["brand"])
     nothing = text("review", "zqxjv wvkqz", mode="sparse")
-    res_in = engine.execute(prog(f"SELECT id FROM products WHERE brand = {brand} AND id IN <text_1>", nothing))
-    res_out = engine.execute(prog(f"SELECT id FROM products WHERE brand = {brand} AND id NOT IN <text_1>", nothing), k=100)
+    res_in = engine.execute(
+        prog(f"SELECT id FROM products WHERE brand = {brand} AND id IN <text_1>", nothing)
+    )
+    res_out = engine.execute(
+        prog(f"SELECT id FROM products WHERE brand = {brand} AND id NOT IN <text_1>", nothing), k=100
+    )
     assert res_in.candidates["text_1"] == () and res_in.ids == ()
     assert set(res_out.ids) == ids_where(engine, f"brand = {brand}")
 
@@ -247,14 +283,18 @@ def test_k_bounds_the_result(engine: Engine) -> None:
 
 
 def test_a_brand_with_a_quote_is_a_literal(engine: Engine) -> None:
-    res = engine.execute(prog("SELECT id FROM products WHERE brand = 'Levi''s' OR brand = 'x'' OR 1=1 --'"), k=1000)
+    res = engine.execute(
+        prog("SELECT id FROM products WHERE brand = 'Levi''s' OR brand = 'x'' OR 1=1 --'"), k=1000
+    )
     assert set(res.ids) == ids_where(engine, "brand = 'Levi''s'")
 
 
 def test_emails(small_index_cfg: Config) -> None:
     e = Engine.open(small_index_cfg, "email")
     try:
-        row = e.handle.sql.query(f"SELECT id, sender, subject FROM {e.handle.table} ORDER BY id LIMIT 1 OFFSET 4")[0]
+        row = e.handle.sql.query(
+            f"SELECT id, sender, subject FROM {e.handle.table} ORDER BY id LIMIT 1 OFFSET 4"
+        )[0]
         p = prog(
             f"SELECT id FROM emails WHERE sender = {q(row[1])} AND date >= toDateTime('2000-01-01 00:00:00') AND id IN <text_1>",
             text("subject", row[2]),

@@ -36,7 +36,9 @@ def check_result(res: ExecutionResult) -> None:
         assert len(ids) <= 50 and len(ids) == len(set(ids)), name
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(batch=st.lists(any_program, min_size=1, max_size=5))
 def test_programs_execute_or_raise_a_typed_error(engine: Engine, batch: list[Any]) -> None:
     outcomes = engine.execute_many(batch, k=K)
