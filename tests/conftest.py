@@ -7,7 +7,6 @@ apart by its own ClickHouse database.
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import os
 import socket
@@ -69,12 +68,8 @@ def workspace_config(
 @pytest.fixture(scope="session")
 def small_index_cfg(session_workspace: Path, chdb_path: Path) -> Config:
     """Config of the session workspace holding both corpora (600 docs each, generated) indexed with MiniLM."""
-    try:
-        generate_products = importlib.import_module("indexing.corpora.products").generate_products
-        generate_emails = importlib.import_module("indexing.corpora.emails").generate_emails
-    except (ImportError, AttributeError) as exc:
-        pytest.skip(f"corpus generators are not available: {exc}")
     from indexing.build import build_index
+    from indexing.corpora import generate
     from indexing.corpora.files import write_corpus
     from indexing.schema import EMAILS, PRODUCTS
     from indexing.workspace import Workspace
@@ -85,9 +80,9 @@ def small_index_cfg(session_workspace: Path, chdb_path: Path) -> Config:
         embedder=EmbedderConfig(text="minilm", image="minilm"),
     )
     ws = Workspace(session_workspace)
-    for schema, generate in ((PRODUCTS, generate_products), (EMAILS, generate_emails)):
+    for schema in (PRODUCTS, EMAILS):
         meta = {"generator": schema.domain, "size": SMALL_CORPUS_ROWS, "seed": 0}
-        write_corpus(ws, schema, generate(SMALL_CORPUS_ROWS, seed=0), meta)
+        write_corpus(ws, schema, generate(schema.domain, SMALL_CORPUS_ROWS, seed=0), meta)
         build_index(cfg, schema.domain, progress=False)
     return cfg
 
