@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from indexing.corpora import commands as corpus_commands
 from indexing import index_commands
+from indexing.corpora import commands as corpus_commands
 
 
 def register(sub: Any) -> None:

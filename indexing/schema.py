@@ -9,12 +9,12 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from indexing.errors import CorpusError
 
 
-class Role(str, Enum):
+class Role(StrEnum):
     """What a field is for: SQL predicates, text vector search, or image vector search."""
 
     STRUCTURED = "structured"
@@ -22,7 +22,7 @@ class Role(str, Enum):
     IMAGE = "image"
 
 
-class DType(str, Enum):
+class DType(StrEnum):
     """Logical types; each store maps them to its own column type."""
 
     STRING = "string"
@@ -86,26 +86,26 @@ class CorpusSchema:
         return self.text_fields + self.image_fields
 
 
-S, T, I = Role.STRUCTURED, Role.TEXT, Role.IMAGE
+_S, _T, _I = Role.STRUCTURED, Role.TEXT, Role.IMAGE
 
 PRODUCTS = CorpusSchema(
     domain="ecommerce",
     table="products",
     id_prefix="P",
     fields=(
-        Field("id", S, DType.STRING, "Product id, 'P' and a zero-padded number, e.g. P00042."),
-        Field("brand", S, DType.STRING, "Brand name; each brand sells in a few categories."),
-        Field("category", S, DType.STRING, "Product category, e.g. headphones."),
-        Field("price", S, DType.FLOAT, "Price in US dollars."),
-        Field("rating", S, DType.FLOAT, "Average review rating, 1.0 to 5.0."),
-        Field("review_count", S, DType.INT, "Number of reviews."),
-        Field("color", S, DType.STRING, "Main color, e.g. black."),
-        Field("in_stock", S, DType.BOOL, "Whether the product can be ordered now."),
-        Field("release_date", S, DType.DATE, "Date the product was first sold."),
-        Field("title", T, DType.STRING, "Product title as listed."),
-        Field("description", T, DType.STRING, "Seller's description."),
-        Field("review", T, DType.STRING, "A representative customer review."),
-        Field("image", I, DType.STRING, "Visual description of the product photo (stands in for a VLM caption)."),
+        Field("id", _S, DType.STRING, "Product id, 'P' and a zero-padded number, e.g. P00042."),
+        Field("brand", _S, DType.STRING, "Brand name; each brand sells in a few categories."),
+        Field("category", _S, DType.STRING, "Product category, e.g. headphones."),
+        Field("price", _S, DType.FLOAT, "Price in US dollars."),
+        Field("rating", _S, DType.FLOAT, "Average review rating, 1.0 to 5.0."),
+        Field("review_count", _S, DType.INT, "Number of reviews."),
+        Field("color", _S, DType.STRING, "Main color, e.g. black."),
+        Field("in_stock", _S, DType.BOOL, "Whether the product can be ordered now."),
+        Field("release_date", _S, DType.DATE, "Date the product was first sold."),
+        Field("title", _T, DType.STRING, "Product title as listed."),
+        Field("description", _T, DType.STRING, "Seller's description."),
+        Field("review", _T, DType.STRING, "A representative customer review."),
+        Field("image", _I, DType.STRING, "Visual description of the product photo (stands in for a VLM caption)."),
     ),
 )
 
@@ -114,18 +114,18 @@ EMAILS = CorpusSchema(
     table="emails",
     id_prefix="E",
     fields=(
-        Field("id", S, DType.STRING, "Email id, 'E' and a zero-padded number, e.g. E00042."),
-        Field("sender", S, DType.STRING, "Sender address, e.g. jane.doe@acme.com."),
-        Field("sender_domain", S, DType.STRING, "Domain of the sender address."),
-        Field("recipient", S, DType.STRING, "Main recipient address."),
-        Field("date", S, DType.DATETIME, "When the email was sent (UTC)."),
-        Field("folder", S, DType.STRING, "Mailbox folder: inbox, sent, archive, ..."),
-        Field("is_read", S, DType.BOOL, "Whether the email was opened."),
-        Field("is_starred", S, DType.BOOL, "Whether the email was starred."),
-        Field("has_attachment", S, DType.BOOL, "Whether the email carries an attachment."),
-        Field("thread_id", S, DType.STRING, "Conversation the email belongs to."),
-        Field("subject", T, DType.STRING, "Subject line."),
-        Field("body", T, DType.STRING, "Plain-text body."),
+        Field("id", _S, DType.STRING, "Email id, 'E' and a zero-padded number, e.g. E00042."),
+        Field("sender", _S, DType.STRING, "Sender address, e.g. jane.doe@acme.com."),
+        Field("sender_domain", _S, DType.STRING, "Domain of the sender address."),
+        Field("recipient", _S, DType.STRING, "Main recipient address."),
+        Field("date", _S, DType.DATETIME, "When the email was sent (UTC)."),
+        Field("folder", _S, DType.STRING, "Mailbox folder: inbox, sent, archive, ..."),
+        Field("is_read", _S, DType.BOOL, "Whether the email was opened."),
+        Field("is_starred", _S, DType.BOOL, "Whether the email was starred."),
+        Field("has_attachment", _S, DType.BOOL, "Whether the email carries an attachment."),
+        Field("thread_id", _S, DType.STRING, "Conversation the email belongs to."),
+        Field("subject", _T, DType.STRING, "Subject line."),
+        Field("body", _T, DType.STRING, "Plain-text body."),
     ),
 )
 
