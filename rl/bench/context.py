@@ -124,6 +124,7 @@ class BenchContext:
         return {name: col[i].as_py() for name, col in self._columns.items()}
 
     def row_by_id(self, doc_id: str) -> dict[str, Any]:
+        """The document with id ``doc_id`` as a dict."""
         return self.row(self._index[doc_id])
 
     def _facts(self) -> DomainFacts:
@@ -206,7 +207,7 @@ class BenchContext:
         return self._pools[split]
 
     # -- checks ---------------------------------------------------------------------------------
-    def leaks(self, nl: str, doc: Mapping[str, Any], maker: object | None = None) -> bool:
+    def leaks(self, nl: str, doc: Mapping[str, Any]) -> bool:
         """Whether ``nl`` copies a facet phrasing from the document's own text fields."""
         low = nl.lower()
         for name in self.schema.text_fields:

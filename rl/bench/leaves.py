@@ -91,6 +91,7 @@ class DomainFacts:
         return self.schema.domain
 
     def semantic_fields(self, modality: str) -> tuple[str, ...]:
+        """Text (or image) fields that carry at least one facet somewhere in the corpus."""
         role = Role.IMAGE if modality == "image" else Role.TEXT
         return tuple(f for f in self.schema.names(role) if self.facets.get(f))
 

@@ -2,10 +2,11 @@
 
 Text fields carry the vocabulary's facets (:func:`indexing.corpora.vocab.find_facets`); a query says a
 facet with one of its training or OOD paraphrases. Image descriptions carry visual terms
-(:func:`indexing.corpora.vocab.find_visual`); a visual "facet" here is one term or a pair of terms
-(a color with a shape: "crimson barrel-like"). Visual terms carry no train/OOD split in
-the vocabulary, so this module holds one out: the last paraphrase of each term is OOD, the others
-are for training.
+(:func:`indexing.corpora.vocab.find_visual`); a visual "facet" here is one term (a color, finish,
+shape, material or setting). Pairs of terms were tried and dropped: they rarely rank a document
+first, and each costs a vector search per paraphrase. Visual terms carry no train/OOD split in the
+vocabulary, so this module holds one out: the last paraphrase of each term is OOD, the others are
+for training.
 
 >>> book = PhraseBook("ecommerce")
 >>> book.carried("review", "Honestly, it has excellent ANC.")
@@ -24,9 +25,7 @@ from indexing.corpora.vocab import VisualTerm, facets, find_facets, find_visual,
 from indexing.schema import schema_for
 
 VISUAL = "visual"
-"""Prefix of visual facet keys: ``visual:color=red`` or ``visual:color=red+shape=cylindrical``."""
-_PAIR_FIRST = ("color",)
-_PAIR_SECOND = ("shape",)
+"""Prefix of visual facet keys, e.g. ``visual:color=red``."""
 
 
 def _term_key(t: VisualTerm) -> str:
@@ -66,13 +65,7 @@ class PhraseBook:
         """``(facet key, words of the document)`` for every facet the text carries."""
         if not self._is_image(fieldname):
             return find_facets(self.domain, text)
-        terms = find_visual(text, category)
-        out = [(f"{VISUAL}:{_term_key(t)}", t.value) for t in terms]
-        firsts = [t for t in terms if t.kind in _PAIR_FIRST]
-        seconds = [t for t in terms if t.kind in _PAIR_SECOND]
-        for a, b in itertools.product(firsts, seconds):
-            out.append((f"{VISUAL}:{_term_key(a)}+{_term_key(b)}", f"{a.value} {b.value}"))
-        return out
+        return [(f"{VISUAL}:{_term_key(t)}", t.value) for t in find_visual(text, category)]
 
     def carried(self, fieldname: str, text: str, category: str | None = None) -> list[str]:
         """Facet keys the text carries."""
