@@ -135,6 +135,24 @@ def _threshold(v: float, op: str, truth: bool, rng: random.Random, step: float, 
     return (_num(t, integral),)
 
 
+NUMERIC_RANGES: dict[str, tuple[float, float]] = {"rating": (1.0, 5.0)}
+"""Closed ranges of bounded numeric fields; a threshold outside says nothing ("rated 5.5 or lower")."""
+
+
+def _vacuous(name: str, op: str, values: Sequence[Value]) -> bool:
+    """Whether ``name op values`` names a value the field cannot take, or holds for all or none."""
+    lo, hi = NUMERIC_RANGES.get(name, (0.0, math.inf))
+    x = [float(y) for y in values]  # type: ignore[arg-type]
+    if any(not lo <= y <= hi for y in x):
+        return True
+    if op == "between":
+        return (x[0] <= lo and x[1] >= hi) or x[0] > hi or x[1] < lo
+    return {
+        "<": x[0] > hi or x[0] <= lo, "<=": x[0] >= hi or x[0] < lo,
+        ">": x[0] < lo or x[0] >= hi, ">=": x[0] <= lo or x[0] > hi,
+    }.get(op, False)
+
+
 def _check(v: float, op: str, values: Sequence[Value]) -> bool:
     x = [float(y) for y in values]  # type: ignore[arg-type]
     return {
@@ -248,7 +266,7 @@ class LeafMaker:
         ops = [o for o, _ in NUMERIC_OPS]
         op = self.rng.choices(ops, weights=[w for _, w in NUMERIC_OPS], k=1)[0]
         values = _threshold(v, op, truth, self.rng, step, integral)
-        if values is None or _check(v, op, values) != truth:
+        if values is None or _check(v, op, values) != truth or _vacuous(name, op, values):
             return None
         return Leaf("structured", name, op, values)
 
