@@ -7,6 +7,7 @@ bound to one published index version (immutable), which is what makes its caches
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -62,7 +63,11 @@ def _key(program: ProgramInput) -> str:
 
 
 class Engine:
-    """Executes retrieval programs against one index (see DESIGN.md sections 3 and 6)."""
+    """Executes retrieval programs against one index (see DESIGN.md sections 3 and 6).
+
+    One call runs at a time (the caches are not shared-state safe); concurrent callers wait their
+    turn, so a service that wants throughput should batch through :meth:`execute_many`.
+    """
 
     def __init__(
         self,
@@ -74,13 +79,14 @@ class Engine:
     ) -> None:
         self.handle = handle
         self.schema = handle.schema
-        self.limits = limits or ExecutionLimits()
+        self.limits = limits or ExecutionLimits.from_config(handle.cfg.clickhouse)
         sizes = caches or CacheSizes()
         self.retriever = Retriever(handle, reranker=reranker, sizes=sizes)
         self.sql = SqlRunner(self._query, f"{handle.table} AS {handle.schema.table}", self.limits)
         self._prepared: LRU[str, Prepared | DslError] = LRU(sizes.programs)
         self._sql_results: LRU[str, tuple[str, ...]] = LRU(sizes.programs)
         self._jobs: LRU[tuple[str, tuple[tuple[str, ...], ...]], SqlJob] = LRU(sizes.programs)
+        self._lock = threading.RLock()
 
     @classmethod
     def open(
@@ -92,11 +98,11 @@ class Engine:
         reranker: Reranker | None = None,
         caches: CacheSizes | None = None,
     ) -> Engine:
-        """An engine on the published index of ``domain`` (or ``version``) in ``cfg``'s workspace."""
-        handle = open_index(cfg, domain, version)
-        return cls(
-            handle, reranker=reranker, limits=ExecutionLimits.from_config(cfg.clickhouse), caches=caches
-        )
+        """An engine on the published index of ``domain`` (or ``version``) in ``cfg``'s workspace.
+
+        Its execution limits are ``cfg.clickhouse``'s.
+        """
+        return cls(open_index(cfg, domain, version), reranker=reranker, caches=caches)
 
     def close(self) -> None:
         """Release the index handle's store connections."""
@@ -106,9 +112,10 @@ class Engine:
 
     def clear_caches(self) -> None:
         """Forget cached query vectors, searches, candidate lists, programs and SQL results (a cold start)."""
-        self.retriever.clear()
-        for cache in (self._prepared, self._sql_results, self._jobs):
-            cache.clear()
+        with self._lock:
+            self.retriever.clear()
+            for cache in (self._prepared, self._sql_results, self._jobs):
+                cache.clear()
 
     def cache_stats(self) -> dict[str, dict[str, int]]:
         stats = self.retriever.cache_stats()
@@ -139,13 +146,14 @@ class Engine:
     def prepare(self, program: ProgramInput) -> Prepared:
         """Parse and validate (cached by program text); raises the program's DslError."""
         key = _key(program)
-        cached = self._prepared.get(key)
-        if cached is None:
-            try:
-                cached = self._prepare(program)
-            except DslError as exc:
-                cached = exc
-            self._prepared.put(key, cached)
+        with self._lock:
+            cached = self._prepared.get(key)
+            if cached is None:
+                try:
+                    cached = self._prepare(program)
+                except DslError as exc:
+                    cached = exc
+                self._prepared.put(key, cached)
         if isinstance(cached, DslError):
             raise cached
         return cached
@@ -162,6 +170,10 @@ class Engine:
         )
 
     def _execute(self, program_list: Sequence[ProgramInput], k: int) -> list[BatchOutcome]:
+        with self._lock:
+            return self._execute_locked(program_list, k)
+
+    def _execute_locked(self, program_list: Sequence[ProgramInput], k: int) -> list[BatchOutcome]:
         t0 = time.perf_counter()
         timings = dict.fromkeys(STAGES, 0.0)
         outcomes: list[BatchOutcome | None] = [None] * len(program_list)
@@ -177,17 +189,17 @@ class Engine:
         hits = self.retriever.resolve((r for p in prepared.values() for r in p.requests), timings)
 
         t2 = time.perf_counter()
-        jobs: dict[int, tuple[SqlJob, str]] = {}
+        jobs: dict[int, SqlJob] = {}
         for i, p in prepared.items():
             try:
                 jobs[i] = self._job(p, hits)
             except ProReError as exc:
                 outcomes[i] = exc
-        rows = self._run_sql([j for j, _ in jobs.values()])
+        rows = self._run_sql(list(jobs.values()))
         t3 = time.perf_counter()
         timings["sql"] = (t3 - t2) * 1000
 
-        for (i, (job, _)), result_rows in zip(jobs.items(), rows, strict=True):
+        for (i, job), result_rows in zip(jobs.items(), rows, strict=True):
             if isinstance(result_rows, ProReError):
                 outcomes[i] = result_rows
                 continue
@@ -214,7 +226,7 @@ class Engine:
             out.append(o if isinstance(o, ProReError) else _with_timings(o, per_program))
         return out
 
-    def _job(self, p: Prepared, hits: Mapping[RetrievalRequest, tuple[Hit, ...]]) -> tuple[SqlJob, str]:
+    def _job(self, p: Prepared, hits: Mapping[RetrievalRequest, tuple[Hit, ...]]) -> SqlJob:
         id_sets = tuple(tuple(doc for doc, _ in hits[r]) for r in p.requests)
         # Substitution is a pure function of the program's tree and the id sets: render it once.
         key = (p.validated.normalized_sql, id_sets)
@@ -222,7 +234,7 @@ class Engine:
         if job is None:
             job = self._render(p, id_sets)
             self._jobs.put(key, job)
-        return job, job.sql
+        return job
 
     def _render(self, p: Prepared, id_sets: tuple[tuple[str, ...], ...]) -> SqlJob:
         sql = substitute(p.validated, dict(enumerate(id_sets)), table=self.handle.table)

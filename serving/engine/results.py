@@ -30,7 +30,7 @@ class ExecutionLimits:
     max_execution_time_s: float = ClickHouseConfig.max_execution_time_s
     """Wall-clock limit per query (ClickHouse ``max_execution_time``)."""
     max_rows_to_read: int = ClickHouseConfig.max_rows_to_read
-    """Rows scanned per query (``max_rows_to_read``); a batched query gets this per program."""
+    """Rows scanned per query (``max_rows_to_read``)."""
     max_result_rows: int = ClickHouseConfig.max_result_rows
     """Rows a program may return (``max_result_rows``)."""
     max_memory_usage: int = ClickHouseConfig.max_memory_usage
@@ -46,13 +46,18 @@ class ExecutionLimits:
         )
 
     def settings(self, programs: int = 1) -> dict[str, Any]:
-        """ClickHouse query settings for a query that runs ``programs`` programs at once."""
-        n = max(programs, 1)
+        """ClickHouse query settings for a query that runs ``programs`` programs at once.
+
+        A batched query gets the same caps as one program: it reads, keeps and spends at least what
+        each of its programs would alone, so a batch within the caps means every program is. A batch
+        that hits a cap is split until each program runs alone, under exactly these settings.
+        """
         return {
             "readonly": 1,
             "max_execution_time": self.max_execution_time_s,
-            "max_rows_to_read": self.max_rows_to_read * n,
-            "max_result_rows": self.max_result_rows * n,
+            "max_rows_to_read": self.max_rows_to_read,
+            # A union returns one row per program; each program's own row cap is checked on its own.
+            "max_result_rows": max(self.max_result_rows, programs),
             "max_memory_usage": self.max_memory_usage,
         }
 

@@ -15,7 +15,7 @@ import pytest
 
 from indexing.config import Config
 from indexing.stores.base import Hit
-from serving.engine import Engine, ExecutionResult, RerankRequest, rrf_fuse
+from serving.engine import Engine, ExecutionError, ExecutionLimits, ExecutionResult, RerankRequest, rrf_fuse
 from serving.engine.ranking import RRF_K
 
 
@@ -304,3 +304,20 @@ def test_emails(small_index_cfg: Config) -> None:
         assert set(res.ids) == ids_where(e, f"sender = {q(row[1])}") & set(res.candidates["text_1"])
     finally:
         e.close()
+
+
+def test_limits_are_enforced_and_a_program_over_them_fails_alone(engine: Engine) -> None:
+    everything = prog("SELECT id FROM products WHERE price > 0")
+    few = prog("SELECT id FROM products WHERE id IN <text_1>", text("title", "wireless headphones", k=3))
+    tight = Engine(engine.handle, limits=ExecutionLimits(max_result_rows=5))
+    with pytest.raises(ExecutionError) as info:
+        tight.execute(everything)
+    assert info.value.code == "exec_limit"
+    out = tight.execute_many([few, everything, few])
+    assert isinstance(out[1], ExecutionError) and out[1].code == "exec_limit"
+    assert isinstance(out[0], ExecutionResult) and out[0] == out[2] and len(out[0].ids) <= 3
+    scan_cap = Engine(engine.handle, limits=ExecutionLimits(max_rows_to_read=100))
+    with pytest.raises(ExecutionError) as info:
+        scan_cap.execute(everything)
+    assert info.value.code == "exec_limit"
+    assert "\n" not in info.value.one_line()
