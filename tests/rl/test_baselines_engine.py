@@ -158,10 +158,10 @@ def test_self_query_filter_restricts_milvus_results(ctx: MethodContext) -> None:
         )
     }
     assert allowed, "the sample filter should match some products"
-    filtered = [doc for doc, _ in dense_rankings(ctx, [parsed.query], 50, filter=expr)[0]]
+    filtered = [doc for doc, _ in dense_rankings(ctx, [parsed.query], 20, filter=expr)[0]]
     assert filtered and set(filtered) <= allowed
-    assert len(filtered) == min(50, len(allowed))
-    unfiltered = [doc for doc, _ in dense_rankings(ctx, [parsed.query], 50)[0]]
+    assert len(filtered) == min(20, len(allowed))
+    unfiltered = [doc for doc, _ in dense_rankings(ctx, [parsed.query], 20)[0]]
     assert not set(unfiltered) <= allowed  # without the filter other products come back
 
 
