@@ -108,13 +108,13 @@ def register_eval(sub: Any) -> None:
     p = sub.add_parser(
         "eval",
         help="evaluate a retrieval method on a benchmark split, or compare stored runs",
-        description="Evaluate a method (Hit@1/3, MRR, NDCG@3, execution rate with bootstrap 95%% CIs) "
+        description="Evaluate a method (Hit@1/3, MRR, NDCG@3, execution rate with bootstrap 95% CIs) "
         "and store a report under <workspace>/reports/eval.",
     )
     targets = p.add_subparsers(dest="eval_target", metavar="{" + "|".join(DOMAINS) + "|compare}", required=True)
     for domain in DOMAINS:
         d = targets.add_parser(domain, help=f"evaluate a method on the {domain} benchmark")
-        d.add_argument("--method", required=True, help="registered method, e.g. bm25, dense, rrf, self-query")
+        d.add_argument("--method", required=True, help="registered method: bm25, dense, rrf, self-query, sql-only, oracle, or one a plugin adds")
         d.add_argument("--split", default="test", help="benchmark split: test (default), ood or train")
         d.add_argument("--limit", type=int, default=None, help="evaluate N queries spread evenly over the split")
         d.add_argument("--k", type=int, default=DEFAULT_CUTOFF, help="ranking depth scored (default 20)")
