@@ -6,6 +6,7 @@ bound to one published index version (immutable), which is what makes its caches
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -13,14 +14,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlglot import exp
-
 from indexing.config import Config
 from indexing.errors import ProReError
 from indexing.index import IndexHandle, open_index
 from indexing.stores.base import Hit
 from serving.dsl import DslError, Program, ValidatedProgram, parse_program, substitute, validate
 from serving.engine.cache import LRU
+from serving.engine.plan import flatten_self_subqueries, is_plain_filter
 from serving.engine.ranking import rank_results
 from serving.engine.rerank import Reranker
 from serving.engine.results import STAGES, ExecutionLimits, ExecutionResult
@@ -39,6 +39,8 @@ class Prepared:
     """A validated program and what the engine derives from it once (cached by program text)."""
 
     validated: ValidatedProgram
+    plan: ValidatedProgram
+    """What gets substituted and run: ``validated`` after the planning passes of :mod:`serving.engine.plan`."""
     requests: tuple[RetrievalRequest, ...]
     """One request per entry of ``retrieval_list``, in order."""
     names: tuple[str, ...]
@@ -110,10 +112,12 @@ class Engine:
         if callable(close):
             close()
 
-    def clear_caches(self) -> None:
-        """Forget cached query vectors, searches, candidate lists, programs and SQL results (a cold start)."""
+    def clear_caches(self, *, retrieval: bool = True) -> None:
+        """Forget cached programs, rendered SQL and SQL results, and unless ``retrieval`` is false also
+        query vectors, searches and candidate lists (a cold start)."""
         with self._lock:
-            self.retriever.clear()
+            if retrieval:
+                self.retriever.clear()
             for cache in (self._prepared, self._sql_results, self._jobs):
                 cache.clear()
 
@@ -165,8 +169,10 @@ class Engine:
         requests = tuple(RetrievalRequest(e.field, e.mode, e.query, e.k, e.rerank) for e in entries)
         names = tuple(f"{e.type}_{i}" for i, e in enumerate(entries, start=1))
         positive = tuple(sorted(validated.positive_entries))
+        tree = flatten_self_subqueries(validated.tree, validated.table)
+        plan = dataclasses.replace(validated, tree=tree)
         return Prepared(
-            validated, requests, names, positive, validated.has_order_by, _is_plain_filter(validated.tree)
+            validated, plan, requests, names, positive, validated.has_order_by, is_plain_filter(tree)
         )
 
     def _execute(self, program_list: Sequence[ProgramInput], k: int) -> list[BatchOutcome]:
@@ -237,12 +243,12 @@ class Engine:
         return job
 
     def _render(self, p: Prepared, id_sets: tuple[tuple[str, ...], ...]) -> SqlJob:
-        sql = substitute(p.validated, dict(enumerate(id_sets)), table=self.handle.table)
+        sql = substitute(p.plan, dict(enumerate(id_sets)), table=self.handle.table)
         where = None
         if p.plain:
             # The rendered statement of a plain filter is exactly this prefix and then its condition.
-            distinct = "DISTINCT " if p.validated.tree.args.get("distinct") else ""
-            prefix = f"SELECT {distinct}id FROM {self.handle.table} AS {p.validated.table} WHERE "
+            distinct = "DISTINCT " if p.plan.tree.args.get("distinct") else ""
+            prefix = f"SELECT {distinct}id FROM {self.handle.table} AS {p.plan.table} WHERE "
             if sql.startswith(prefix):
                 where = sql[len(prefix) :]
         return SqlJob(sql, where)
@@ -269,21 +275,6 @@ class Engine:
     def _query(self, sql: str, settings: dict[str, Any]) -> list[tuple[Any, ...]]:
         rows: list[tuple[Any, ...]] = self.handle.sql.query(sql, settings=settings)
         return rows
-
-
-_PLAIN_ARGS = frozenset({"expressions", "distinct", "from_", "where"})
-
-
-def _is_plain_filter(tree: exp.Select) -> bool:
-    """True for ``SELECT [DISTINCT] id FROM <table> WHERE <cond>`` with no other clause."""
-    used = {key for key, value in tree.args.items() if value}
-    if not used <= _PLAIN_ARGS or "where" not in used:
-        return False
-    distinct = tree.args.get("distinct")
-    if distinct is not None and (not isinstance(distinct, exp.Distinct) or distinct.args.get("on")):
-        return False
-    cols = tree.expressions
-    return len(cols) == 1 and isinstance(cols[0], exp.Column) and cols[0].name == "id" and not cols[0].table
 
 
 def _with_timings(result: ExecutionResult, timings: Mapping[str, float]) -> ExecutionResult:

@@ -1,0 +1,101 @@
+"""Planning passes over a validated program's tree: pure functions, tree in, tree out.
+
+:func:`flatten_self_subqueries` removes the commonest cost of nested programs. In
+``id IN (SELECT id FROM products WHERE c)`` the subquery reads the corpus table again and builds a
+set; because ``id`` is the table's unique key and the outer row is a row of the same table, the
+predicate holds exactly when ``c`` holds on the outer row itself, so it becomes ``(c)`` (and
+``id NOT IN (...)`` becomes ``NOT (c)``). The rewrite is applied only where it is exact:
+
+* the subquery is a plain filter (:func:`is_plain_filter`) on the corpus table itself, unaliased;
+* ``c`` is built only from nodes that can never be NULL on the corpus's non-nullable columns
+  (comparisons, AND / OR / NOT, LIKE, BETWEEN, arithmetic without modulo, literals, columns, and
+  ``IN`` lists or subqueries), because ``IN`` is two-valued and a NULL ``c`` would not be.
+
+Placeholders move with their condition and keep their polarity: the NOT of ``id NOT IN (...)`` stays
+on the path from the placeholder to the WHERE.
+
+>>> import sqlglot
+>>> tree = sqlglot.parse_one(
+...     "SELECT id FROM products WHERE price < 9 AND id NOT IN (SELECT id FROM products WHERE rating > 4)",
+...     read="clickhouse")
+>>> flatten_self_subqueries(tree, "products").sql(dialect="clickhouse")
+'SELECT id FROM products WHERE price < 9 AND NOT (rating > 4)'
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+_PLAIN_ARGS = frozenset({"expressions", "distinct", "from_", "where"})
+
+_NEVER_NULL: tuple[type[exp.Expr], ...] = (
+    exp.And, exp.Or, exp.Not, exp.Paren, exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE,
+    exp.Between, exp.Like, exp.ILike, exp.In, exp.Is, exp.Column, exp.Identifier, exp.Literal,
+    exp.Boolean, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg, exp.Tuple,
+)  # fmt: skip
+
+
+def is_plain_filter(select: exp.Expr) -> bool:
+    """True for ``SELECT [DISTINCT] id FROM <table> WHERE <cond>`` with no other clause."""
+    if not isinstance(select, exp.Select):
+        return False
+    used = {key for key, value in select.args.items() if value}
+    if not used <= _PLAIN_ARGS or "where" not in used:
+        return False
+    distinct = select.args.get("distinct")
+    if distinct is not None and (not isinstance(distinct, exp.Distinct) or distinct.args.get("on")):
+        return False
+    cols = select.expressions
+    return len(cols) == 1 and isinstance(cols[0], exp.Column) and cols[0].name == "id" and not cols[0].table
+
+
+def _reads_only(select: exp.Select, table: str) -> bool:
+    source = select.args.get("from_")
+    if source is None or source.args.get("expressions") or select.args.get("joins"):
+        return False
+    node = source.this
+    return (
+        isinstance(node, exp.Table)
+        and node.name == table
+        and not node.args.get("db")
+        and not node.args.get("catalog")
+        and node.alias in ("", table)
+    )
+
+
+def _never_null(cond: exp.Expr) -> bool:
+    stack = [cond]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, _NEVER_NULL) or (isinstance(node, exp.Literal) and node.this is None):
+            return False
+        if isinstance(node, exp.In) and node.args.get("query") is not None:
+            # `x IN (subquery)` is two-valued whatever the subquery holds; only its left side matters.
+            stack.append(node.this)
+            continue
+        stack.extend(node.iter_expressions())
+    return True
+
+
+def _flattenable(node: exp.In, table: str) -> exp.Expr | None:
+    """The condition that replaces ``node``, or None when the rewrite would not be exact."""
+    left = node.this
+    if not (isinstance(left, exp.Column) and left.name == "id" and left.table in ("", table)):
+        return None
+    query = node.args.get("query")
+    select = query.this if isinstance(query, exp.Subquery) else query
+    if not isinstance(select, exp.Select) or not is_plain_filter(select) or not _reads_only(select, table):
+        return None
+    cond = select.args["where"].this
+    return cond if _never_null(cond) else None
+
+
+def flatten_self_subqueries(tree: exp.Select, table: str) -> exp.Select:
+    """A copy of ``tree`` with each exact ``id [NOT] IN (SELECT id FROM <table> WHERE c)`` made ``(c)``."""
+    out = tree.copy()
+    # Breadth-first order reversed visits inner subqueries before the ones that hold them.
+    for node in reversed(list(out.find_all(exp.In))):
+        cond = _flattenable(node, table)
+        if cond is not None:
+            node.replace(exp.Paren(this=cond.copy()))
+    return out
