@@ -40,7 +40,7 @@ from tqdm import tqdm
 
 from indexing.config import Config
 from indexing.corpora.files import corpus_manifest, iter_corpus, part_paths
-from indexing.embedders.base import Embedder
+from indexing.embedders.base import Embedder, Vectors
 from indexing.embedders.registry import make_embedder
 from indexing.errors import StoreError
 from indexing.index import (
@@ -114,6 +114,13 @@ def embedders_for(cfg: Config, schema: CorpusSchema) -> dict[Role, Embedder]:
     """One embedder per role the schema has (unknown names fail here, before anything is written)."""
     roles = [r for r in (Role.TEXT, Role.IMAGE) if schema.names(r)]
     return {r: make_embedder(cfg.embedder, r) for r in roles}
+
+
+def embed_unique(embedder: Embedder, texts: list[str]) -> Vectors:
+    """Rows for ``texts``, encoding each distinct text once (replies share subjects, items share captions)."""
+    slots = {t: i for i, t in enumerate(dict.fromkeys(texts))}
+    unique = embedder.embed(list(slots))
+    return unique[[slots[t] for t in texts]]
 
 
 def build_settings(
@@ -247,7 +254,7 @@ class _Builder:
                 n = chunk.num_rows
                 with self._timed("embed_s"):
                     vectors = {
-                        f: self.embedders[self.schema.field(f).role].embed(chunk.column(f).to_pylist())
+                        f: embed_unique(self.embedders[self.schema.field(f).role], chunk.column(f).to_pylist())
                         for f in self.schema.vector_fields
                     }
                 bars["embed"].update(n)
