@@ -189,27 +189,15 @@ def test_openai_client_against_minilm_served_over_http(local_endpoint: str, mini
 
 
 def test_openai_client_reports_a_server_that_went_away() -> None:
-    with socket_closed_port() as port:
-        emb = OpenAIEmbedder(f"http://127.0.0.1:{port}", "m", timeout_s=2)
-        with pytest.raises(EmbedderUnavailable) as err:
-            emb.embed(["hello"])
-    assert err.value.retryable and err.value.code == "embedder_unavailable"
+    import socket
 
-
-class socket_closed_port:
-    """A localhost port with nothing listening on it."""
-
-    def __enter__(self) -> int:
-        import socket
-
-        s = socket.socket()
+    with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        self.port: int = s.getsockname()[1]
-        s.close()
-        return self.port
-
-    def __exit__(self, *exc: object) -> None:
-        pass
+        port = int(s.getsockname()[1])  # closed again below: nothing listens there
+    emb = OpenAIEmbedder(f"http://127.0.0.1:{port}", "m", timeout_s=2)
+    with pytest.raises(EmbedderUnavailable) as err:
+        emb.embed(["hello"])
+    assert err.value.retryable and err.value.code == "embedder_unavailable"
 
 
 ENDPOINT_ENV = "PRORE_TEST_EMBEDDINGS_ENDPOINT"
