@@ -40,6 +40,8 @@ class RewriterConfig:
     """Upper bound on the rewritten request's length in tokens."""
     timeout_s: float = 60.0
     """Per-request HTTP timeout."""
+    concurrency: int = 8
+    """Requests in flight at once (the endpoint batches them; the results keep their order)."""
 
 
 def build_messages(nl: str) -> list[dict[str, str]]:
@@ -101,6 +103,16 @@ class Rewriter:
         atomic_write_json(path, {"model": self.cfg.model, "prompt": body["messages"], "content": content})
         self.sent += 1
         return content
+
+    def rewrite_many(self, texts: Sequence[str], *, progress: bool = False) -> list[str]:
+        """:meth:`rewrite` for each text, ``concurrency`` requests at a time, in input order."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from tqdm import tqdm
+
+        with ThreadPoolExecutor(max_workers=max(1, self.cfg.concurrency)) as pool:
+            results = pool.map(self.rewrite, texts)
+            return list(tqdm(results, total=len(texts), desc="rewriting", unit="q", disable=not progress))
 
     def _post(self, body: dict[str, Any]) -> str:
         url = self.cfg.url.rstrip("/") + "/chat/completions"

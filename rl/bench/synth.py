@@ -171,7 +171,7 @@ class _SplitRun:
                 continue
             n, has_gold = count
             structured = any(not leaf.semantic for leaf in leaves(c.tree))
-            ranked = any(not neg for _, neg in _positive_semantic(c.tree))
+            ranked = any(leaf.semantic and not neg for leaf, neg in signed_leaves(c.tree))
             if not has_gold:
                 self.stats.rejected["super_query_misses_gold"] += 1
             elif n < th.min_candidates:
@@ -226,15 +226,11 @@ class _SplitRun:
                 bar.set_postfix(accept=f"{sum(self.stats.accepted.values()) / max(sum(self.stats.attempts.values()), 1):.0%}")
         finally:
             bar.close()
-        # Interleave levels deterministically so any prefix of a split keeps the level mix.
+        # Mix the levels (deterministically), so that a prefix of a split is a fair sample of it.
         ordered = [c for lvl in LEVELS for c in got[lvl]]
         rng = random.Random(f"{self.cfg.seed}:{self.ctx.domain}:{self.split}:order")
         rng.shuffle(ordered)
         return ordered
-
-
-def _positive_semantic(tree: Node) -> list[tuple[Any, bool]]:
-    return [(leaf, neg) for leaf, neg in signed_leaves(tree) if leaf.semantic]
 
 
 def _anchors(tree: Node) -> list[str]:
@@ -249,15 +245,16 @@ def _anchors(tree: Node) -> list[str]:
 
 
 def _instances(
-    ctx: BenchContext, split: str, cands: Sequence[Candidate], rewriter: Rewriter | None
+    ctx: BenchContext, split: str, cands: Sequence[Candidate], rewriter: Rewriter | None, progress: bool
 ) -> list[Instance]:
+    rewrites = rewriter.rewrite_many([c.nl for c in cands], progress=progress) if rewriter else None
     out = []
     for n, c in enumerate(cands):
         nl, rewritten = c.nl, False
-        if rewriter is not None:
-            new = rewriter.rewrite(c.nl)
-            doc = ctx.row_by_id(c.gold_id)
-            if new and keeps_anchors(new, _anchors(c.tree)) and not ctx.leaks(new, doc):
+        if rewrites is not None:
+            # A rewrite that drops a value or copies the document's words is not kept.
+            new = rewrites[n]
+            if new and keeps_anchors(new, _anchors(c.tree)) and not ctx.leaks(new, ctx.row_by_id(c.gold_id)):
                 nl, rewritten = new, True
         out.append(
             Instance(
@@ -303,7 +300,7 @@ def synthesize(
             t_split = time.perf_counter()
             run = _SplitRun(ctx, scfg, split, seen)
             cands = run.run(scfg.sizes[split])
-            splits[split] = _instances(ctx, split, cands, rewriter)
+            splits[split] = _instances(ctx, split, cands, rewriter, scfg.progress)
             stats[split] = {**run.stats.as_dict(), "seconds": round(time.perf_counter() - t_split, 2)}
         elapsed = time.perf_counter() - t0
         total = sum(len(v) for v in splits.values())

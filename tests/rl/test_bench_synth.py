@@ -240,3 +240,36 @@ def test_bad_input_exits_2_with_one_line(
     assert rc == 2
     assert err.startswith(f"error {code}:") and "\n" not in err
     assert not (tmp_path / "bench" / "ecommerce").exists()
+
+
+def test_rewrites_come_from_the_cache_and_keep_every_value(
+    small_index_cfg: Config, engines: dict[str, Engine], tmp_path: Path
+) -> None:
+    from rl.bench.rewriter import RewriterConfig, build_request, cache_key
+
+    sizes = {"train": 4, "test": 2, "ood": 2}
+    plain_ws, ws = Workspace(tmp_path / "plain"), Workspace(tmp_path / "rewritten")
+    synthesize(small_index_cfg, "email", SynthConfig(sizes=sizes, seed=5, progress=False), out=plain_ws,
+               opener=_opener(engines["email"]))  # fmt: skip
+    plain = _all(plain_ws, "email")
+    # A closed local port: every rewrite must come from the cache, none from a request.
+    rcfg = RewriterConfig(url="http://127.0.0.1:9/v1", model="cached", timeout_s=0.5)
+    for n, inst in enumerate(plain):
+        key = cache_key(rcfg.model, build_request(rcfg, inst.nl)["messages"])
+        path = ws.cache_dir / "rewriter" / key[:2] / f"{key}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # The first rewrite drops every value; it must not be kept.
+        content = "something vague" if n == 0 else f"Please find: {inst.nl}"
+        path.write_text(json.dumps({"content": content}))
+    synthesize(small_index_cfg, "email", SynthConfig(sizes=sizes, seed=5, progress=False, rewriter=rcfg), out=ws,
+               opener=_opener(engines["email"]))  # fmt: skip
+    rewritten = _all(ws, "email")
+    assert [i.program for i in rewritten] == [i.program for i in plain]
+    anchored = any(
+        not leaf.semantic and isinstance(leaf.values[0], str) and not leaf.transform
+        for leaf, _ in signed_leaves(_tree(json.loads(plain[0].tree)))
+    )
+    assert rewritten[0].rewritten is not anchored
+    for before, after in list(zip(plain, rewritten, strict=True))[1:]:
+        assert after.rewritten and after.nl == f"Please find: {before.nl}"
+    assert load_manifest(ws, "email")["rewriter"]["sent"] == 0
