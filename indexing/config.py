@@ -23,7 +23,8 @@ class ClickHouseConfig:
 
     url: str | None = None
     """``None`` uses embedded chDB with its files in the workspace; otherwise a ClickHouse HTTP URL,
-    e.g. ``http://default:@clickhouse:8123/prore``, used through clickhouse-connect."""
+    e.g. ``http://default:@clickhouse:8123``, used through clickhouse-connect (tables are always
+    qualified with ``database``)."""
     database: str = "prore"
     """Database that holds the versioned corpus tables."""
     chdb_path: str | None = None
@@ -48,7 +49,8 @@ class MilvusConfig:
     """``None`` uses a Milvus Lite file in the workspace; otherwise a server URI such as
     ``http://milvus:19530``, used as is."""
     index_type: str = "FLAT"
-    """Vector index type. Milvus Lite supports FLAT, IVF_FLAT and AUTOINDEX; a cluster also HNSW etc."""
+    """Vector index type. Milvus Lite builds FLAT and AUTOINDEX, plus HNSW, HNSW_SQ, IVF_FLAT and IVF_SQ8
+    with faiss-cpu; other types are rejected. A Milvus cluster accepts its full list."""
     metric_type: str = "IP"
     """Similarity metric; vectors are L2-normalized, so IP is cosine similarity."""
     index_params: dict[str, Any] = field(default_factory=dict)
