@@ -212,12 +212,11 @@ class _Speaker:
             parts = [self.say(c) for c in node.children]
             if self.style == "spec":
                 return "(" + " or ".join(parts) + ")"
+            # Prose needs explicit bounds for a choice among other conditions, or "a and b or c"
+            # reads two ways.
             if any(isinstance(c, And) for c in node.children):
-                # Groups need explicit bounds in prose, or "a and b or c" reads two ways.
                 return "either " + ", or ".join(parts)
-            if self.rng.random() < 0.5:
-                return "either " + " or ".join(parts)
-            return " or ".join(parts)
+            return "either " + " or ".join(parts)
         parts = [self.say(c) for c in node.children]
         if self.style == "spec":
             return "(" + " and ".join(parts) + ")"
