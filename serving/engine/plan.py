@@ -91,7 +91,12 @@ def _flattenable(node: exp.In, table: str) -> exp.Expr | None:
 
 
 def flatten_self_subqueries(tree: exp.Select, table: str) -> exp.Select:
-    """A copy of ``tree`` with each exact ``id [NOT] IN (SELECT id FROM <table> WHERE c)`` made ``(c)``."""
+    """``tree`` with each exact ``id [NOT] IN (SELECT id FROM <table> WHERE c)`` made ``(c)``.
+
+    Returns a changed copy, or ``tree`` itself when it holds no subquery (trees are never changed in place).
+    """
+    if not any(node.args.get("query") is not None for node in tree.find_all(exp.In)):
+        return tree
     out = tree.copy()
     # Breadth-first order reversed visits inner subqueries before the ones that hold them.
     for node in reversed(list(out.find_all(exp.In))):
