@@ -20,7 +20,7 @@ from indexing.index import IndexHandle, open_index
 from indexing.stores.base import Hit
 from serving.dsl import DslError, Program, ValidatedProgram, parse_program, substitute, validate
 from serving.engine.cache import LRU
-from serving.engine.plan import flatten_self_subqueries, is_plain_filter
+from serving.engine.plan import flatten_self_subqueries, is_plain_filter, stable_order
 from serving.engine.ranking import rank_results
 from serving.engine.rerank import Reranker
 from serving.engine.results import STAGES, ExecutionLimits, ExecutionResult
@@ -169,7 +169,7 @@ class Engine:
         requests = tuple(RetrievalRequest(e.field, e.mode, e.query, e.k, e.rerank) for e in entries)
         names = tuple(f"{e.type}_{i}" for i, e in enumerate(entries, start=1))
         positive = tuple(sorted(validated.positive_entries))
-        tree = flatten_self_subqueries(validated.tree, validated.table)
+        tree = flatten_self_subqueries(stable_order(validated.tree), validated.table)
         plan = dataclasses.replace(validated, tree=tree)
         return Prepared(
             validated, plan, requests, names, positive, validated.has_order_by, is_plain_filter(tree)

@@ -14,6 +14,12 @@ predicate holds exactly when ``c`` holds on the outer row itself, so it becomes 
 Placeholders move with their condition and keep their polarity: the NOT of ``id NOT IN (...)`` stays
 on the path from the placeholder to the WHERE.
 
+:func:`stable_order` makes a program's rows the same on every run. Without a total order, which rows
+a ``LIMIT`` keeps and how ``ORDER BY`` ties come out depend on how ClickHouse happened to read the
+parts, so a batch and a single run (or two training steps) could score one program differently.
+Every ``SELECT id ...`` that has ``ORDER BY`` or ``LIMIT`` therefore ends its order with ``id``:
+ties are broken by id, as the ranking contract breaks them.
+
 >>> import sqlglot
 >>> tree = sqlglot.parse_one(
 ...     "SELECT id FROM products WHERE price < 9 AND id NOT IN (SELECT id FROM products WHERE rating > 4)",
@@ -88,6 +94,50 @@ def _flattenable(node: exp.In, table: str) -> exp.Expr | None:
         return None
     cond = select.args["where"].this
     return cond if _never_null(cond) else None
+
+
+def _ordered_by_id() -> exp.Ordered:
+    return exp.Ordered(this=exp.column("id"), desc=False, nulls_first=False)
+
+
+def _needs_id_order(select: exp.Select) -> bool:
+    if not (select.args.get("order") or select.args.get("limit")):
+        return False
+    if select.args.get("group") or any(col.find(exp.AggFunc) for col in select.expressions):
+        return False  # `id` is not a row key there; such selects get no tiebreak
+    projects_id = any(
+        isinstance(c, exp.Column) and c.name == "id" and not c.table for c in select.expressions
+    )
+    order = select.args.get("order")
+    already = order is not None and any(
+        isinstance(o, exp.Ordered) and isinstance(o.this, exp.Column) and o.this.name == "id"
+        for o in order.expressions
+    )
+    return projects_id and not already
+
+
+def stable_order(tree: exp.Select) -> exp.Select:
+    """``tree`` with ``id`` as the last sort key of every ``SELECT id`` that orders or limits its rows.
+
+    Returns a changed copy, or ``tree`` itself when nothing needs a tiebreak.
+
+    >>> import sqlglot
+    >>> tree = sqlglot.parse_one("SELECT id FROM products ORDER BY price DESC LIMIT 3", read="clickhouse")
+    >>> stable_order(tree).sql(dialect="clickhouse")
+    'SELECT id FROM products ORDER BY price DESC, id ASC LIMIT 3'
+    """
+    if not any(_needs_id_order(s) for s in tree.find_all(exp.Select)):
+        return tree
+    out = tree.copy()
+    for select in list(out.find_all(exp.Select)):
+        if not _needs_id_order(select):
+            continue
+        order = select.args.get("order")
+        if order is None:
+            select.set("order", exp.Order(expressions=[_ordered_by_id()]))
+        else:
+            order.append("expressions", _ordered_by_id())
+    return out
 
 
 def flatten_self_subqueries(tree: exp.Select, table: str) -> exp.Select:

@@ -20,7 +20,7 @@ from indexing.schema import PRODUCTS
 from serving.dsl import Program, Retrieval, parse_program, substitute, validate
 from serving.dsl.placeholders import placeholder_sites
 from serving.engine import Engine
-from serving.engine.plan import flatten_self_subqueries, is_plain_filter
+from serving.engine.plan import flatten_self_subqueries, is_plain_filter, stable_order
 from tests.serving.strategies import programs
 
 
@@ -98,6 +98,40 @@ def test_placeholders_keep_their_polarity() -> None:
     after = sorted((u.entry, u.positive) for _, u in placeholder_sites(plan.tree.copy()))
     assert before == after == [(0, False), (1, False)]
     assert is_plain_filter(plan.tree)
+
+
+def stable(sql: str) -> str:
+    return stable_order(select(sql)).sql(dialect="clickhouse")
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        (
+            "SELECT id FROM products WHERE a > 1 LIMIT 5",
+            "SELECT id FROM products WHERE a > 1 ORDER BY id ASC LIMIT 5",
+        ),
+        (
+            "SELECT DISTINCT id FROM products ORDER BY price DESC",
+            "SELECT DISTINCT id FROM products ORDER BY price DESC, id ASC",
+        ),
+        (
+            "SELECT id FROM products ORDER BY price, id DESC LIMIT 2",
+            "SELECT id FROM products ORDER BY price, id DESC LIMIT 2",
+        ),
+        (
+            "SELECT id FROM products WHERE id IN (SELECT id FROM products ORDER BY rating DESC LIMIT 10)",
+            "SELECT id FROM products WHERE id IN (SELECT id FROM products ORDER BY rating DESC, id ASC LIMIT 10)",
+        ),
+        (
+            "SELECT id FROM products WHERE brand IN (SELECT brand FROM products GROUP BY brand ORDER BY count() DESC LIMIT 3)",
+            "SELECT id FROM products WHERE brand IN (SELECT brand FROM products GROUP BY brand ORDER BY count() DESC LIMIT 3)",
+        ),
+        ("SELECT id FROM products WHERE a > 1", "SELECT id FROM products WHERE a > 1"),
+    ],
+)
+def test_stable_order_breaks_ties_by_id(sql: str, expected: str) -> None:
+    assert stable(sql) == expected
 
 
 @pytest.fixture(scope="module")
