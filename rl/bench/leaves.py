@@ -50,6 +50,8 @@ L1_MODALITY_WEIGHTS: dict[str, dict[str, float]] = {
 }
 """A single structured condition rarely singles out one document, so L1 leans on semantic ones."""
 
+SINGLE_DAY_SHARE = 0.7
+"""Share of one-condition structured leaves that name the document's date to the day."""
 NUMERIC_OPS: tuple[tuple[str, float], ...] = (("<", 0.3), ("<=", 0.1), (">", 0.2), (">=", 0.1), ("between", 0.3))
 DATE_OPS: tuple[tuple[str, float], ...] = (("=", 0.25), ("<", 0.15), (">=", 0.2), (">", 0.1), ("between", 0.3))
 
@@ -367,8 +369,21 @@ class LeafMaker:
 
     def leaf(self, modality: Modality, truth: bool, *, top1: bool = False) -> Leaf | None:
         if modality == "structured":
+            if top1 and truth and self.rng.random() < SINGLE_DAY_SHARE:
+                return self.single_day()
             return self.structured(truth, categorical_only=not truth)
         return self.semantic(modality, truth, top1=top1)
+
+    def single_day(self) -> Leaf | None:
+        """The document's date to the day ("sent on March 3, 2023"): alone, often enough to single it out."""
+        dates = [f.name for f in self.facts.schema.fields if f.dtype in (DType.DATE, DType.DATETIME)]
+        if not dates:
+            return None
+        name = self.rng.choice(dates)
+        dtype = self.facts.schema.field(name).dtype
+        self.used_fields.add(name)
+        day = _as_date(self.doc[name]).isoformat()
+        return Leaf("structured", name, "=", (day,), "date" if dtype is DType.DATETIME else None)
 
     def fill(self, shape: Shape, level: int) -> Node | None:
         """A tree of ``shape`` for the gold document, or ``None`` when a slot cannot be filled."""

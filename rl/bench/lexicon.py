@@ -119,6 +119,7 @@ PRODUCT_WORDS: dict[str, Words] = {
         "the release date",
         pos={
             "=": ("released in {v}", "launched in {v}"),
+            "on": ("released on {v}", "launched on {v}", "that came out on {v}"),
             "<": ("released before {v}", "launched before {v}"),
             "<=": ("released in {v} or earlier", "released no later than {v}"),
             ">": ("released after {v}", "launched after {v}"),
@@ -182,6 +183,7 @@ EMAIL_WORDS: dict[str, Words] = {
         "the date",
         pos={
             "=": ("sent in {v}", "from {v}"),
+            "on": ("sent on {v}", "from {v}", "received on {v}"),
             "<": ("sent before {v}", "dated before {v}"),
             "<=": ("sent on or before {v}", "sent no later than {v}"),
             ">": ("sent after {v}", "dated after {v}"),
@@ -208,8 +210,9 @@ EMAIL_WORDS: dict[str, Words] = {
     ),
     "body": Words(
         "the message",
-        pos={"sim": ("that mention {p}", "talking about {p}", "whose body discusses {p}")},
-        neg={"sim": ("that don't mention {p}", "not talking about {p}")},
+        pos={"sim": ("that mention {p}", "talking about {p}", "whose body discusses {p}", "about {p}",
+                     "where someone writes about {p}")},
+        neg={"sim": ("that don't mention {p}", "not talking about {p}", "with nothing about {p}")},
     ),
 }
 
@@ -237,6 +240,6 @@ VISUAL_WORDING: dict[str, str] = {
 *shown*, settings are where the photo was *taken*."""
 
 NOUNS: dict[str, Phrases] = {
-    "ecommerce": ("products", "items", "things"),
-    "email": ("emails", "messages", "mails"),
+    "ecommerce": ("products", "items", "things", "listings"),
+    "email": ("emails", "messages", "mails", "e-mails"),
 }

@@ -69,6 +69,9 @@ class SynthConfig:
     """Most candidates generated per round (one super-query scan, one ``execute_many`` call)."""
     max_attempts_per_instance: int = 60
     """Give up on a split when it needs more candidates than this per requested instance."""
+    max_attempts_without_progress: int = 20_000
+    """Give up on a level when this many candidates in a row were not accepted: the vocabulary and
+    corpus cannot say that many different requests of that level."""
     thresholds: Thresholds = field(default_factory=Thresholds)
     rewriter: RewriterConfig | None = None
     """Rewrite every accepted request through this endpoint (cached), or keep the templates."""
@@ -122,6 +125,7 @@ class _SplitRun:
         self.seen_nl = seen_nl
         self.stats = SplitStats()
         self.next_attempt: Counter[int] = Counter()
+        self.last_accept: Counter[int] = Counter()
 
     def candidate(self, level: int, attempt: int) -> Candidate | None:
         rng = random.Random(f"{self.cfg.seed}:{self.ctx.domain}:{self.split}:{level}:{attempt}")
@@ -206,11 +210,17 @@ class _SplitRun:
                 need = {lvl: target[lvl] - len(got[lvl]) for lvl in LEVELS}
                 if all(n <= 0 for n in need.values()):
                     break
-                if sum(self.stats.attempts.values()) >= limit:
+                stalled = [
+                    lvl for lvl in LEVELS
+                    if need[lvl] > 0
+                    and self.stats.attempts[lvl] - self.last_accept[lvl] >= self.cfg.max_attempts_without_progress
+                ]  # fmt: skip
+                if stalled or sum(self.stats.attempts.values()) >= limit:
                     short = ", ".join(f"L{k}: {v}" for k, v in need.items() if v > 0)
                     raise BenchError(
                         f"could not synthesize the {self.ctx.domain} {self.split} split: still short of {short} "
-                        f"after {limit} candidates; the corpus may be too small for these sizes",
+                        f"after {sum(self.stats.attempts.values())} candidates; the corpus and vocabulary "
+                        "cannot say that many different requests: ask for fewer",
                         code="bench_yield",
                     )
                 yields = {
@@ -222,6 +232,7 @@ class _SplitRun:
                         got[c.level].append(c)
                         self.seen_nl.add(c.nl)
                         self.stats.accepted[c.level] += 1
+                        self.last_accept[c.level] = self.stats.attempts[c.level]
                         bar.update(1)
                 bar.set_postfix(accept=f"{sum(self.stats.accepted.values()) / max(sum(self.stats.attempts.values()), 1):.0%}")
         finally:

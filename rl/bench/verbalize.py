@@ -47,17 +47,43 @@ class Family:
 
 
 FAMILIES: tuple[Family, ...] = (
-    Family("request", "post", ("I'm looking for {np} {conds}.", "Looking for {np} {conds}.", "I want {np} {conds}.")),
-    Family("imperative", "post", ("Show me {np} {conds}.", "Find {np} {conds}.", "Get me {np} {conds}.")),
-    Family("question", "post", ("Do you have any {np} {conds}?", "Are there {np} {conds}?", "Any {np} {conds}?")),
-    Family("terse", "post", ("{np} {conds}",), joiner="comma"),
-    Family("where", "clause", ("Find {np} where {conds}.", "{NP} where {conds}.", "Search for {np} where {conds}.")),
-    Family("constraints", "clause", ("I need {np} such that {conds}.", "List {np} for which {conds}.")),
-    Family("spec", "spec", ("{NP}: {conds}", "filter {np} by {conds}"), joiner="semicolon", ood=True),
+    Family(
+        "request",
+        "post",
+        ("I'm looking for {np} {conds}.", "Looking for {np} {conds}.", "I want {np} {conds}.",
+         "I'd like to see {np} {conds}.", "I need {np} {conds}."),
+    ),
+    Family(
+        "imperative",
+        "post",
+        ("Show me {np} {conds}.", "Find {np} {conds}.", "Get me {np} {conds}.", "List {np} {conds}.",
+         "Pull up {np} {conds}."),
+    ),
+    Family(
+        "question",
+        "post",
+        ("Do you have any {np} {conds}?", "Are there {np} {conds}?", "Any {np} {conds}?",
+         "Which {np} are there {conds}?", "Can you find {np} {conds}?"),
+    ),
+    Family("terse", "post", ("{np} {conds}", "{np}: {conds}", "{np} - {conds}"), joiner="comma"),
+    Family(
+        "where",
+        "clause",
+        ("Find {np} where {conds}.", "{NP} where {conds}.", "Search for {np} where {conds}.",
+         "Show {np} where {conds}."),
+    ),
+    Family(
+        "constraints",
+        "clause",
+        ("I need {np} such that {conds}.", "List {np} for which {conds}.", "Give me {np} for which {conds}.",
+         "Which {np} satisfy this: {conds}?"),
+    ),
+    Family("spec", "spec", ("{NP}: {conds}", "filter {np} by {conds}", "{np} | {conds}"), joiner="semicolon", ood=True),
     Family(
         "recall",
         "post",
-        ("I remember some {np} {conds} - can you find them again?", "Help me track down the {np} {conds}."),
+        ("I remember some {np} {conds} - can you find them again?", "Help me track down the {np} {conds}.",
+         "There were some {np} {conds}; where are they?"),
         ood=True,
     ),
 )
@@ -143,7 +169,7 @@ def leaf_phrase(leaf: Leaf, negated: bool, domain: str, style: str, rng: random.
         if style == "clause":
             if leaf.modality == "image":
                 return rng.choice(IMAGE_CLAUSES[wording][1 if negated else 0]).format(p=p)
-            verb = "does not mention" if negated else rng.choice(("mentions", "talks about"))
+            verb = "does not mention" if negated else rng.choice(("mentions", "talks about", "discusses"))
             return f"{words.name} {verb} {p}"
         table = words.neg if negated else words.pos
         return rng.choice(table[wording]).format(p=p)
@@ -173,6 +199,8 @@ def leaf_phrase(leaf: Leaf, negated: bool, domain: str, style: str, rng: random.
             raise BenchError(f"no clause wording for {leaf.op} (negated={negated})", code="bench_wording")
         return f"{name} {rng.choice(options).format(v=v, a=a, b=b)}"
     table = words.neg if negated else words.pos
+    if leaf.op == "=" and leaf.transform != "year" and leaf.field in ("date", "release_date"):
+        return rng.choice(table["on"]).format(v=v)  # one day: "sent on March 3, 2023"
     if leaf.op not in table:
         raise BenchError(f"no wording for {leaf.field} {leaf.op} (negated={negated})", code="bench_wording")
     return rng.choice(table[leaf.op]).format(v=v, a=a, b=b)

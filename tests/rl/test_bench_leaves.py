@@ -84,6 +84,8 @@ def test_product_leaves_hold_exactly_when_asked(
         assert holds(leaf, doc) == truth, leaf
         if leaf.field == "rating":
             assert all(1.0 <= float(v) <= 5.0 for v in leaf.values), leaf  # type: ignore[arg-type]
+    day = maker.single_day()
+    assert day is not None and day.op == "=" and holds(day, doc)
 
 
 @settings(max_examples=150, deadline=None)
@@ -107,3 +109,5 @@ def test_email_leaves_hold_exactly_when_asked(
         made += 1
         assert holds(leaf, doc) == truth, leaf
     assert made >= 4
+    day = maker.single_day()
+    assert day is not None and day.transform == "date" and holds(day, doc)
