@@ -87,11 +87,12 @@ class MilvusStore:
         logging.getLogger("pymilvus.decorators").setLevel(logging.CRITICAL)
         if self.lite:
             Path(uri).parent.mkdir(parents=True, exist_ok=True)
-        # pymilvus pings every 10 s even when idle; Milvus Lite's gRPC server keeps gRPC's default
-        # policy and answers such pings with GOAWAY (too_many_pings). A local server needs no keepalive.
+        # pymilvus pings every 10 s even when idle; Milvus Lite's gRPC server, embedded or in server
+        # mode, keeps gRPC's default policy and answers such pings with GOAWAY (too_many_pings), which
+        # drops the connection. Rare pings only on open calls are acceptable to every Milvus server.
         options = {"grpc.keepalive_time_ms": 600_000, "grpc.keepalive_permit_without_calls": False}
         try:
-            self._client = pymilvus.MilvusClient(uri=uri, grpc_options=options) if self.lite else pymilvus.MilvusClient(uri=uri)
+            self._client = pymilvus.MilvusClient(uri=uri, grpc_options=options)
         except Exception as exc:
             raise _error(exc, f"cannot connect to Milvus at {uri}") from None
         self._loaded: set[str] = set()
