@@ -179,9 +179,14 @@ def grpo_batch(docs: Sequence[dict[str, Any]], seed: int) -> list[dict[str, Any]
             if choice < 0.35:
                 out.append(first)  # the policy sampled the same program again
             else:
-                rpl = rng.choice(
-                    [{}, {"k": 10}, {"mode": "fuse"}, {"mode": "sparse"}, {"k": 20, "rerank": 5}]
-                )
+                variants: list[dict[str, Any]] = [
+                    {},
+                    {"k": 10},
+                    {"mode": "fuse"},
+                    {"mode": "sparse"},
+                    {"k": 20, "rerank": 5},
+                ]
+                rpl = rng.choice(variants)
                 out.append(
                     program(
                         rng.choice((1, 2, 3)), d, other, random.Random(f"{seed}-{i}-{rng.random()}"), **rpl
