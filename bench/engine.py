@@ -25,7 +25,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import random
 import statistics
 import sys
@@ -40,6 +39,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from machine import machine  # noqa: E402
 
 from indexing.build import build_index  # noqa: E402
 from indexing.config import ClickHouseConfig, Config, EmbedderConfig  # noqa: E402
@@ -61,28 +62,6 @@ class Corpus:
     label: str
     size: int
     embedder: str
-
-
-def machine() -> dict[str, Any]:
-    """Where the numbers come from."""
-    cpu = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import torch
-
-    return {
-        "cores": os.cpu_count(),
-        "cpu": cpu,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "torch_threads": torch.get_num_threads(),
-        "load_avg_1m_at_start": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
-    }
 
 
 def corpus_config(root: Path, corpus: Corpus) -> Config:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -27,6 +26,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from machine import machine  # noqa: E402
 
 from indexing.build import build_index  # noqa: E402
 from indexing.config import ClickHouseConfig, Config, EmbedderConfig  # noqa: E402
@@ -51,26 +52,6 @@ class Run:
     def label(self) -> str:
         size = f"{self.docs // 1000}k" if self.docs % 1000 == 0 else str(self.docs)
         return f"{self.embedder} {size}"
-
-
-def machine() -> dict[str, Any]:
-    """Where the numbers come from."""
-    cpu = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    return {
-        "cores": os.cpu_count(),
-        "cpu": cpu,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "load_avg_1m_at_start": load,
-    }
 
 
 def run_one(cfg: Config, domain: str, run: Run, batch_rows: int) -> dict[str, Any]:

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,3 +75,26 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def atomic_write_json(path: Path, data: Any) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+@contextmanager
+def staged_dir(final: Path) -> Iterator[Path]:
+    """Build a directory beside ``final`` and swap it into place only if the block succeeds.
+
+    Readers see the previous ``final`` or the new one, never a partial one; on failure the staged
+    directory is removed and ``final`` is left as it was.
+    """
+    tmp = final.with_name(final.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        yield tmp
+        old = final.with_name(final.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        if final.exists():
+            final.rename(old)
+        tmp.rename(final)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

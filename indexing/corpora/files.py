@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ import pyarrow.parquet as pq
 
 from indexing.errors import CorpusError
 from indexing.schema import CorpusSchema, DType
-from indexing.workspace import Workspace, atomic_write_json
+from indexing.workspace import Workspace, atomic_write_json, staged_dir
 
 MANIFEST = "manifest.json"
 
@@ -84,15 +83,11 @@ def write_corpus(
     every part is written; a failure leaves the previous corpus as it was. ``meta_after`` adds
     manifest entries known only once the batches are consumed, such as a loader's drop counts.
     """
-    final = ws.corpus_dir(schema.domain)
-    tmp = final.with_name(final.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
     target = arrow_schema(schema)
     digest = _Fingerprint(target)
     rows = 0
     parts = 0
-    try:
+    with staged_dir(ws.corpus_dir(schema.domain)) as tmp:
         for batch in batches:
             try:
                 table = batch.select(target.names).cast(target)
@@ -114,16 +109,7 @@ def write_corpus(
             "fingerprint": digest.hexdigest(),
         }
         atomic_write_json(tmp / MANIFEST, manifest)
-        old = final.with_name(final.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        if final.exists():
-            final.rename(old)
-        tmp.rename(final)
-        shutil.rmtree(old, ignore_errors=True)
-        return manifest
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    return manifest
 
 
 def corpus_manifest(ws: Workspace, domain: str) -> dict[str, Any]:

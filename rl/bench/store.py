@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -14,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from indexing.schema import schema_for
-from indexing.workspace import Workspace, atomic_write_json
+from indexing.workspace import Workspace, atomic_write_json, staged_dir
 from rl.bench.errors import BenchError
 
 MANIFEST = "manifest.json"
@@ -92,25 +91,12 @@ def write_bench(
 
     Nothing is visible until all files are written; a failure leaves the previous benchmark as it was.
     """
-    final = ws.bench_dir(domain)
-    tmp = final.with_name(final.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
+    with staged_dir(ws.bench_dir(domain)) as tmp:
         for split, instances in splits.items():
             pq.write_table(_table(instances), tmp / f"{split}.parquet", compression="zstd")
         out = {**manifest, "domain": domain, "splits": {s: len(v) for s, v in splits.items()}}
         atomic_write_json(tmp / MANIFEST, out)
-        old = final.with_name(final.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        if final.exists():
-            final.rename(old)
-        tmp.rename(final)
-        shutil.rmtree(old, ignore_errors=True)
-        return out
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    return out
 
 
 def load_manifest(ws: Workspace, domain: str) -> dict[str, Any]:
