@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping, Sequence
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -241,6 +242,18 @@ def _error(exc: BaseException, what: str, code: str = "milvus") -> StoreError:
     if unavailable:
         return StoreUnavailable(f"{what}: {message}")
     return StoreError(f"{what}: {message}", code=code)
+
+
+def epoch_seconds(value: date) -> int:
+    """A date or datetime as the Milvus mirror stores it: Unix epoch seconds, UTC, a date at its midnight.
+
+    The scalar twin of the vectorized conversion in :func:`_milvus_values`; filters use it.
+
+    >>> epoch_seconds(date(2024, 1, 1))
+    1704067200
+    """
+    moment = value if isinstance(value, datetime) else datetime(value.year, value.month, value.day)
+    return int(moment.replace(tzinfo=UTC).timestamp())
 
 
 def _milvus_values(col: pa.ChunkedArray, dtype: DType) -> list[Any]:

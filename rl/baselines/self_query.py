@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from datetime import UTC, date, datetime
+from datetime import date
 from typing import Any
 
 from indexing.errors import ProReError
 from indexing.schema import CorpusSchema, DType, Role
+from indexing.stores.milvus import epoch_seconds as milvus_epoch_seconds
 from rl.baselines.fusion import dense_rankings
 from rl.baselines.query_parser import Condition, Scalar, Vocabulary, parse_query
 from rl.eval.methods import EvalInstance, MethodContext, Outcome, register_method
@@ -46,9 +47,8 @@ def load_vocabulary(index: Any, schema: CorpusSchema, limit: int = VOCAB_LIMIT) 
 
 
 def epoch_seconds(value: date, dtype: DType) -> str:
-    """A date as the Milvus mirror stores it: INT64 Unix epoch seconds, UTC, a date at its midnight."""
-    moment = value if isinstance(value, datetime) else datetime(value.year, value.month, value.day)
-    return str(int(moment.replace(tzinfo=UTC).timestamp()))
+    """A date as the Milvus mirror stores it (INT64 epoch seconds; see ``indexing.stores.milvus``)."""
+    return str(milvus_epoch_seconds(value))
 
 
 DateRenderer = Callable[[date, DType], str]
