@@ -17,10 +17,8 @@ from __future__ import annotations
 from sqlglot import exp
 
 from rl.bench.tree import And, Leaf, Node, Not, Or, Value
+from serving.dsl.limits import DEFAULT_LIMITS
 from serving.dsl.program import Program, Retrieval
-
-DEFAULT_K = 20
-"""Width of every gold retrieval entry: the paper's K."""
 
 
 def literal(v: Value) -> str:
@@ -102,8 +100,11 @@ def _negate_all(node: And | Or) -> Node:
     return And(kids) if isinstance(node, And) else Or(kids)
 
 
-def compile_tree(tree: Node, table: str, *, k: int = DEFAULT_K) -> Program:
-    """The gold program of ``tree`` over ``table``: ``SELECT DISTINCT id FROM table WHERE ...``."""
+def compile_tree(tree: Node, table: str, *, k: int = DEFAULT_LIMITS.default_k) -> Program:
+    """The gold program of ``tree`` over ``table``: ``SELECT DISTINCT id FROM table WHERE ...``.
+
+    Every entry has width ``k``, by default the language's default width (the paper's K).
+    """
     c = _Compiler(k)
     where = c.node(tree)
     return Program(f"SELECT DISTINCT id FROM {table} WHERE {where}", tuple(c.entries))

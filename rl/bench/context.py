@@ -17,11 +17,12 @@ from indexing.config import Config
 from indexing.corpora.files import corpus_manifest, iter_corpus
 from indexing.schema import CorpusSchema, schema_for
 from indexing.workspace import Workspace
-from rl.bench.compile import DEFAULT_K, literal
+from rl.bench.compile import literal
 from rl.bench.errors import BenchError
 from rl.bench.leaves import CATEGORICAL, DomainFacts
 from rl.bench.phrases import PhraseBook
 from rl.bench.store import SPLITS
+from serving.dsl.limits import DEFAULT_LIMITS
 from serving.dsl.program import Program, Retrieval
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ class RankTable:
                 programs.append(
                     Program(
                         f"SELECT DISTINCT id FROM {schema.table} WHERE id IN <{kind}_1>",
-                        (Retrieval(kind, fieldname, phrase, k=DEFAULT_K),),  # type: ignore[arg-type]
+                        (Retrieval(kind, fieldname, phrase, k=DEFAULT_LIMITS.default_k),),  # type: ignore[arg-type]
                     )
                 )
             results = engine.execute_many(programs, k=1)

@@ -109,6 +109,16 @@ def test_quotes_inside_values_stay_one_literal() -> None:
     validate(program, PRODUCTS)
 
 
+def test_gold_entries_have_the_languages_default_width() -> None:
+    from serving.dsl import DEFAULT_LIMITS
+
+    program = compile_tree(And((_brand("Sony"), SAMPLE_PRODUCTS[2])), "products")
+    assert program.retrieval_list and {e.k for e in program.retrieval_list} == {DEFAULT_LIMITS.default_k}
+    # The width is the language default, so the stored program leaves it out.
+    assert all("k" not in e for e in json.loads(program.to_json())["retrieval_list"])
+    assert {e.k for e in compile_tree(SAMPLE_PRODUCTS[2], "products", k=5).retrieval_list} == {5}
+
+
 def test_operators_name_semantic_membership_and_logic() -> None:
     ops = operators(SAMPLE_PRODUCTS[2])
     assert {"AND", ">=", "=", "id NOT IN <image>"} <= set(ops)
