@@ -26,7 +26,6 @@ from serving.dsl.limits import DEFAULT_LIMITS
 from serving.dsl.program import Program, Retrieval
 
 if TYPE_CHECKING:
-    from rl.bench.synth import SynthConfig
     from serving.engine import Engine
 
 FACET_SAMPLE = 20_000
@@ -87,10 +86,24 @@ class RankTable:
 
 
 class BenchContext:
-    """What one domain's synthesis shares across splits."""
+    """What one domain's synthesis shares across splits.
 
-    def __init__(self, cfg: Config, domain: str, scfg: SynthConfig, engine: Engine, *, owns_engine: bool = False) -> None:
-        self.cfg, self.domain, self.scfg, self.engine = cfg, domain, scfg, engine
+    ``seed`` and the split ``sizes`` decide the gold-document pools; ``progress`` shows the ranking bars.
+    """
+
+    def __init__(
+        self,
+        cfg: Config,
+        domain: str,
+        engine: Engine,
+        *,
+        seed: int,
+        sizes: Mapping[str, int],
+        progress: bool = False,
+        owns_engine: bool = False,
+    ) -> None:
+        self.cfg, self.domain, self.engine = cfg, domain, engine
+        self.seed, self.sizes = seed, dict(sizes)
         self.owns_engine = owns_engine
         self.schema = schema_for(domain)
         ws = Workspace(cfg.workspace)
@@ -116,7 +129,7 @@ class BenchContext:
         self._pools = self._make_pools()
         self._owners: dict[bool, frozenset[int]] = {}
         for ood in (False, True):
-            self.ranks.fill(engine, self.schema, self.phrase_pairs(ood), progress=scfg.progress)
+            self.ranks.fill(engine, self.schema, self.phrase_pairs(ood), progress=progress)
             self._owners[ood] = self._first_owners(ood)
 
     # -- corpus ---------------------------------------------------------------------------------
@@ -193,8 +206,8 @@ class BenchContext:
     # -- splits ---------------------------------------------------------------------------------
     def _make_pools(self) -> dict[str, list[int]]:
         order = list(range(self.corpus_rows))
-        random.Random(f"{self.scfg.seed}:{self.domain}:pools").shuffle(order)
-        sizes = self.scfg.sizes
+        random.Random(f"{self.seed}:{self.domain}:pools").shuffle(order)
+        sizes = self.sizes
         total = sum(sizes[s] for s in SPLITS)
         share = min(max((sizes["test"] + sizes["ood"]) / total, 0.15), 0.5)
         n_eval = round(self.corpus_rows * share)
@@ -261,13 +274,15 @@ def _where_of(sql: str, table: str) -> str:
     return "1" if where is None else str(where.this.sql(dialect="clickhouse"))
 
 
-def open_context(cfg: Config, domain: str, scfg: SynthConfig) -> BenchContext:
+def open_context(
+    cfg: Config, domain: str, *, seed: int, sizes: Mapping[str, int], progress: bool = False
+) -> BenchContext:
     """Open the engine on the published index of ``domain`` and read everything synthesis needs."""
     from serving.engine import Engine
 
     engine = Engine.open(cfg, domain)
     try:
-        return BenchContext(cfg, domain, scfg, engine, owns_engine=True)
+        return BenchContext(cfg, domain, engine, seed=seed, sizes=sizes, progress=progress, owns_engine=True)
     except BaseException:
         engine.close()
         raise

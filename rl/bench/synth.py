@@ -292,14 +292,18 @@ def synthesize(
     scfg: SynthConfig,
     *,
     out: Workspace | None = None,
-    opener: Callable[[Config, str, SynthConfig], BenchContext] = open_context,
+    opener: Callable[[Config, str, SynthConfig], BenchContext] | None = None,
 ) -> dict[str, Any]:
     """Synthesize the ``train``, ``test`` and ``ood`` splits of ``domain`` and write them to the
-    workspace (or to ``out``); returns the manifest."""
+    workspace (or to ``out``); returns the manifest. ``opener`` replaces :func:`open_context` (a test
+    passes one that shares an open engine)."""
     schema_for(domain)
     check_sizes(scfg.sizes)
     t0 = time.perf_counter()
-    ctx = opener(cfg, domain, scfg)
+    if opener is None:
+        ctx = open_context(cfg, domain, seed=scfg.seed, sizes=scfg.sizes, progress=scfg.progress)
+    else:
+        ctx = opener(cfg, domain, scfg)
     setup_s = time.perf_counter() - t0
     ws = out or Workspace(cfg.workspace)
     rewriter = Rewriter(scfg.rewriter, ws.cache_dir / "rewriter") if scfg.rewriter else None

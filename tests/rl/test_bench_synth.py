@@ -49,7 +49,9 @@ def engines(small_index_cfg: Config) -> Iterator[dict[str, Engine]]:
 
 
 def _opener(engine: Engine) -> Any:
-    return lambda cfg, domain, scfg: BenchContext(cfg, domain, scfg, engine)
+    return lambda cfg, domain, scfg: BenchContext(
+        cfg, domain, engine, seed=scfg.seed, sizes=scfg.sizes, progress=scfg.progress
+    )
 
 
 @pytest.fixture(scope="module")
