@@ -63,6 +63,9 @@ class Code(StrEnum):
     ALIAS = "alias"
     MISPLACED_AGGREGATE = "misplaced_aggregate"
     BAD_LIMIT = "bad_limit"
+    BAD_UNIT = "bad_unit"
+    NOT_BOOLEAN = "not_boolean"
+    ROUND_TRIP = "round_trip"
 
     # Caps (ValidationError).
     TOO_DEEP = "too_deep"

@@ -125,6 +125,32 @@ _CAST_TYPES = frozenset(
     }
 )  # fmt: skip
 
+# Argument slots whose node sqlglot renders from its text (``unit_to_var`` prints ``unit.name`` unquoted):
+# only a bare unit word of the known list may fill them.
+_UNIT_SLOTS = ("unit",)
+# Optional argument slots of allowed functions that no program needs; a filled one is refused. ``format``
+# (CAST ... FORMAT), ``to`` (FLOOR(x TO unit)) and ``zone`` are rendered from a literal's text by some
+# dialects' generators; ``safe`` / ``action`` / ``default`` change CAST's meaning.
+_EMPTY_SLOTS: dict[type[exp.Expr], tuple[str, ...]] = {
+    exp.Cast: ("format", "safe", "action", "default"),
+    exp.Floor: ("to",),
+    exp.Ceil: ("to",),
+    exp.DateDiff: ("zone",),
+    exp.TimestampTrunc: ("zone",),
+    exp.DateTrunc: ("zone",),
+    exp.Interval: ("fraction_in_string",),
+}
+
+# Tokens after which an operand must follow: sqlglot silently drops an operand that is missing
+# (``id IN (+)`` and ``id IN (, )`` both parse as ``id IN ()``), so a dangling one is refused here.
+_NEEDS_OPERAND = frozenset(
+    {
+        TokenType.L_PAREN, TokenType.COMMA, TokenType.PLUS, TokenType.DASH, TokenType.SLASH, TokenType.MOD, TokenType.EQ, TokenType.NEQ, TokenType.GT, TokenType.GTE,
+        TokenType.LT, TokenType.LTE, TokenType.AND, TokenType.OR, TokenType.NOT, TokenType.DPIPE,
+    }
+)  # fmt: skip
+_OPERAND_MISSING = frozenset({TokenType.COMMA, TokenType.R_PAREN})
+
 _SELECT_ARGS = frozenset(
     {"expressions", "distinct", "from_", "where", "group", "having", "order", "limit", "offset"}
 )
@@ -212,6 +238,22 @@ def _check_tokens(sql: str, tokens: list[Token], limits: DslLimits) -> None:
                 _fail(f"parentheses nest deeper than {limits.max_depth}", Code.TOO_DEEP, tok.start)
         elif kind == TokenType.R_PAREN:
             depth -= 1
+
+
+def _check_operands(tokens: list[Token], sites: tuple[PlaceholderToken, ...]) -> None:
+    """Refuse an operator or list separator with nothing after it, which sqlglot would silently drop."""
+    brackets = {s.position for s in sites}
+    # The '>' closing a placeholder is two tokens after its '<'.
+    closing = {tokens[i + 2].start for i, t in enumerate(tokens[:-2]) if t.start in brackets}
+    for before, after in zip(tokens, [*tokens[1:], None], strict=True):
+        if before.token_type not in _NEEDS_OPERAND or before.start in brackets or before.start in closing:
+            continue
+        if after is None or after.token_type in _OPERAND_MISSING:
+            # ``f()`` is a call with no arguments, not a missing operand.
+            if before.token_type == TokenType.L_PAREN and after is not None and after.token_type == TokenType.R_PAREN:
+                continue
+            where = after.start if after is not None else before.end + 1
+            _fail(f"an operand is missing after {before.text!r}", Code.SQL_SYNTAX, where)
 
 
 def _offset(sql: str, line: int, col: int) -> int:
@@ -399,6 +441,7 @@ def _check_node(node: exp.Expr, root: exp.Select, schema: CorpusSchema, limits: 
         if isinstance(node, exp.Func):
             _fail_at(f"function {node.sql_name()} is not on the allow-list", Code.FORBIDDEN_FUNCTION, node)
         _fail_at(f"{kind.__name__} is not allowed in a program", Code.FORBIDDEN_SYNTAX, node)
+    _check_slots(node)
     if isinstance(node, _AGGREGATES) and node.find_ancestor(exp.Select) is root:
         _fail_at("aggregates belong in subqueries", Code.MISPLACED_AGGREGATE, node)
     if isinstance(node, exp.Select):
@@ -428,6 +471,57 @@ def _check_node(node: exp.Expr, root: exp.Select, schema: CorpusSchema, limits: 
         _fail_at("IS takes NULL, TRUE or FALSE", Code.FORBIDDEN_SYNTAX, node)
     elif isinstance(node, exp.Literal) and node.is_string and len(node.this) > limits.max_literal_chars:
         _fail_at(f"string literal longer than {limits.max_literal_chars}", Code.LITERAL_TOO_LONG, node)
+
+
+def _is_unit_word(node: exp.Expr) -> bool:
+    if isinstance(node, exp.Var):
+        return node.name.upper() in _UNITS
+    return isinstance(node, exp.Literal) and node.is_string and node.this.upper() in _UNITS
+
+
+def _check_slots(node: exp.Expr) -> None:
+    """Refuse what sqlglot would render from a literal's text: every unit slot holds a bare unit word."""
+    for key in _UNIT_SLOTS:
+        unit = node.args.get(key)
+        if unit is not None and not _is_unit_word(unit):
+            _fail_at(
+                f"a unit is one of {', '.join(sorted(_UNITS))}, not {unit.sql(dialect=_DIALECT)[:40]!r}",
+                Code.BAD_UNIT,
+                unit,
+            )
+    if isinstance(node, exp.Extract) and not (isinstance(node.this, exp.Var) and _is_unit_word(node.this)):
+        _fail_at(f"EXTRACT takes a unit, one of {', '.join(sorted(_UNITS))}", Code.BAD_UNIT, node)
+    for key in _EMPTY_SLOTS.get(type(node), ()):
+        if node.args.get(key) not in (None, False, [], ""):
+            _fail_at(f"{node.sql_name()} takes no {key.upper()} argument in a program", Code.FORBIDDEN_SYNTAX, node)
+
+
+def _check_round_trip(tree: exp.Select, schema: CorpusSchema, limits: DslLimits) -> None:
+    """The SQL that runs is rendered from ``tree``: it must parse back to a tree that passes every check
+    again and renders to the very same text.
+
+    A renderer that prints a literal's text as SQL (sqlglot does so for some argument slots) changes the
+    program on the way; the text it produces then reads as another tree, which is checked here as if the
+    model had written it. Only normalisations sqlglot undoes consistently (``toStartOfMonth(d)`` to
+    ``dateTrunc('MONTH', d)``, added parentheses) pass.
+    """
+    rendered = tree.sql(dialect=_DIALECT, comments=False)
+    try:
+        again = sqlglot.parse_one(rendered, dialect=_DIALECT)
+    except Exception:
+        _fail("the program's SQL does not parse back after rendering", Code.ROUND_TRIP)
+    changed = "the program's SQL reads differently once rendered"
+    if not isinstance(again, exp.Select):
+        _fail(f"{changed}: it becomes a {type(again).__name__}", Code.ROUND_TRIP)
+    try:
+        _check_size(again, limits)
+        _check_placeholder_slots(again)
+        for node in again.walk():
+            _check_node(node, again, schema, limits)
+    except ValidationError as exc:
+        _fail(f"{changed}, and then breaks a rule: {exc.message}", Code.ROUND_TRIP)
+    if again.sql(dialect=_DIALECT, comments=False) != rendered:
+        _fail(f"{changed}: rendering it again gives other SQL", Code.ROUND_TRIP)
 
 
 def _check_placeholder_slots(tree: exp.Select) -> None:
@@ -463,6 +557,7 @@ def check_sql(
     tokens = _tokenize(sql)
     _check_tokens(sql, tokens, limits)
     marked, sites = mark_placeholders(sql, tokens)
+    _check_operands(tokens, sites)
     tree = _parse(marked)
     if isinstance(tree, exp.Union | exp.Intersect | exp.Except):
         _fail_at(
@@ -476,4 +571,5 @@ def check_sql(
     _check_placeholder_slots(tree)
     for node in tree.walk():
         _check_node(node, tree, schema, limits)
+    _check_round_trip(tree, schema, limits)
     return tree, sites
