@@ -19,6 +19,7 @@ from indexing.config import EmbedderConfig
 from indexing.embedders.base import Embedder
 from indexing.embedders.cache import CachedEmbedder
 from indexing.errors import ConfigError
+from indexing.registry import Registry
 from indexing.schema import Role
 
 Factory = Callable[[EmbedderConfig], Embedder]
@@ -27,39 +28,8 @@ API_KEY_ENV = "PRORE_EMBEDDER_API_KEY"
 """Environment variable holding the bearer token of an ``openai`` endpoint (never put in config)."""
 
 
-class Registry:
-    """Name -> factory. Registering a name twice is an error, so a plugin cannot shadow another."""
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self._factories: dict[str, Factory] = {}
-
-    def register(self, name: str) -> Callable[[Factory], Factory]:
-        """Decorator adding ``factory`` under ``name``; a duplicate name raises :class:`ConfigError`."""
-
-        def add(factory: Factory) -> Factory:
-            if name in self._factories:
-                raise ConfigError(f"{self.kind} {name!r} is already registered", code="duplicate_name")
-            self._factories[name] = factory
-            return factory
-
-        return add
-
-    def names(self) -> tuple[str, ...]:
-        return tuple(sorted(self._factories))
-
-    def get(self, name: str) -> Factory:
-        """The factory registered as ``name``, or a :class:`ConfigError` listing the known names."""
-        try:
-            return self._factories[name]
-        except KeyError:
-            raise ConfigError(
-                f"unknown {self.kind} {name!r}; known {self.kind}s: {', '.join(self.names())}",
-                code="unknown_embedder",
-            ) from None
-
-
-EMBEDDERS = Registry("embedder")
+EMBEDDERS: Registry[Factory] = Registry("embedder", unknown_code="unknown_embedder")
+"""Embedder factories by name; another module adds one with ``@EMBEDDERS.register("name")``."""
 
 
 @EMBEDDERS.register("minilm")
