@@ -5,7 +5,8 @@ Use :func:`make_embedder` (a new instance) or :func:`shared_embedder` (the per-p
 
 from indexing.embedders.base import Embedder, EmbedderError, EmbedderUnavailable, normalize_rows
 from indexing.embedders.cache import CachedEmbedder
-from indexing.embedders.registry import EMBEDDERS, Registry, embedder_name, make_embedder, shared_embedder
+from indexing.embedders.registry import EMBEDDERS, embedder_name, make_embedder, shared_embedder
+from indexing.registry import Registry
 
 __all__ = [
     "EMBEDDERS",
