@@ -41,7 +41,7 @@ from tqdm import tqdm
 from indexing.config import Config
 from indexing.corpora.files import corpus_manifest, iter_corpus, part_paths
 from indexing.embedders.base import Embedder, Vectors
-from indexing.embedders.registry import make_embedder
+from indexing.embedders.registry import embedder_identity, make_embedder
 from indexing.errors import StoreError
 from indexing.index import (
     BM25_DIR,
@@ -325,12 +325,7 @@ class _Builder:
             "corpus_fingerprint": self.manifest.get("fingerprint"),
             "table": self.table,
             "collection": self.collection,
-            "embedder_config": {
-                "text": self.cfg.embedder.text,
-                "image": self.cfg.embedder.image,
-                "hashing_dim": self.cfg.embedder.hashing_dim,
-                "model": self.cfg.embedder.model,
-            },
+            "embedder_config": embedder_identity(self.cfg.embedder),
             "settings": self.journal["settings"],
             "published_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }

@@ -14,7 +14,6 @@ so opening an index again costs two small file reads.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from collections.abc import Sequence
@@ -23,7 +22,7 @@ from typing import Any
 
 from indexing.config import Config, EmbedderConfig
 from indexing.embedders.base import Embedder
-from indexing.embedders.registry import shared_embedder
+from indexing.embedders.registry import shared_embedder, with_identity
 from indexing.errors import CorpusError, StoreError
 from indexing.schema import CorpusSchema, Role, schema_for
 from indexing.stores.base import Hit, SqlStore, VectorStore
@@ -177,6 +176,4 @@ class IndexHandle:
 
 def embedder_config_of(current: EmbedderConfig, meta: dict[str, Any]) -> EmbedderConfig:
     """The embedder settings a version was built with; where to reach them (endpoint) stays current."""
-    built = meta.get("embedder_config") or {}
-    keep = {k: v for k, v in built.items() if k in ("text", "image", "hashing_dim", "model")}
-    return dataclasses.replace(current, **keep)
+    return with_identity(current, meta.get("embedder_config") or {})

@@ -11,9 +11,11 @@ indexing.errors.ConfigError: unknown embedder 'word2vec'; known embedders: hashi
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from indexing.config import EmbedderConfig
 from indexing.embedders.base import Embedder
@@ -68,6 +70,24 @@ def embedder_name(cfg: EmbedderConfig, role: Role) -> str:
     if role is Role.IMAGE:
         return cfg.image
     raise ConfigError(f"{role.value} fields are not embedded", code="not_embedded")
+
+
+IDENTITY_FIELDS = ("text", "image", "hashing_dim", "model")
+"""The embedder settings that decide what the vectors are; an index version records them."""
+
+
+def embedder_identity(cfg: EmbedderConfig) -> dict[str, Any]:
+    """The settings of ``cfg`` that decide the vectors, as an index version stores them.
+
+    >>> embedder_identity(EmbedderConfig(text="hashing", hashing_dim=64))
+    {'text': 'hashing', 'image': 'minilm', 'hashing_dim': 64, 'model': None}
+    """
+    return {name: getattr(cfg, name) for name in IDENTITY_FIELDS}
+
+
+def with_identity(current: EmbedderConfig, identity: Mapping[str, Any]) -> EmbedderConfig:
+    """``current`` with the vector-deciding settings of ``identity``; where to reach them (endpoint) stays."""
+    return dataclasses.replace(current, **{k: v for k, v in identity.items() if k in IDENTITY_FIELDS})
 
 
 def make_embedder(cfg: EmbedderConfig, role: Role) -> Embedder:

@@ -226,3 +226,14 @@ def test_docstring_examples_run(module: str) -> None:
 
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_identity_is_recorded_and_restored_by_one_pair_of_functions() -> None:
+    from indexing.embedders.registry import IDENTITY_FIELDS, embedder_identity, with_identity
+
+    built = EmbedderConfig(text="hashing", image="hashing", hashing_dim=48, model="m", endpoint="http://old")
+    current = EmbedderConfig(endpoint="http://new", batch_size=8)
+    restored = with_identity(current, {**embedder_identity(built), "endpoint": "ignored", "batch_size": 1})
+    assert embedder_identity(restored) == embedder_identity(built)
+    assert (restored.endpoint, restored.batch_size) == ("http://new", 8)  # where and how fast stay current
+    assert tuple(embedder_identity(built)) == IDENTITY_FIELDS
