@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
 from typing import NoReturn
 
 import sqlglot
@@ -502,8 +503,9 @@ def _check_round_trip(tree: exp.Select, schema: CorpusSchema, limits: DslLimits)
 
     A renderer that prints a literal's text as SQL (sqlglot does so for some argument slots) changes the
     program on the way; the text it produces then reads as another tree, which is checked here as if the
-    model had written it. Only normalisations sqlglot undoes consistently (``toStartOfMonth(d)`` to
-    ``dateTrunc('MONTH', d)``, added parentheses) pass.
+    model had written it; and every literal, unit word and column of the program must still be in it (a
+    slot rendered from a node's name silently drops what the node held). Only normalisations that keep
+    both (``toStartOfMonth(d)`` to ``dateTrunc('MONTH', d)``, added parentheses) pass.
     """
     rendered = tree.sql(dialect=_DIALECT, comments=False)
     try:
@@ -522,6 +524,17 @@ def _check_round_trip(tree: exp.Select, schema: CorpusSchema, limits: DslLimits)
         _fail(f"{changed}, and then breaks a rule: {exc.message}", Code.ROUND_TRIP)
     if again.sql(dialect=_DIALECT, comments=False) != rendered:
         _fail(f"{changed}: rendering it again gives other SQL", Code.ROUND_TRIP)
+    lost = _atoms(tree) - _atoms(again)
+    if lost:
+        # Something the model wrote (a literal, a unit, a column) did not reach the SQL that runs.
+        _fail(f"{changed}: {sorted(lost)[0][:40]!r} is lost on the way", Code.ROUND_TRIP)
+
+
+def _atoms(tree: exp.Expr) -> Counter[str]:
+    """The literals, unit words and column names of ``tree``, case-folded (sqlglot upper-cases units)."""
+    return Counter(
+        node.name.casefold() for node in tree.walk() if isinstance(node, exp.Literal | exp.Var | exp.Column)
+    )
 
 
 def _check_placeholder_slots(tree: exp.Select) -> None:
