@@ -5,20 +5,21 @@ of benchmark instances and the ranking depth ``k``, and returns one :class:`Outc
 a ranked id list, or an error, which counts as an execution failure. The baselines register
 themselves in the modules of :mod:`rl.baselines`; other methods (a trained planner) register with
 :func:`register_method` from their own module, listed in :data:`PROVIDERS` or published under the
-``proretrieval.methods`` entry-point group.
+``proretrieval.methods`` entry-point group. Names live in the project's one registry type,
+:class:`indexing.registry.Registry`: a provider that fails to import fails every lookup with its
+cause (retried each time), never as an unknown method.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.metadata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from indexing.config import Config
+from indexing.registry import Registry
 from indexing.schema import CorpusSchema, schema_for
-from rl.eval.errors import DuplicateMethod, UnknownMethod
+from rl.eval.errors import DuplicateMethod, EvalError, UnknownMethod
 
 PROVIDERS: tuple[str, ...] = ("rl.baselines.fusion", "rl.baselines.self_query", "rl.baselines.gold")
 """Modules imported before a lookup so that the methods they define are registered."""
@@ -111,48 +112,47 @@ class MethodSpec:
 
 
 class MethodRegistry:
-    """Methods by name; registering a name twice is an error, as in verl's registries."""
+    """Method specs by name (a :class:`~indexing.registry.Registry`); a name registered twice is an error."""
 
     def __init__(self, providers: Sequence[str] = PROVIDERS, entry_point_group: str | None = None) -> None:
-        self._methods: dict[str, MethodSpec] = {}
-        self._providers = tuple(providers)
-        self._group = entry_point_group
-        self._loaded = False
+        self._specs: Registry[MethodSpec] = Registry(
+            "method",
+            providers=providers,
+            entry_point_group=entry_point_group,
+            unknown=UnknownMethod,
+            duplicate=DuplicateMethod,
+            duplicate_code=None,
+        )
 
     def register(self, name: str, *, description: str, uses_gold: bool = False) -> Callable[[Method], Method]:
         """Decorator adding ``fn`` under ``name``; raises :class:`DuplicateMethod` if taken."""
 
         def add(fn: Method) -> Method:
-            if name in self._methods:
-                raise DuplicateMethod(f"method {name!r} is already registered")
-            self._methods[name] = MethodSpec(name, fn, description, uses_gold)
+            self._specs.add(name, MethodSpec(name, fn, description, uses_gold))
             return fn
 
         return add
 
     def _load(self) -> None:
-        if self._loaded:
-            return
-        self._loaded = True
-        for module in self._providers:
-            importlib.import_module(module)
-        if self._group:
-            for ep in importlib.metadata.entry_points(group=self._group):
-                ep.load()
+        try:
+            self._specs.load()
+        except ImportError as exc:
+            # The registry retries on the next lookup; meanwhile the user sees why, in one line.
+            raise EvalError(
+                f"a method provider failed to import ({type(exc).__name__}: {exc}); "
+                f"providers: {', '.join(self._specs.providers) or 'none'}",
+                code="method_provider",
+            ) from exc
 
     def get(self, name: str) -> MethodSpec:
         """The method called ``name``, or :class:`UnknownMethod` listing the known names."""
         self._load()
-        try:
-            return self._methods[name]
-        except KeyError:
-            known = ", ".join(sorted(self._methods)) or "none"
-            raise UnknownMethod(f"unknown method {name!r}; known methods: {known}") from None
+        return self._specs.get(name)
 
     def names(self) -> tuple[str, ...]:
         """Registered names, sorted."""
         self._load()
-        return tuple(sorted(self._methods))
+        return self._specs.names()
 
 
 METHODS = MethodRegistry(PROVIDERS, ENTRY_POINT_GROUP)

@@ -84,6 +84,38 @@ def test_registry_rejects_duplicates_and_lists_known_names() -> None:
     assert err.value.code == "unknown_method" and "a, b" in err.value.one_line()
 
 
+PROVIDER_TARGET: MethodRegistry | None = None
+"""The registry the provider module written by the next test registers into."""
+
+
+def test_a_provider_that_fails_to_import_fails_every_lookup_with_its_cause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib
+    import sys
+
+    module = tmp_path / "eval_provider_under_test.py"
+    module.write_text("import a_dependency_that_is_not_installed\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "eval_provider_under_test", raising=False)
+    reg = MethodRegistry(providers=("eval_provider_under_test",))
+    monkeypatch.setattr(sys.modules[__name__], "PROVIDER_TARGET", reg)
+    for _ in range(2):  # a later lookup must not report an unknown method
+        with pytest.raises(EvalError) as err:
+            reg.get("planner")
+        assert err.value.code == "method_provider"
+        assert "a_dependency_that_is_not_installed" in err.value.one_line()
+        assert "\n" not in err.value.one_line()
+    # Once the provider imports, the next lookup finds what it registers.
+    module.write_text(
+        f"import {__name__} as t\n"
+        "t.PROVIDER_TARGET.register('planner', description='from a provider')(t._gold_at(1).run)\n"
+    )
+    importlib.invalidate_caches()
+    assert reg.get("planner").description == "from a provider"
+    assert reg.names() == ("planner",)
+
+
 def test_modality_groups() -> None:
     assert [modality_group(m) for m in [(), ("structured",), ("text",), ("image", "structured"), ("image", "text")]] == [
         "structured", "structured", "text", "image", "mixed",
