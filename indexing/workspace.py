@@ -3,34 +3,51 @@
 Layout::
 
     workspace/
-      corpora/<domain>/part-00000.parquet ...   + manifest.json (written last: its presence = complete)
-      indexes/<domain>/CURRENT                  name of the published version, switched atomically
+      corpora/<domain>/CURRENT                  name of the published corpus version, switched atomically
+      corpora/<domain>/<version>/               part-00000.parquet ... + manifest.json
+      indexes/<domain>/CURRENT                  name of the published index version, switched atomically
       indexes/<domain>/<version>/               BM25 indexes and the build journal of that version
       chdb/                                     embedded ClickHouse files
       milvus.db                                 embedded Milvus Lite file
-      bench/<domain>/                           benchmark splits (parquet) and manifest
+      bench/<domain>/CURRENT, <version>/        benchmark splits (parquet) and manifest
       reports/                                  evaluation reports
+      cache/                                    rewriter and other caches
+
+Corpora and benchmarks are published with :func:`indexing.publish.publish` (see that module for
+versions, leases and garbage collection); ``corpus_dir`` and ``bench_dir`` resolve ``CURRENT``.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from indexing.publish import CURRENT, VERSION_RE, atomic_write_json, atomic_write_text, current_dir, publish
+
+__all__ = ["Workspace", "atomic_write_json", "atomic_write_text", "published_dir", "staged_dir"]
+
+
+def published_dir(root: Path) -> Path:
+    """The published version of a publish root; ``root`` itself before the first publish.
+
+    ``root`` is also what a workspace written before versioned publishing holds its files in.
+    """
+    return current_dir(root) or root
 
 
 @dataclass(frozen=True)
 class Workspace:
     root: Path
 
-    def corpus_dir(self, domain: str) -> Path:
+    def corpus_root(self, domain: str) -> Path:
+        """Publish root of the corpus of ``domain`` (``CURRENT`` and the versions)."""
         return self.root / "corpora" / domain
+
+    def corpus_dir(self, domain: str) -> Path:
+        """The published corpus directory of ``domain`` (resolved through ``CURRENT``)."""
+        return published_dir(self.corpus_root(domain))
 
     def index_root(self, domain: str) -> Path:
         return self.root / "indexes" / domain
@@ -46,8 +63,13 @@ class Workspace:
     def milvus_path(self) -> Path:
         return self.root / "milvus.db"
 
-    def bench_dir(self, domain: str) -> Path:
+    def bench_root(self, domain: str) -> Path:
+        """Publish root of the benchmark of ``domain``."""
         return self.root / "bench" / domain
+
+    def bench_dir(self, domain: str) -> Path:
+        """The published benchmark directory of ``domain`` (resolved through ``CURRENT``)."""
+        return published_dir(self.bench_root(domain))
 
     @property
     def reports_dir(self) -> Path:
@@ -58,43 +80,16 @@ class Workspace:
         return self.root / "cache"
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that a reader sees the old file or the new one, never a half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_json(path: Path, data: Any) -> None:
-    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
-
-
 @contextmanager
 def staged_dir(final: Path) -> Iterator[Path]:
-    """Build a directory beside ``final`` and swap it into place only if the block succeeds.
+    """Write a new version of the publish root ``final`` in the block; publish it only if the block succeeds.
 
-    Readers see the previous ``final`` or the new one, never a partial one; on failure the staged
-    directory is removed and ``final`` is left as it was.
+    Readers (``Workspace.corpus_dir``/``bench_dir``) see the previous version or the new one, whole,
+    and the published directory always exists; on failure nothing changes. ``final`` may also be
+    the published directory of a root, as ``corpus_dir`` returns it: the new version goes beside it.
     """
-    tmp = final.with_name(final.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
+    final = Path(final)
+    if VERSION_RE.match(final.name) and (final.parent / CURRENT).is_file():
+        final = final.parent
+    with publish(final) as tmp:
         yield tmp
-        old = final.with_name(final.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        if final.exists():
-            final.rename(old)
-        tmp.rename(final)
-        shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
