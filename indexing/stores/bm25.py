@@ -7,13 +7,13 @@ are document ids, never row numbers.
 from __future__ import annotations
 
 import json
-import shutil
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from indexing.errors import StoreError, require
+from indexing.publish import staged
 from indexing.stores.base import Hit
 
 IDS_FILE = "ids.json"
@@ -80,15 +80,13 @@ class Bm25Index:
         return out
 
     def save(self, directory: Path) -> None:
-        """Write the index to ``directory`` (replaced whole: written aside, then renamed into place)."""
-        directory = Path(directory)
-        tmp = directory.with_name(directory.name + ".partial")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        self._retriever.save(str(tmp), show_progress=False)
-        (tmp / IDS_FILE).write_text(json.dumps(self.ids))
-        shutil.rmtree(directory, ignore_errors=True)
-        tmp.rename(directory)
+        """Write the index to ``directory`` (replaced whole: written aside, then renamed into place).
+
+        Indexes are written into a version that is not published yet, so no reader sees the swap.
+        """
+        with staged(Path(directory), replace=True) as tmp:
+            self._retriever.save(str(tmp), show_progress=False)
+            (tmp / IDS_FILE).write_text(json.dumps(self.ids))
 
     @classmethod
     def load(cls, directory: Path) -> Bm25Index:

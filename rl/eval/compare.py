@@ -7,12 +7,12 @@ and per modality group. The comparison is stored in ``<workspace>/reports/compar
 from __future__ import annotations
 
 import math
-import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from indexing.publish import staged
 from indexing.workspace import Workspace, atomic_write_json, atomic_write_text
 from rl.eval.errors import EvalError
 from rl.eval.metrics import METRICS
@@ -135,15 +135,8 @@ def compare(
     parent = ws.reports_dir / "compare"
     parent.mkdir(parents=True, exist_ok=True)
     final = parent / f"{label}-{run_stamp()}"
-    tmp = parent / f".{final.name}.partial"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
+    with staged(final) as tmp:
         atomic_write_text(tmp / TABLE, f"# Comparison: {label}\n\n{table}\n")
         atomic_write_json(tmp / JSON, {"runs": [str(p) for p in run_dirs], "summaries": summaries})
         _figure(tmp / FIGURE, summaries, f"Hit@1 by level · {label}")
-        tmp.rename(final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return Comparison(path=final, table=table, runs=tuple(str(p) for p in run_dirs))

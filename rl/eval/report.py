@@ -15,12 +15,12 @@ half-written run. Stamps sort in time order, so the latest run of a method is th
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from indexing.publish import staged
 from indexing.workspace import Workspace, atomic_write_json, atomic_write_text
 from rl.eval.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, bootstrap_many
 from rl.eval.errors import EvalError
@@ -157,20 +157,13 @@ def write_run(
     parent = eval_root(ws) / run.domain / run.split / run.method
     parent.mkdir(parents=True, exist_ok=True)
     final = parent / run_stamp()
-    tmp = parent / f".{final.name}.partial"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
+    with staged(final) as tmp:
         atomic_write_json(tmp / SUMMARY, summary)
         atomic_write_text(tmp / TABLE, render_markdown(summary))
         atomic_write_text(tmp / QUERIES, "".join(json.dumps(r.as_record()) + "\n" for r in run.results))
         where = f"{run.method} · {run.domain}/{run.split}"
         _plot_groups(tmp / LEVEL_PNG, f"{where}: by level", {"overall": summary["overall"], **summary["by_level"]})
         _plot_groups(tmp / MODALITY_PNG, f"{where}: by modality", summary["by_modality"])
-        tmp.rename(final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return final
 
 
