@@ -1,7 +1,9 @@
 """``prore``: one entry point, subcommands registered by each layer.
 
 Each package exposes ``commands.register(subparsers)``; a handler takes the parsed namespace and the
-:class:`~indexing.config.Config` and returns an exit code. Typed errors print one line and exit 2.
+:class:`~indexing.config.Config` and returns an exit code. Typed errors print one line and exit 2, or
+75 (``EX_TEMPFAIL``) when the error is marked ``retryable`` (a store that could not be reached), so a
+scheduler such as a Kubernetes Job can retry those and give up on the rest.
 """
 
 from __future__ import annotations
@@ -17,14 +19,31 @@ from indexing.errors import ProReError
 from rl import commands as rl_commands
 from serving import commands as serving_commands
 
+EXIT_OK = 0
 EXIT_BAD_INPUT = 2
+"""A typed error that a retry cannot fix: bad input, a missing corpus or index, a broken config."""
+EXIT_RETRYABLE = 75
+"""A typed error marked ``retryable`` (``EX_TEMPFAIL`` of sysexits.h): a store could not be reached."""
+EXIT_INTERRUPTED = 130
+
+EPILOG = f"""\
+Run 'prore <command> --help' for the options of a command.
+
+exit status:
+  {EXIT_OK}    success
+  {EXIT_BAD_INPUT}    bad input or a permanent failure (one line on stderr: error <code>: <message>);
+       also a command line argparse rejects
+  {EXIT_RETRYABLE}   a temporary failure, such as a store that could not be reached: retry later
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
+"""
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="prore",
         description="ProRetrieval: compile natural-language search requests into hybrid retrieval programs.",
-        epilog="Run 'prore <command> --help' for the options of a command.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--workspace",
@@ -59,9 +78,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return rc
     except ProReError as exc:
         print(exc.one_line(), file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return EXIT_RETRYABLE if exc.retryable else EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("error interrupted: stopped by the user", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 0
