@@ -15,6 +15,7 @@ import io
 import re
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -54,20 +55,70 @@ def create_table_sql(schema: CorpusSchema, table: str) -> str:
     return f"CREATE TABLE IF NOT EXISTS {ident(table)} (\n  {cols}\n) ENGINE = MergeTree ORDER BY id"
 
 
-def limit_settings(cfg: ClickHouseConfig, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Settings of a read-only query: the configured limits, ``extra`` on top, ``readonly=1`` last.
+@dataclass(frozen=True)
+class QueryLimits:
+    """The caps an untrusted query runs under; one definition for the stores and the engine.
 
-    ``readonly`` comes last because once it is applied ClickHouse refuses to change other settings.
+    Defaults and documentation live in :class:`~indexing.config.ClickHouseConfig`, whose fields of the same
+    names are what a user configures.
     """
-    settings: dict[str, Any] = {
-        "max_execution_time": cfg.max_execution_time_s,
-        "max_rows_to_read": cfg.max_rows_to_read,
-        "max_result_rows": cfg.max_result_rows,
-        "max_memory_usage": cfg.max_memory_usage,
-    }
+
+    max_execution_time_s: float = ClickHouseConfig.max_execution_time_s
+    max_rows_to_read: int = ClickHouseConfig.max_rows_to_read
+    max_result_rows: int = ClickHouseConfig.max_result_rows
+    max_memory_usage: int = ClickHouseConfig.max_memory_usage
+
+    @classmethod
+    def from_config(cls, ch: ClickHouseConfig) -> QueryLimits:
+        return cls(*(getattr(ch, f.name) for f in fields(cls)))
+
+    def settings(self, programs: int = 1) -> dict[str, Any]:
+        """ClickHouse settings of a read-only query that runs ``programs`` programs at once.
+
+        A batched query gets the same caps as one program: it reads, keeps and spends at least what each
+        of its programs would alone, so a batch within the caps means every program is. A union returns
+        one row per program, so its row cap is at least ``programs``; each program's own row cap is then
+        checked on its own. ``readonly`` comes last: once applied, ClickHouse refuses to change others.
+        """
+        return {
+            "max_execution_time": self.max_execution_time_s,
+            "max_rows_to_read": self.max_rows_to_read,
+            "max_result_rows": max(self.max_result_rows, programs),
+            "max_memory_usage": self.max_memory_usage,
+            "readonly": 1,
+        }
+
+
+def limit_settings(cfg: ClickHouseConfig, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Settings of a read-only query: the configured limits, ``extra`` on top, ``readonly=1`` last."""
+    settings = QueryLimits.from_config(cfg).settings()
+    del settings["readonly"]
     settings.update({k: v for k, v in (extra or {}).items() if k != "readonly"})
     settings["readonly"] = 1
     return settings
+
+
+# What may end a statement early or change how it runs, outside string literals and quoted identifiers:
+# clauses, a second statement, comments (an unclosed one would swallow what follows), heredocs.
+_UNTRUSTED_SCAN = re.compile(
+    r"""'(?:[^'\\]|\\.|'')*'|`(?:[^`\\]|\\.|``)*`|"(?:[^"\\]|\\.|"")*"|"""
+    r"""(?P<bad>\b(?:SETTINGS|FORMAT|INTO)\b|;|--|/\*|\#|\$|'|`|")""",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def refuse_untrusted_clauses(sql: str) -> None:
+    """Refuse SQL that could override the limits it runs under, whatever validated it upstream.
+
+    The store's own check, independent of the program language's validator: no ``SETTINGS``, ``FORMAT``
+    or ``INTO`` outside literals, one statement, no comments or heredocs, every quote closed.
+    """
+    for match in _UNTRUSTED_SCAN.finditer(sql):
+        bad = match.group("bad")
+        if bad is not None:
+            raise StoreError(
+                f"an untrusted query may not hold {bad.upper()!r} (offset {match.start()})", code="sql_readonly"
+            )
 
 
 def _rows(table: pa.Table) -> list[tuple[Any, ...]]:
@@ -187,6 +238,30 @@ def chdb_session(path: Path) -> Any:
         return sess
 
 
+_CHDB_APPLIED: dict[str, Any] = {}
+"""Settings this process has SET on its chDB session (beyond the defaults); guarded by the query lock."""
+
+
+def _session_settings(session: Any, wanted: Mapping[str, Any]) -> None:
+    """SET the chDB session's settings to ``wanted``; every other setting this module set goes back to DEFAULT.
+
+    Only changes are sent, so a run of queries under the same limits costs nothing extra.
+    """
+    for name in [k for k in _CHDB_APPLIED if k not in wanted]:
+        session.query(f"SET {_setting_name(name)} = DEFAULT", "CSV")
+        del _CHDB_APPLIED[name]
+    for name, value in wanted.items():
+        if name not in _CHDB_APPLIED or _CHDB_APPLIED[name] != value:
+            session.query(f"SET {_setting_name(name)} = {_setting_literal(value)}", "CSV")
+            _CHDB_APPLIED[name] = value
+
+
+def _setting_name(name: str) -> str:
+    if not re.fullmatch(r"[a-z_][a-z0-9_]*", name):
+        raise StoreError(f"not a ClickHouse setting name: {name!r}", code="bad_setting")
+    return name
+
+
 def chdb_bound_path() -> Path | None:
     """The chDB path this process is bound to, if any."""
     return _CHDB_SESSION[0] if _CHDB_SESSION else None
@@ -213,11 +288,19 @@ class ChdbStore(_ClickHouseBase):
         settings: Mapping[str, Any] | None = None,
         params: Mapping[str, Any] | None = None,
     ) -> list[tuple[Any, ...]]:
-        """Run one SELECT read-only under the configured limits; ``params`` bind ``{name:Type}``."""
+        """Run one untrusted SELECT read-only under the configured limits; ``params`` bind ``{name:Type}``.
+
+        The limits are settings of the chDB session, applied before the query runs (and lifted again before
+        the project's own statements), not text of the query. ``readonly`` cannot be a session setting here:
+        ClickHouse makes it irrevocable for the session, and chDB has one session per process, which the
+        index writer shares; so it goes with the statement, which this store first checks itself
+        (:func:`refuse_untrusted_clauses`) holds nothing that could override it or cut it off.
+        """
         self._only_select(sql)
-        clause = ", ".join(f"{k} = {_setting_literal(v)}" for k, v in limit_settings(self.cfg, settings).items())
-        # The engine's validator admits no SETTINGS/FORMAT clause, so appending one is safe.
-        return _rows(self._arrow(f"{sql.strip().rstrip(';')}\nSETTINGS {clause}", params))
+        refuse_untrusted_clauses(sql)
+        session = limit_settings(self.cfg, settings)
+        del session["readonly"]
+        return _rows(self._arrow(f"{sql}\nSETTINGS readonly = 1", params, session))
 
     def insert_arrow(self, table: str, data: pa.Table) -> None:
         """Append ``data``; its columns are matched to the table's by name."""
@@ -234,17 +317,23 @@ class ChdbStore(_ClickHouseBase):
     def _trusted(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
         return _rows(self._arrow(sql, params))
 
-    def _arrow(self, sql: str, params: Mapping[str, Any] | None) -> pa.Table:
-        res = self._run(sql, "Parquet", params)
+    def _arrow(
+        self, sql: str, params: Mapping[str, Any] | None, session: Mapping[str, Any] | None = None
+    ) -> pa.Table:
+        res = self._run(sql, "Parquet", params, session)
         data = res.bytes()
         if not data:
             return pa.table({})
         return pq.read_table(io.BytesIO(data))
 
-    def _run(self, sql: str, fmt: str, params: Mapping[str, Any] | None) -> Any:
+    def _run(
+        self, sql: str, fmt: str, params: Mapping[str, Any] | None, session: Mapping[str, Any] | None = None
+    ) -> Any:
+        """Run ``sql`` with the chDB session's settings set to ``session`` (none: the engine's defaults)."""
         bound = {k: self._format(v) for k, v in (params or {}).items()}
         with _CHDB_QUERY_LOCK:
             try:
+                _session_settings(self._session, session or {})
                 return self._session.query(sql, fmt, params=bound or None)
             except Exception as exc:
                 # chDB 4.4 hands the partial output of a query that failed mid-stream (e.g. a result
@@ -279,6 +368,8 @@ class ClickHouseServerStore(_ClickHouseBase):
     ) -> list[tuple[Any, ...]]:
         """Run one SELECT read-only under the configured limits; ``params`` bind ``{name:Type}``."""
         self._only_select(sql)
+        refuse_untrusted_clauses(sql)
+        # Sent as the request's settings (HTTP parameters), never as text of the query.
         limits = limit_settings(self.cfg, settings)
         result = self._call(lambda: self._client.query(sql, parameters=dict(params) if params else None, settings=limits))
         return [tuple(r) for r in result.result_rows]

@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from indexing.config import ClickHouseConfig
 from indexing.errors import ProReError
+from indexing.stores.clickhouse import QueryLimits
 
 STAGES: tuple[str, ...] = ("validate", "embed", "ann", "sparse", "rerank", "sql", "rank", "total")
 """Stages reported in :attr:`ExecutionResult.timings`, in pipeline order."""
@@ -23,43 +23,9 @@ class ExecutionError(ProReError):
     code = "exec_failed"
 
 
-@dataclass(frozen=True)
-class ExecutionLimits:
-    """Limits every program's SQL runs under; defaults come from :class:`ClickHouseConfig`."""
-
-    max_execution_time_s: float = ClickHouseConfig.max_execution_time_s
-    """Wall-clock limit per query (ClickHouse ``max_execution_time``)."""
-    max_rows_to_read: int = ClickHouseConfig.max_rows_to_read
-    """Rows scanned per query (``max_rows_to_read``)."""
-    max_result_rows: int = ClickHouseConfig.max_result_rows
-    """Rows a program may return (``max_result_rows``)."""
-    max_memory_usage: int = ClickHouseConfig.max_memory_usage
-    """Memory per query in bytes (``max_memory_usage``)."""
-
-    @classmethod
-    def from_config(cls, ch: ClickHouseConfig) -> ExecutionLimits:
-        return cls(
-            max_execution_time_s=ch.max_execution_time_s,
-            max_rows_to_read=ch.max_rows_to_read,
-            max_result_rows=ch.max_result_rows,
-            max_memory_usage=ch.max_memory_usage,
-        )
-
-    def settings(self, programs: int = 1) -> dict[str, Any]:
-        """ClickHouse query settings for a query that runs ``programs`` programs at once.
-
-        A batched query gets the same caps as one program: it reads, keeps and spends at least what
-        each of its programs would alone, so a batch within the caps means every program is. A batch
-        that hits a cap is split until each program runs alone, under exactly these settings.
-        """
-        return {
-            "readonly": 1,
-            "max_execution_time": self.max_execution_time_s,
-            "max_rows_to_read": self.max_rows_to_read,
-            # A union returns one row per program; each program's own row cap is checked on its own.
-            "max_result_rows": max(self.max_result_rows, programs),
-            "max_memory_usage": self.max_memory_usage,
-        }
+ExecutionLimits = QueryLimits
+"""Limits every program's SQL runs under: the stores' :class:`~indexing.stores.clickhouse.QueryLimits`,
+whose defaults are :class:`~indexing.config.ClickHouseConfig`'s (one definition of the read-only caps)."""
 
 
 @dataclass(frozen=True)
