@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from indexing.cache import LRU, CacheStats
 from indexing.errors import StoreError, require
 from indexing.publish import staged
 from indexing.stores.base import Hit
@@ -20,17 +21,10 @@ IDS_FILE = "ids.json"
 STOPWORDS = "en"
 STEMMER_LANGUAGE = "english"
 
-_STEMMER_LOCK = threading.Lock()
-_STEMMER: Any = None
-
-
-def _stemmer() -> Any:
-    global _STEMMER
-    with _STEMMER_LOCK:
-        if _STEMMER is None:
-            stemmer_mod: Any = require("Stemmer", "bm25")
-            _STEMMER = stemmer_mod.Stemmer(STEMMER_LANGUAGE)
-        return _STEMMER
+def new_stemmer() -> Any:
+    """A PyStemmer stemmer of its own: PyStemmer objects are not safe to share between threads."""
+    stemmer_mod: Any = require("Stemmer", "bm25")
+    return stemmer_mod.Stemmer(STEMMER_LANGUAGE)
 
 
 def _bm25s() -> Any:
@@ -43,7 +37,9 @@ class Bm25Index:
     def __init__(self, ids: Sequence[str], retriever: Any) -> None:
         self.ids = list(ids)
         self._retriever = retriever
-        # bm25s' stemmer wrapper keeps a per-call cache; one query at a time keeps it consistent.
+        # Each index has its own stemmer, used only under its lock: PyStemmer is not thread-safe,
+        # and bm25s' retriever keeps per-call state.
+        self._stemmer = new_stemmer()
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -55,7 +51,8 @@ class Bm25Index:
         if len(ids) != len(texts):
             raise StoreError(f"{len(ids)} ids for {len(texts)} texts")
         bm25s = _bm25s()
-        tokens = bm25s.tokenize(list(texts), stopwords=STOPWORDS, stemmer=_stemmer(), show_progress=False)
+        # A stemmer of this build's own, so that builds in several threads share nothing.
+        tokens = bm25s.tokenize(list(texts), stopwords=STOPWORDS, stemmer=new_stemmer(), show_progress=False)
         retriever = bm25s.BM25()
         retriever.index(tokens, show_progress=False)
         return cls(ids, retriever)
@@ -71,7 +68,7 @@ class Bm25Index:
         with self._lock:
             # Strings (not ids) so that the index's own vocabulary maps the query terms.
             tokens = bm25s.tokenize(
-                list(queries), stopwords=STOPWORDS, stemmer=_stemmer(), return_ids=False, show_progress=False
+                list(queries), stopwords=STOPWORDS, stemmer=self._stemmer, return_ids=False, show_progress=False
             )
             docs, scores = self._retriever.retrieve(tokens, k=n, show_progress=False, n_threads=1)
         out: list[list[Hit]] = []
@@ -99,23 +96,40 @@ class Bm25Index:
         return cls(json.loads(ids_path.read_text()), retriever)
 
 
-_CACHE: dict[str, Bm25Index] = {}
-_CACHE_LOCK = threading.Lock()
+LOADED_MAX = 32
+"""BM25 indexes kept loaded per process (a few fields of a few versions of each corpus)."""
+
+_LOADED: LRU[str, Bm25Index] = LRU(LOADED_MAX)
+_LOAD_LOCK = threading.Lock()
 
 
 def load_cached(directory: Path) -> Bm25Index:
-    """:meth:`Bm25Index.load`, once per directory and process (published versions never change)."""
+    """:meth:`Bm25Index.load`, kept in a bounded per-process cache (published versions never change).
+
+    A caller that keeps using an index (an index handle) holds on to the object it got; an index
+    pushed out of the cache stays valid for its holders and is loaded again by the next caller.
+    """
     key = str(Path(directory).resolve())
-    with _CACHE_LOCK:
-        found = _CACHE.get(key)
+    found = _LOADED.get(key)
     if found is None:
-        found = Bm25Index.load(Path(key))
-        with _CACHE_LOCK:
-            _CACHE[key] = found
+        with _LOAD_LOCK:  # one load per directory, not one per thread that missed at once
+            found = _LOADED.peek(key)
+            if found is None:
+                found = Bm25Index.load(Path(key))
+                _LOADED.put(key, found)
     return found
 
 
 def forget(directory: Path) -> None:
     """Drop a cached index (its directory is being deleted)."""
-    with _CACHE_LOCK:
-        _CACHE.pop(str(Path(directory).resolve()), None)
+    _LOADED.pop(str(Path(directory).resolve()))
+
+
+def forget_all() -> None:
+    """Drop every cached index."""
+    _LOADED.clear()
+
+
+def loaded_stats() -> CacheStats:
+    """Hits, misses and size of the per-process cache of loaded indexes."""
+    return _LOADED.stats()
