@@ -16,6 +16,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the MiniLM weights ship with the
 
 from indexing.config import load_config
 from prore.cli import main as prore
+from serving.dsl import parse_program
 from serving.engine import Engine
 
 PROGRAM = {
@@ -39,7 +40,7 @@ def run(size: int) -> None:
                 raise SystemExit(f"prore {' '.join(command)} failed")
 
         engine = Engine.open(load_config(workspace=workspace), "ecommerce")
-        result = engine.execute(PROGRAM, k=5)
+        result = engine.execute(parse_program(PROGRAM), k=5)
         docs = {d["id"]: d for d in engine.handle.fetch_docs(list(result.ids), ["title", "brand", "price"])}
 
         print("\nprogram SQL :", PROGRAM["sql"])

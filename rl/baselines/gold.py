@@ -13,13 +13,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from indexing.errors import ProReError
 from rl.eval.errors import OracleMismatch
 from rl.eval.methods import EvalInstance, MethodContext, Outcome, register_method
-from serving.dsl import parse_program, strip_retrievals, validate
+from serving.dsl import Program, parse_program, strip_retrievals, validate
 
 _SHOWN = 10  # failing qids named in the error; the rest are counted
 
@@ -49,11 +49,18 @@ def stripped_program(program: str, ctx: MethodContext) -> str:
     uses_gold=True,
 )
 def sql_only(ctx: MethodContext, instances: Sequence[EvalInstance], k: int) -> list[Outcome]:
-    programs: list[str | None] = []
+    return _execute(ctx, instances, k, lambda inst: parse_program(stripped_program(inst.program, ctx)))
+
+
+def _execute(
+    ctx: MethodContext, instances: Sequence[EvalInstance], k: int, read: Callable[[EvalInstance], Program]
+) -> list[Outcome]:
+    """Each instance's program read by ``read`` (its error an outcome of its own), the rest run as one batch."""
+    programs: list[Program | None] = []
     errors: dict[int, str] = {}
     for i, inst in enumerate(instances):
         try:
-            programs.append(stripped_program(inst.program, ctx))
+            programs.append(read(inst))
         except ProReError as exc:
             programs.append(None)
             errors[i] = exc.one_line()
@@ -76,7 +83,7 @@ def oracle_failures(instances: Sequence[EvalInstance], outcomes: Sequence[Outcom
 
 @register_method("oracle", description="the gold program executed again (must score Hit@1 = 1)", uses_gold=True)
 def oracle(ctx: MethodContext, instances: Sequence[EvalInstance], k: int) -> list[Outcome]:
-    outcomes = _outcomes(ctx.engine.execute_many([i.program for i in instances], k))
+    outcomes = _execute(ctx, instances, k, lambda inst: parse_program(inst.program))
     bad = oracle_failures(instances, outcomes)
     if bad:
         more = f" and {len(bad) - _SHOWN} more" if len(bad) > _SHOWN else ""

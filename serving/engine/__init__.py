@@ -2,10 +2,10 @@
 
 >>> from serving.engine import Engine  # doctest: +SKIP
 >>> engine = Engine.open(cfg, "ecommerce")  # doctest: +SKIP
->>> engine.execute(program, k=10).ids  # doctest: +SKIP
+>>> engine.execute(parse_program(text), k=10).ids  # doctest: +SKIP
 """
 
-from serving.engine.engine import BatchOutcome, Engine, Prepared, ProgramInput
+from serving.engine.engine import BatchOutcome, Engine, Prepared
 from serving.engine.ranking import RRF_K, Ranked, rank_results, rrf_fuse
 from serving.engine.rerank import CosineReranker, Reranker, RerankRequest
 from serving.engine.results import STAGES, ExecutionError, ExecutionLimits, ExecutionResult
@@ -22,7 +22,6 @@ __all__ = [
     "ExecutionLimits",
     "ExecutionResult",
     "Prepared",
-    "ProgramInput",
     "Ranked",
     "RerankRequest",
     "Reranker",

@@ -7,7 +7,6 @@ bound to one published index version (immutable), which is what makes its caches
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -18,7 +17,7 @@ from indexing.config import Config
 from indexing.errors import ProReError
 from indexing.index import IndexHandle, open_index
 from indexing.stores.base import Hit
-from serving.dsl import DslError, Program, ValidatedProgram, parse_program, substitute, validate
+from serving.dsl import DslError, Program, ValidatedProgram, substitute, validate
 from serving.engine.cache import LRU
 from serving.engine.plan import flatten_self_subqueries, is_plain_filter, stable_order
 from serving.engine.ranking import rank_results
@@ -26,9 +25,6 @@ from serving.engine.rerank import Reranker
 from serving.engine.results import STAGES, ExecutionLimits, ExecutionResult
 from serving.engine.retrieval import CacheSizes, RetrievalRequest, Retriever
 from serving.engine.sqlrun import Outcome, SqlJob, SqlRunner
-
-ProgramInput = Program | str | Mapping[str, Any]
-"""A program as a typed object, its JSON text, or its decoded JSON object."""
 
 BatchOutcome = ExecutionResult | ProReError
 """What :meth:`Engine.execute_many` returns per program: a result, or the typed error it raised."""
@@ -53,15 +49,15 @@ class Prepared:
     """The SQL is ``SELECT [DISTINCT] id FROM <table> WHERE <cond>`` and nothing else (scan-batchable)."""
 
 
-def _key(program: ProgramInput) -> str:
-    if isinstance(program, str):
-        return program
-    if isinstance(program, Program):
-        return "P" + program.to_json(explicit=True)
-    try:
-        return "M" + json.dumps(program, sort_keys=True, ensure_ascii=False, default=repr)
-    except (TypeError, ValueError):
-        return "R" + repr(program)
+def _key(program: Program) -> str:
+    """The cache key of a program: its canonical JSON (every RPL field written out)."""
+    if not isinstance(program, Program):
+        # Text is parsed at the edge (parse_program / extract_program), where its FormatError belongs.
+        raise TypeError(
+            f"the engine runs typed Programs, not {type(program).__name__}; "
+            "read text with serving.dsl.parse_program or extract_program first"
+        )
+    return program.to_json(explicit=True)
 
 
 class Engine:
@@ -129,14 +125,19 @@ class Engine:
 
     # -- public entry points ------------------------------------------------------------------
 
-    def execute(self, program: ProgramInput, k: int = 20) -> ExecutionResult:
-        """Run one program and return its ranked result; a bad program raises its typed error."""
+    def execute(self, program: Program, k: int = 20) -> ExecutionResult:
+        """Run one program and return its ranked result; a bad program raises its typed error.
+
+        ``program`` is typed: text from a model or a request is read with
+        :func:`serving.dsl.parse_program` or :func:`serving.dsl.extract_program` first, and its
+        :class:`~serving.dsl.FormatError` is the caller's to report.
+        """
         outcome = self._execute([program], k)[0]
         if isinstance(outcome, ProReError):
             raise outcome
         return outcome
 
-    def execute_many(self, programs: Sequence[ProgramInput], k: int = 20) -> list[BatchOutcome]:
+    def execute_many(self, programs: Sequence[Program], k: int = 20) -> list[BatchOutcome]:
         """Run a batch (the reward's entry point); each program's result or typed error, in input order.
 
         Identical retrieval requests across the batch are made once, each embedder and each field's
@@ -147,8 +148,8 @@ class Engine:
 
     # -- pipeline -----------------------------------------------------------------------------
 
-    def prepare(self, program: ProgramInput) -> Prepared:
-        """Parse and validate (cached by program text); raises the program's DslError."""
+    def prepare(self, program: Program) -> Prepared:
+        """Validate and plan (cached by the program's canonical JSON); raises the program's DslError."""
         key = _key(program)
         with self._lock:
             cached = self._prepared.get(key)
@@ -162,10 +163,9 @@ class Engine:
             raise cached
         return cached
 
-    def _prepare(self, program: ProgramInput) -> Prepared:
-        typed = program if isinstance(program, Program) else parse_program(program)
-        validated = validate(typed, self.schema)
-        entries = typed.retrieval_list
+    def _prepare(self, program: Program) -> Prepared:
+        validated = validate(program, self.schema)
+        entries = program.retrieval_list
         requests = tuple(RetrievalRequest(e.field, e.mode, e.query, e.k, e.rerank) for e in entries)
         names = tuple(f"{e.type}_{i}" for i, e in enumerate(entries, start=1))
         positive = tuple(sorted(validated.positive_entries))
@@ -175,11 +175,13 @@ class Engine:
             validated, plan, requests, names, positive, validated.has_order_by, is_plain_filter(tree)
         )
 
-    def _execute(self, program_list: Sequence[ProgramInput], k: int) -> list[BatchOutcome]:
+    def _execute(self, program_list: Sequence[Program], k: int) -> list[BatchOutcome]:
+        for program in program_list:
+            _key(program)  # a caller's bug fails the whole call, before any work
         with self._lock:
             return self._execute_locked(program_list, k)
 
-    def _execute_locked(self, program_list: Sequence[ProgramInput], k: int) -> list[BatchOutcome]:
+    def _execute_locked(self, program_list: Sequence[Program], k: int) -> list[BatchOutcome]:
         t0 = time.perf_counter()
         timings = dict.fromkeys(STAGES, 0.0)
         outcomes: list[BatchOutcome | None] = [None] * len(program_list)

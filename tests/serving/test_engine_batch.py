@@ -10,7 +10,7 @@ import pytest
 
 from indexing.config import Config
 from indexing.errors import ProReError
-from serving.dsl import DslError, FormatError, ValidationError
+from serving.dsl import DslError, Program, ValidationError, parse_program
 from serving.engine import Engine, ExecutionError, ExecutionResult
 
 
@@ -54,11 +54,11 @@ def failing_at_runtime(d: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def mixed_batch(handle: Any) -> list[Any]:
+def mixed_batch(handle: Any) -> list[Program]:
     ds = docs(handle, 8)
-    return [
+    raw = [
         plain(ds[0]),
-        "not a program",
+        {"sql": "SELECT id FROM products WHERE id IN <text_2>", "retrieval_list": []},
         ordered(ds[1]),
         plain(ds[2], mode="fuse"),
         failing_at_runtime(ds[3]),
@@ -66,16 +66,15 @@ def mixed_batch(handle: Any) -> list[Any]:
         {"sql": "SELECT id FROM products WHERE colour = 'red'", "retrieval_list": []},
         plain(ds[4], mode="sparse"),
         ordered(ds[5]),
-        json_text(plain(ds[6])),
+        plain(ds[6]),
         failing_at_runtime(ds[7]),
         plain(ds[7]),
     ]
+    return [parse_program(p) for p in raw]
 
 
-def json_text(p: dict[str, Any]) -> str:
-    import json
-
-    return json.dumps(p)
+def programs(raw: list[dict[str, Any]]) -> list[Program]:
+    return [parse_program(p) for p in raw]
 
 
 def same(a: ExecutionResult | ProReError, b: ExecutionResult | ProReError) -> None:
@@ -100,17 +99,17 @@ def test_batch_equals_a_loop_of_execute(handle: Any) -> None:
     for a, b in zip(many, loop, strict=True):
         same(a, b)
     kinds = [type(o) for o in many]
-    assert kinds[1] is FormatError and kinds[6] is ValidationError
+    assert kinds[1] is ValidationError and kinds[6] is ValidationError
     assert kinds[4] is ExecutionError and kinds[10] is ExecutionError
     assert all(k is ExecutionResult for i, k in enumerate(kinds) if i not in (1, 4, 6, 10))
-    assert isinstance(many[1], DslError)
+    assert isinstance(many[1], DslError) and many[1].code == "placeholder_out_of_range"
     assert isinstance(many[6], ValidationError) and many[6].code == "unknown_column"
     assert isinstance(many[4], ExecutionError) and many[4].code == "exec_failed"
 
 
 def test_batch_makes_few_store_calls(handle: Any) -> None:
     ds = docs(handle, 12)
-    batch = [plain(d) for d in ds] + [ordered(d) for d in ds[:4]]
+    batch = programs([plain(d) for d in ds] + [ordered(d) for d in ds[:4]])
     engine = Engine(handle)
     out = engine.execute_many(batch)
     assert all(isinstance(o, ExecutionResult) for o in out)
@@ -128,8 +127,9 @@ def test_batch_makes_few_store_calls(handle: Any) -> None:
 
 def test_a_failing_program_fails_alone(handle: Any) -> None:
     ds = docs(handle, 10)
-    batch: list[Any] = [plain(d) for d in ds]
-    batch[6] = failing_at_runtime(ds[6])
+    raw = [plain(d) for d in ds]
+    raw[6] = failing_at_runtime(ds[6])
+    batch = programs(raw)
     engine = Engine(handle)
     out = engine.execute_many(batch)
     assert isinstance(out[6], ExecutionError)
@@ -142,7 +142,7 @@ def test_a_failing_program_fails_alone(handle: Any) -> None:
 
 def test_results_come_back_in_input_order(handle: Any) -> None:
     ds = docs(handle, 6)
-    batch = [plain(d) for d in ds]
+    batch = programs([plain(d) for d in ds])
     engine = Engine(handle)
     forward = engine.execute_many(batch)
     backward = Engine(handle).execute_many(list(reversed(batch)))

@@ -10,6 +10,7 @@ import pytest
 
 from indexing.config import Config
 from prore.cli import main
+from serving.dsl import parse_program
 from serving.engine import Engine
 
 DESIGN_EXAMPLE = {
@@ -45,7 +46,7 @@ def test_design_example_as_json(
     )
     out = json.loads(capsys.readouterr().out)
     engine = Engine.open(small_index_cfg, "ecommerce")
-    expected = engine.execute(DESIGN_EXAMPLE, k=5)
+    expected = engine.execute(parse_program(DESIGN_EXAMPLE), k=5)
     assert out["ids"] == list(expected.ids) and out["domain"] == "ecommerce"
     assert set(out["candidates"]) == {"text_1", "image_2"}
     for row in out["results"]:

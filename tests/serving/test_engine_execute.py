@@ -15,6 +15,7 @@ import pytest
 
 from indexing.config import Config
 from indexing.stores.base import Hit
+from serving.dsl import Program, parse_program
 from serving.engine import Engine, ExecutionError, ExecutionLimits, ExecutionResult, RerankRequest, rrf_fuse
 from serving.engine.ranking import RRF_K
 
@@ -44,8 +45,8 @@ def q(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def prog(sql: str, *entries: dict[str, Any]) -> dict[str, Any]:
-    return {"sql": sql, "retrieval_list": list(entries)}
+def prog(sql: str, *entries: dict[str, Any]) -> Program:
+    return parse_program({"sql": sql, "retrieval_list": list(entries)})
 
 
 def text(field: str, query: str, **rpl: Any) -> dict[str, Any]:

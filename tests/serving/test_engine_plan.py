@@ -191,7 +191,7 @@ def test_engine_runs_the_flattened_plan(engine: Engine) -> None:
         "sql": "SELECT id FROM products WHERE id IN (SELECT id FROM products WHERE price < 100 AND id IN <text_1>)",
         "retrieval_list": [{"type": "text", "field": "title", "query": "wireless headphones"}],
     }
-    res = engine.execute(program, k=50)
+    res = engine.execute(parse_program(program), k=50)
     assert res.sql.count("SELECT") == 1
     cands = set(res.candidates["text_1"])
     expected = {i for i in run(engine, f"SELECT id FROM {engine.handle.table} WHERE price < 100")} & cands

@@ -4,7 +4,6 @@ executes or raises a typed error; the engine never crashes, and a batch agrees w
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,6 +12,7 @@ from hypothesis import strategies as st
 from indexing.config import Config
 from indexing.errors import ProReError
 from indexing.schema import PRODUCTS
+from serving.dsl import FormatError, Program, parse_program
 from serving.engine import CacheSizes, Engine, ExecutionResult
 from tests.serving.strategies import near_valid_programs, program_sources, programs
 
@@ -39,8 +39,15 @@ def check_result(res: ExecutionResult) -> None:
 @settings(
     max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )
-@given(batch=st.lists(any_program, min_size=1, max_size=5))
-def test_programs_execute_or_raise_a_typed_error(engine: Engine, batch: list[Any]) -> None:
+@given(drawn=st.lists(any_program, min_size=1, max_size=5))
+def test_programs_execute_or_raise_a_typed_error(engine: Engine, drawn: list[Program | str]) -> None:
+    batch = []
+    for source in drawn:
+        # Text is read at the edge, as a caller does; what is no program never reaches the engine.
+        try:
+            batch.append(source if isinstance(source, Program) else parse_program(source))
+        except FormatError as exc:
+            assert exc.code and "\n" not in exc.one_line()
     outcomes = engine.execute_many(batch, k=K)
     single = Engine(engine.handle, caches=CacheSizes.disabled())
     for program, outcome in zip(batch, outcomes, strict=True):
