@@ -27,7 +27,6 @@ def register(sub: Any) -> None:
         "left alone), resumable after a crash, and published atomically.",
     )
     build.add_argument("domain", help=f"corpus domain: {' or '.join(DOMAINS)}")
-    build.add_argument("--embedder", dest="index_embedder", metavar="NAME", help="minilm, hashing or openai")
     build.add_argument("--index-type", metavar="TYPE", help="Milvus index type (default from config: FLAT)")
     build.add_argument(
         "--batch-rows", metavar="N", default=str(DEFAULT_BATCH_ROWS), help=f"rows per chunk (default {DEFAULT_BATCH_ROWS})"
@@ -50,10 +49,6 @@ def cmd_build(args: argparse.Namespace, cfg: Config) -> int:
         batch_rows = int(args.batch_rows)
     except ValueError:
         raise ConfigError(f"--batch-rows must be a whole number, got {args.batch_rows!r}") from None
-    if args.index_embedder:
-        cfg = cfg.replace(
-            embedder=dataclasses.replace(cfg.embedder, text=args.index_embedder, image=args.index_embedder)
-        )
     if args.index_type:
         cfg = cfg.replace(milvus=dataclasses.replace(cfg.milvus, index_type=args.index_type))
     result = build_index(cfg, args.domain, batch_rows=batch_rows, progress=False if args.no_progress else None)

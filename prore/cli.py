@@ -38,6 +38,41 @@ exit status:
 """
 
 
+GLOBAL_OPTIONS: tuple[tuple[str, str, str], ...] = (
+    ("--workspace", "DIR", "workspace directory (env PRORE_WORKSPACE; default ./workspace)"),
+    ("--config", "FILE", "YAML config (see docs/config.example.yaml)"),
+    ("--clickhouse-url", "URL", "ClickHouse server URL (default: embedded chDB)"),
+    ("--milvus-uri", "URI", "Milvus server URI (default: embedded Milvus Lite)"),
+    ("--embedder", "NAME", "embedder for text and image fields: minilm|hashing|openai"),
+)
+"""Options every command takes, before or after its name: (flag, metavar, help)."""
+
+
+def _add_global_options(parser: argparse.ArgumentParser, *, after_command: bool) -> None:
+    """Add :data:`GLOBAL_OPTIONS` to ``parser``.
+
+    On a command's parser they default to ``SUPPRESS``: argparse copies a command's namespace over the
+    top-level one, and an absent option must not reset a value given before the command. Given in
+    both places, the later one wins.
+    """
+    group = parser.add_argument_group("global options (before or after the command)") if after_command else parser
+    for flag, metavar, text in GLOBAL_OPTIONS:
+        if flag in parser._option_string_actions:  # a command that defines its own meaning keeps it
+            continue
+        kwargs = {"default": argparse.SUPPRESS} if after_command else {}
+        group.add_argument(flag, metavar=metavar, help=text, **kwargs)  # type: ignore[arg-type]
+
+
+def _command_parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every command and sub-command parser below ``parser``, each once (aliases share a parser)."""
+    found: list[argparse.ArgumentParser] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in dict.fromkeys(action.choices.values()):
+                found += [child, *_command_parsers(child)]
+    return found
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="prore",
@@ -45,19 +80,14 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--workspace",
-        metavar="DIR",
-        help="workspace directory (env PRORE_WORKSPACE; default ./workspace)",
-    )
-    parser.add_argument("--config", metavar="FILE", help="YAML config (see docs/config.example.yaml)")
-    parser.add_argument("--clickhouse-url", metavar="URL", help="ClickHouse server URL (default: embedded chDB)")
-    parser.add_argument("--milvus-uri", metavar="URI", help="Milvus server URI (default: embedded Milvus Lite)")
-    parser.add_argument("--embedder", metavar="NAME", help="embedder for text and image fields: minilm|hashing|openai")
+    _add_global_options(parser, after_command=False)
     sub = parser.add_subparsers(dest="command", metavar="<command>", required=True)
     indexing_commands.register(sub)
     serving_commands.register(sub)
     rl_commands.register(sub)
+    # The layers register their commands without knowing the global options; add them to each here.
+    for command in _command_parsers(parser):
+        _add_global_options(command, after_command=True)
     return parser
 
 
