@@ -285,3 +285,22 @@ def test_prore_execute_refuses_the_reported_escape(
     assert captured.out == ""
     lines = captured.err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error bad_unit: "), captured.err
+
+
+def test_a_bad_json_path_is_one_typed_error_and_nothing_on_stderr() -> None:
+    """In a fresh process (pytest's own log capture would hide sqlglot's warning): stderr stays empty."""
+    import subprocess
+    import sys
+
+    code = (
+        "from indexing.schema import PRODUCTS\n"
+        "from serving.dsl.safety import check_sql\n"
+        "from serving.dsl import ValidationError\n"
+        "try:\n"
+        "    check_sql(\"SELECT id FROM products WHERE JSON_EXTRACT(title, '$[.a') = 'x'\", PRODUCTS)\n"
+        "except ValidationError as exc:\n"
+        "    print(exc.code)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == Code.FORBIDDEN_FUNCTION
+    assert done.stderr == ""
