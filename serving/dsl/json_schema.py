@@ -12,12 +12,10 @@ is a bounded string; its rules are :func:`serving.dsl.validate`'s.
 
 from __future__ import annotations
 
-from indexing.schema import CorpusSchema, Role
+from indexing.schema import CorpusSchema
 from serving.dsl.limits import DEFAULT_LIMITS, DslLimits
 from serving.dsl.parse import ENTRY_REQUIRED, PROGRAM_KEYS
-from serving.dsl.program import MODALITIES, MODES
-
-_ROLE = {"text": Role.TEXT, "image": Role.IMAGE}
+from serving.dsl.program import MODALITIES, MODES, ROLE_OF
 
 
 def _entry_schema(modality: str, fields: tuple[str, ...], limits: DslLimits) -> dict[str, object]:
@@ -42,9 +40,9 @@ def program_json_schema(schema: CorpusSchema, limits: DslLimits = DEFAULT_LIMITS
     ``rerank <= k`` and placeholder use are not expressible here; :func:`serving.dsl.validate` checks them.
     """
     variants = [
-        _entry_schema(modality, schema.names(_ROLE[modality]), limits)
+        _entry_schema(modality, schema.names(ROLE_OF[modality]), limits)
         for modality in MODALITIES
-        if schema.names(_ROLE[modality])
+        if schema.names(ROLE_OF[modality])
     ]
     items: dict[str, object] = variants[0] if len(variants) == 1 else {"anyOf": variants}
     return {

@@ -13,12 +13,15 @@ import json
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from indexing.schema import Role
 from serving.dsl.limits import DEFAULT_LIMITS
 
 Modality = Literal["text", "image"]
 Mode = Literal["dense", "sparse", "fuse"]
 
 MODALITIES: tuple[Modality, ...] = get_args(Modality)
+ROLE_OF: dict[str, Role] = {"text": Role.TEXT, "image": Role.IMAGE}
+"""The schema role of the fields an entry of each modality searches."""
 """Entry types; the placeholder ``<text_k>`` / ``<image_k>`` names its entry's type."""
 
 MODES: tuple[Mode, ...] = get_args(Mode)

@@ -36,7 +36,7 @@ from sqlglot.dialects.clickhouse import ClickHouse
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokenizer_core import Token, TokenType
 
-from indexing.schema import CorpusSchema
+from indexing.schema import CorpusSchema, DType
 from serving.dsl.errors import Code, ValidationError
 from serving.dsl.limits import DEFAULT_LIMITS, DslLimits
 from serving.dsl.placeholders import (
@@ -549,6 +549,50 @@ def _atoms(tree: exp.Expr) -> Counter[str]:
     )
 
 
+# Nodes whose value is never a truth value: ClickHouse refuses them as a filter ("Illegal type ... for
+# filter") at run time; the schema says so before anything runs.
+_NOT_BOOLEAN = (
+    exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.Neg, exp.Interval, exp.Lower, exp.Upper, exp.Concat,
+    exp.Substring, exp.Length, exp.StrPosition, exp.Abs, exp.Round, exp.Floor, exp.Ceil, exp.DateDiff,
+    exp.DateAdd, exp.DateSub, exp.TimestampTrunc, exp.DateTrunc, exp.DayOfWeekIso, exp.Year, exp.Month,
+    exp.Day, exp.Extract, exp.Count, exp.Min, exp.Max, exp.Avg, exp.Sum, exp.Star,
+)  # fmt: skip
+_BOOLEAN_ANONYMOUS = frozenset({"empty", "notEmpty"})
+_CONNECTIVES = (exp.And, exp.Or)
+
+
+def _check_condition(node: exp.Expr | None, schema: CorpusSchema) -> None:
+    """Refuse a WHERE / HAVING condition, or an operand of AND / OR / NOT, that cannot be true or false."""
+    if node is None:
+        return
+    if isinstance(node, exp.Paren | exp.Not):
+        _check_condition(node.this, schema)
+        return
+    if isinstance(node, _CONNECTIVES):
+        _check_condition(node.this, schema)
+        _check_condition(node.expression, schema)
+        return
+    what: str | None = None
+    if isinstance(node, exp.Literal) and node.is_string:
+        what = f"the string {node.sql(dialect=_DIALECT)[:40]}"
+    elif isinstance(node, exp.Column) and sentinel_of(node) is None and schema.has(node.name):
+        dtype = schema.field(node.name).dtype
+        if dtype is not DType.BOOL:
+            what = f"the {dtype.value} column {node.name!r}"
+    elif isinstance(node, exp.Anonymous) and node.name not in _BOOLEAN_ANONYMOUS:
+        what = f"{node.name}(...)"
+    elif isinstance(node, exp.Cast) and node.to.this is not exp.DataType.Type.BOOLEAN:
+        what = f"a CAST to {node.to.sql(dialect=_DIALECT)}"
+    elif isinstance(node, _NOT_BOOLEAN):
+        what = f"{type(node).__name__.upper()} (not a truth value)"
+    if what is not None:
+        _fail_at(
+            f"a condition must be true or false, not {what}; compare it (=, <, IN, LIKE, ...)",
+            Code.NOT_BOOLEAN,
+            node,
+        )
+
+
 def _check_placeholder_slots(tree: exp.Select) -> None:
     # Before the allow-list walk, so that a placeholder in a wrong place is reported as such rather than
     # as whatever rule the surrounding clause breaks; the full placement rule is the placeholder pass's.
@@ -596,5 +640,9 @@ def check_sql(
     _check_placeholder_slots(tree)
     for node in tree.walk():
         _check_node(node, tree, schema, limits)
+    for select in tree.find_all(exp.Select):
+        for clause in ("where", "having"):
+            part = select.args.get(clause)
+            _check_condition(part.this if part is not None else None, schema)
     _check_round_trip(tree, schema, limits)
     return tree, sites

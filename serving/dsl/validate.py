@@ -23,14 +23,13 @@ from typing import NoReturn
 
 from sqlglot import exp
 
-from indexing.schema import CorpusSchema, Role
+from indexing.schema import CorpusSchema
 from serving.dsl.errors import Code, FormatError, ValidationError
 from serving.dsl.limits import DEFAULT_LIMITS, DslLimits
 from serving.dsl.placeholders import PlaceholderUse, placeholder_sites, restore_placeholders
-from serving.dsl.program import MODALITIES, MODES, Program, Retrieval
+from serving.dsl.program import MODALITIES, MODES, ROLE_OF, Program, Retrieval
 from serving.dsl.safety import check_sql
 
-_ROLE = {"text": Role.TEXT, "image": Role.IMAGE}
 _DIALECT = "clickhouse"
 
 
@@ -93,17 +92,17 @@ def _check_typed(program: Program) -> None:
 def _check_entry(entry: Retrieval, index: int, schema: CorpusSchema, limits: DslLimits) -> None:
     path = f"retrieval_list[{index}]"
     if not schema.has(entry.field):
-        wanted = schema.names(_ROLE[entry.type])
+        wanted = schema.names(ROLE_OF[entry.type])
         _invalid(
             f"no field {entry.field!r} in {schema.table}; {entry.type} fields: {', '.join(wanted) or 'none'}",
             Code.UNKNOWN_FIELD,
             f"{path}.field",
         )
     role = schema.field(entry.field).role
-    if role is not _ROLE[entry.type]:
+    if role is not ROLE_OF[entry.type]:
         _invalid(
             f"field {entry.field!r} is {role.value}; {entry.type} entries search one of: "
-            f"{', '.join(schema.names(_ROLE[entry.type])) or 'none'}",
+            f"{', '.join(schema.names(ROLE_OF[entry.type])) or 'none'}",
             Code.BAD_FIELD,
             f"{path}.field",
         )
