@@ -89,3 +89,31 @@ def test_strip_retrievals_lets_every_placeholder_predicate_pass() -> None:
     again = validate(parse_program({"sql": stripped, "retrieval_list": []}), PRODUCTS)
     assert again.normalized_sql == stripped
     assert strip_retrievals(v, table="prore.p").startswith("SELECT id FROM prore.p AS products WHERE")
+
+
+def test_substituted_sql_round_trips_for_any_program_and_any_ids() -> None:
+    """What runs reads back as the validated tree with the ids in place: same id lists, no other statement."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from tests.serving.strategies import generated_programs
+
+    ids = st.lists(st.text(min_size=1, max_size=12).filter(lambda s: "\x00" not in s), max_size=6)
+
+    @settings(max_examples=150, deadline=None)
+    @given(generated=generated_programs(PRODUCTS), data=st.data())
+    def check(generated: object, data: st.DataObject) -> None:
+        v = validate(generated.program, PRODUCTS)  # type: ignore[attr-defined]
+        id_sets = {i: data.draw(ids) for i in range(len(v.retrieval_list))}
+        sql = substitute(v, id_sets, table="prore.products__v0001")
+        statements = sqlglot.parse(sql, read="clickhouse")
+        assert len(statements) == 1 and isinstance(statements[0], exp.Select)
+        tree = statements[0]
+        assert {t.name for t in tree.find_all(exp.Table)} == {"products__v0001"}
+        assert tree.sql(dialect="clickhouse", comments=False) == sql
+        written = {i for s in id_sets.values() for i in s}
+        got = {lit.this for node in tree.find_all(exp.In) for lit in node.expressions if lit.is_string}
+        assert written <= got
+
+    check()
+
