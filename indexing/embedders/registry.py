@@ -1,4 +1,5 @@
-"""Embedders by name: the config says ``minilm``, ``hashing`` or ``openai``; code never branches on it.
+"""Embedders by name: the config says ``minilm`` (torch), ``minilm-onnx`` / ``minilm-onnx-int8`` (ONNX Runtime),
+``hashing`` or ``openai``; code never branches on it.
 
 >>> from indexing.config import EmbedderConfig
 >>> make_embedder(EmbedderConfig(text="hashing", hashing_dim=64), Role.TEXT).dim
@@ -6,7 +7,7 @@
 >>> make_embedder(EmbedderConfig(text="word2vec"), Role.TEXT)
 Traceback (most recent call last):
 ...
-indexing.errors.ConfigError: unknown embedder 'word2vec'; known embedders: hashing, minilm, openai
+indexing.errors.ConfigError: unknown embedder 'word2vec'; known embedders: hashing, minilm, minilm-onnx, minilm-onnx-int8, openai
 """
 
 from __future__ import annotations
@@ -39,6 +40,20 @@ def _minilm(cfg: EmbedderConfig) -> Embedder:
     from indexing.embedders.minilm import MiniLMEmbedder
 
     return MiniLMEmbedder(batch_size=cfg.batch_size)
+
+
+@EMBEDDERS.register("minilm-onnx")
+def _minilm_onnx(cfg: EmbedderConfig) -> Embedder:
+    from indexing.embedders.onnx import OnnxMiniLMEmbedder
+
+    return OnnxMiniLMEmbedder(batch_size=cfg.batch_size)
+
+
+@EMBEDDERS.register("minilm-onnx-int8")
+def _minilm_onnx_int8(cfg: EmbedderConfig) -> Embedder:
+    from indexing.embedders.onnx import OnnxMiniLMEmbedder
+
+    return OnnxMiniLMEmbedder(quantized=True, batch_size=cfg.batch_size)
 
 
 @EMBEDDERS.register("hashing")
@@ -109,3 +124,9 @@ def shared_embedder(cfg: EmbedderConfig, role: Role) -> CachedEmbedder:
             found = CachedEmbedder(make_embedder(cfg, role), maxsize=cfg.cache_size)
             _SHARED[key] = found
         return found
+
+
+def release_shared_embedders() -> None:
+    """Forget every process-wide cached embedder (models and cached vectors go with the last user)."""
+    with _SHARED_LOCK:
+        _SHARED.clear()

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -138,6 +138,15 @@ class _ClickHouseBase:
     """What both stores share: DDL helpers and counts written once over ``command``/``query``."""
 
     cfg: ClickHouseConfig
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def command(self, sql: str, *, params: Mapping[str, Any] | None = None) -> None:
         raise NotImplementedError
@@ -312,7 +321,11 @@ class ChdbStore(_ClickHouseBase):
         self._run(f"INSERT INTO {ident(table)} ({cols}) SELECT {cols} FROM Python(arrow_input)", "CSV", None)
 
     def close(self) -> None:
-        """No-op: the chDB session is shared by the whole process and ends with it."""
+        """Nothing to release: this store holds only the process's chDB session.
+
+        chDB binds one path per process, so that session is process-wide and lives until the process
+        exits; every :class:`ChdbStore` of the process shares it.
+        """
 
     def _trusted(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
         return _rows(self._arrow(sql, params))
@@ -380,6 +393,7 @@ class ClickHouseServerStore(_ClickHouseBase):
             self._call(lambda: self._client.insert_arrow(ident(table), data))
 
     def close(self) -> None:
+        """Close this store's client (each store owns one; see :func:`make_sql_store`). Twice is harmless."""
         self._client.close()
 
     def _trusted(self, sql: str, params: Mapping[str, Any] | None = None) -> list[tuple[Any, ...]]:
@@ -427,19 +441,14 @@ def _redact(url: str) -> str:
     return re.sub(r"//[^@/]*@", "//***@", url)
 
 
-_SERVER_STORES: dict[str, ClickHouseServerStore] = {}
-
-
 def make_sql_store(cfg: Config) -> ChdbStore | ClickHouseServerStore:
-    """The SQL store of ``cfg``: a server when ``clickhouse.url`` is set, else chDB (per process, cached)."""
+    """The SQL store of ``cfg`` for the caller to close: a server when ``clickhouse.url`` is set, else chDB.
+
+    A server store owns its own client (a connection pool), closed by its ``close()``. A chDB store
+    uses the process's one chDB session, which stays open for the process.
+    """
     ch = cfg.clickhouse
     if ch.url:
-        with _CHDB_LOCK:
-            store = _SERVER_STORES.get(ch.url)
-        if store is None or store.cfg != ch:
-            store = ClickHouseServerStore(ch.url, ch)
-            with _CHDB_LOCK:
-                _SERVER_STORES[ch.url] = store
-        return store
+        return ClickHouseServerStore(ch.url, ch)
     path = Path(ch.chdb_path) if ch.chdb_path else Workspace(cfg.workspace).chdb_path
     return ChdbStore(path, ch)

@@ -75,8 +75,71 @@ def check_index_config(cfg: MilvusConfig, *, lite: bool) -> None:
         raise ConfigError(f"metric {cfg.metric_type!r} is not supported; choose one of {', '.join(METRICS)}")
 
 
+class _Connection:
+    """One pymilvus client on one URI and the collections it has loaded; shared by the stores on that URI."""
+
+    def __init__(self, uri: str) -> None:
+        pymilvus: Any = require("pymilvus", "milvus")
+        # pymilvus pings every 10 s even when idle; Milvus Lite's gRPC server, embedded or in server
+        # mode, keeps gRPC's default policy and answers such pings with GOAWAY (too_many_pings), which
+        # drops the connection. Rare pings only on open calls are acceptable to every Milvus server.
+        options = {"grpc.keepalive_time_ms": 600_000, "grpc.keepalive_permit_without_calls": False}
+        try:
+            self.client: Any = pymilvus.MilvusClient(uri=uri, grpc_options=options)
+        except Exception as exc:
+            raise _error(exc, f"cannot connect to Milvus at {uri}") from None
+        self.uri = uri
+        self.loaded: set[str] = set()
+        self.lock = threading.Lock()
+        self.refs = 0
+        self.closed = False
+
+    def close(self) -> None:
+        """Close the client; for Milvus Lite also stop its in-process server and free its directory."""
+        self.closed = True
+        self.client.close()
+        if is_lite(self.uri):
+            manager: Any = require("milvus_lite.server_manager", "milvus")
+            manager.server_manager_instance.release_server(self.uri)
+
+
+_CONNECTIONS: dict[str, _Connection] = {}
+_CONNECTIONS_LOCK = threading.Lock()
+
+
+def _acquire(uri: str) -> _Connection:
+    with _CONNECTIONS_LOCK:
+        conn = _CONNECTIONS.get(uri)
+        if conn is None:
+            conn = _Connection(uri)
+            _CONNECTIONS[uri] = conn
+        conn.refs += 1
+        return conn
+
+
+def _release(conn: _Connection) -> None:
+    with _CONNECTIONS_LOCK:
+        conn.refs -= 1
+        last = conn.refs <= 0 and _CONNECTIONS.get(conn.uri) is conn
+        if last:
+            del _CONNECTIONS[conn.uri]
+    if last:
+        conn.close()
+
+
+def open_connections() -> dict[str, int]:
+    """URI -> number of open stores sharing its client (what is still open in this process)."""
+    with _CONNECTIONS_LOCK:
+        return {uri: conn.refs for uri, conn in _CONNECTIONS.items()}
+
+
 class MilvusStore:
-    """Collections of one corpus version each; see the module docstring for their fields."""
+    """Collections of one corpus version each; see the module docstring for their fields.
+
+    Every store on one URI shares the process's one client for it (reference-counted): the client
+    is opened with the first store and closed, with Milvus Lite's in-process server, when the last
+    store is closed. Close each store when done with it (``close()`` or a ``with`` block).
+    """
 
     def __init__(self, uri: str, cfg: MilvusConfig | None = None) -> None:
         self.cfg = cfg or MilvusConfig()
@@ -88,16 +151,12 @@ class MilvusStore:
         logging.getLogger("pymilvus.decorators").setLevel(logging.CRITICAL)
         if self.lite:
             Path(uri).parent.mkdir(parents=True, exist_ok=True)
-        # pymilvus pings every 10 s even when idle; Milvus Lite's gRPC server, embedded or in server
-        # mode, keeps gRPC's default policy and answers such pings with GOAWAY (too_many_pings), which
-        # drops the connection. Rare pings only on open calls are acceptable to every Milvus server.
-        options = {"grpc.keepalive_time_ms": 600_000, "grpc.keepalive_permit_without_calls": False}
-        try:
-            self._client = pymilvus.MilvusClient(uri=uri, grpc_options=options)
-        except Exception as exc:
-            raise _error(exc, f"cannot connect to Milvus at {uri}") from None
-        self._loaded: set[str] = set()
-        self._lock = threading.Lock()
+        self._conn: _Connection | None = _acquire(uri)
+        self._client = self._conn.client
+
+    @property
+    def closed(self) -> bool:
+        return self._conn is None or self._conn.closed
 
     def create_collection(self, name: str, schema: CorpusSchema, dims: Mapping[str, int]) -> None:
         """Create ``name`` for ``schema`` unless it exists; ``dims`` maps each vector field to its size."""
@@ -202,8 +261,9 @@ class MilvusStore:
         return sorted(str(n) for n in names if str(n).startswith(prefix))
 
     def drop_collection(self, name: str) -> None:
-        with self._lock:
-            self._loaded.discard(name)
+        conn = self._open()
+        with conn.lock:
+            conn.loaded.discard(name)
         if self.has_collection(name):
             self._call(lambda: self._client.drop_collection(name))
 
@@ -212,21 +272,33 @@ class MilvusStore:
         self._call(lambda: self._client.flush(name))
 
     def close(self) -> None:
-        """Close the client; for Milvus Lite also stop its in-process server and free its directory."""
-        self._client.close()
-        if self.lite:
-            manager: Any = require("milvus_lite.server_manager", "milvus")
-            manager.server_manager_instance.release_server(self.uri)
+        """Release this store's share of the client; the last store on a URI closes it. Twice is harmless."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            _release(conn)
+
+    def __enter__(self) -> MilvusStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _open(self) -> _Connection:
+        if self._conn is None or self._conn.closed:
+            raise StoreError(f"this Milvus store ({self.uri}) is closed", code="store_closed")
+        return self._conn
 
     def _ensure_loaded(self, name: str) -> None:
-        with self._lock:
-            if name in self._loaded:
+        conn = self._open()
+        with conn.lock:
+            if name in conn.loaded:
                 return
         self._call(lambda: self._client.load_collection(name))
-        with self._lock:
-            self._loaded.add(name)
+        with conn.lock:
+            conn.loaded.add(name)
 
     def _call(self, fn: Any, code: str = "milvus") -> Any:
+        self._open()
         try:
             return fn()
         except Exception as exc:
@@ -265,30 +337,27 @@ def _milvus_values(col: pa.ChunkedArray, dtype: DType) -> list[Any]:
     return list(col.to_pylist())
 
 
-_STORES: dict[str, MilvusStore] = {}
-_STORES_LOCK = threading.Lock()
-
-
 def milvus_uri(cfg: Config) -> str:
     """The configured server URI, or the absolute path of the workspace's Milvus Lite directory."""
     return cfg.milvus.uri or str(Workspace(cfg.workspace).milvus_path.resolve())
 
 
 def make_vector_store(cfg: Config) -> MilvusStore:
-    """The vector store of ``cfg``, one client per URI and process (opening it again is free)."""
-    uri = milvus_uri(cfg)
-    with _STORES_LOCK:
-        store = _STORES.get(uri)
-        if store is None or store.cfg != cfg.milvus:
-            store = MilvusStore(uri, cfg.milvus)
-            _STORES[uri] = store
-        return store
+    """A vector store of ``cfg`` for the caller to close; it shares the process's client for its URI."""
+    return MilvusStore(milvus_uri(cfg), cfg.milvus)
 
 
-def release_vector_stores() -> None:
-    """Close every cached client (frees Milvus Lite's directory lock for another process)."""
-    with _STORES_LOCK:
-        stores = list(_STORES.values())
-        _STORES.clear()
-    for store in stores:
-        store.close()
+def close_all() -> None:
+    """Close every client of this process at once (frees Milvus Lite's directory for another process).
+
+    Stores still holding one fail afterwards with ``store_closed``; meant for process shutdown and tests.
+    """
+    with _CONNECTIONS_LOCK:
+        conns = list(_CONNECTIONS.values())
+        _CONNECTIONS.clear()
+    for conn in conns:
+        conn.close()
+
+
+release_vector_stores = close_all
+"""The former name of :func:`close_all`."""
