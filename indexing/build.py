@@ -3,7 +3,8 @@
 A build writes version ``vNNNN``: ClickHouse table ``<db>.<table>__vNNNN``, Milvus collection
 ``<table>__vNNNN`` and BM25 indexes in ``indexes/<domain>/vNNNN/bm25/``. It then checks that every
 store holds exactly the corpus rows, writes ``version.json`` and only then switches ``CURRENT``.
-The previously published version is kept (readers holding it keep working); older ones are dropped.
+The previously published version is kept, and so is every version an open
+:class:`~indexing.index.IndexHandle` leases (see :mod:`indexing.publish`); older ones are dropped.
 
 * **Idempotent.** If CURRENT was built from the same corpus fingerprint with the same embedder and
   index settings (the *build key*), nothing is done.
@@ -45,6 +46,7 @@ from indexing.embedders.registry import embedder_identity, make_embedder
 from indexing.errors import StoreError
 from indexing.index import (
     BM25_DIR,
+    CURRENT,
     VERSION_FILE,
     VERSION_RE,
     bm25_dir,
@@ -54,6 +56,8 @@ from indexing.index import (
     read_version,
     version_name,
 )
+from indexing.publish import READERS, claim
+from indexing.publish import list_versions as versions_under
 from indexing.schema import CorpusSchema, Role, schema_for
 from indexing.stores import bm25 as bm25_store
 from indexing.stores.bm25 import STEMMER_LANGUAGE, STOPWORDS, Bm25Index
@@ -94,6 +98,8 @@ class BuildResult:
     rows_written: int = 0
     resumed_from_chunk: int = 0
     dropped: tuple[str, ...] = ()
+    in_use: tuple[str, ...] = ()
+    """Older versions kept because a reader still leases them; a later build drops them once released."""
     times: StageTimes = field(default_factory=StageTimes)
 
     def summary(self) -> str:
@@ -107,7 +113,8 @@ class BuildResult:
         if self.status == "resumed":
             how = f"resumed at chunk {self.resumed_from_chunk}" if self.rows_written else "republished, already complete"
         dropped = f"; dropped {', '.join(self.dropped)}" if self.dropped else ""
-        return f"{self.domain}: published {self.version} with {self.rows} docs ({how}){dropped}"
+        kept = f"; kept {', '.join(self.in_use)} (in use)" if self.in_use else ""
+        return f"{self.domain}: published {self.version} with {self.rows} docs ({how}){dropped}{kept}"
 
 
 def embedders_for(cfg: Config, schema: CorpusSchema) -> dict[Role, Embedder]:
@@ -168,9 +175,7 @@ def build_index(
     settings = build_settings(cfg, schema, manifest, embedders)
     key = build_key(settings)
     ws.index_root(domain).mkdir(parents=True, exist_ok=True)
-    with _build_lock(ws, domain):
-        sql = make_sql_store(cfg)
-        vec = make_vector_store(cfg)
+    with _build_lock(ws, domain), make_sql_store(cfg) as sql, make_vector_store(cfg) as vec:
         current = read_current(ws, domain)
         if current and _is_built(cfg, ws, schema, current, key, sql, vec):
             return BuildResult(
@@ -190,8 +195,8 @@ def build_index(
         builder = _Builder(cfg, ws, schema, manifest, embedders, sql, vec, version, journal, progress)
         result = builder.run(on_chunk, resumed=resumed)
         kept = {version} | ({current} if current else set())
-        gone = _collect_garbage(cfg, ws, schema, kept, sql, vec)
-        return dataclasses.replace(result, dropped=tuple(dropped + gone))
+        gone, in_use = _collect_garbage(cfg, ws, schema, kept, sql, vec)
+        return dataclasses.replace(result, dropped=tuple(dropped + gone), in_use=tuple(in_use))
 
 
 class _Builder:
@@ -329,10 +334,11 @@ class _Builder:
             "settings": self.journal["settings"],
             "published_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
+        (self.dir / READERS).touch()
         atomic_write_json(self.dir / VERSION_FILE, meta)
         self.journal["state"] = "complete"
         atomic_write_json(self.dir / JOURNAL, self.journal)
-        atomic_write_text(self.ws.index_root(self.schema.domain) / "CURRENT", self.version + "\n")
+        atomic_write_text(self.ws.index_root(self.schema.domain) / CURRENT, self.version + "\n")
 
     @contextlib.contextmanager
     def _timed(self, stage: str) -> Iterator[None]:
@@ -383,10 +389,8 @@ def _is_built(
 
 
 def list_versions(ws: Workspace, domain: str) -> list[str]:
-    root = ws.index_root(domain)
-    if not root.is_dir():
-        return []
-    return sorted(p.name for p in root.iterdir() if p.is_dir() and VERSION_RE.match(p.name))
+    """The version directories of ``domain``'s index, oldest first (complete or not)."""
+    return versions_under(ws.index_root(domain))
 
 
 def _read_journal(ws: Workspace, domain: str, version: str) -> dict[str, Any] | None:
@@ -421,8 +425,7 @@ def _pick_version(
         complete = read_version(ws, domain, v) is not None
         if journal and journal.get("build_key") == key and journal.get("state") in ("building", "complete"):
             resume = (v, journal)
-        elif not complete:
-            _drop_version(cfg, ws, schema, v, sql, vec)
+        elif not complete and _drop_version(cfg, ws, schema, v, sql, vec):
             dropped.append(v)
     if resume is not None:
         version, journal = resume
@@ -441,13 +444,15 @@ def _collect_garbage(
     keep: set[str],
     sql: ChdbStore | ClickHouseServerStore,
     vec: MilvusStore,
-) -> list[str]:
-    gone = []
+) -> tuple[list[str], list[str]]:
+    """Drop every version outside ``keep`` that no reader leases: ``(dropped, kept because in use)``."""
+    gone: list[str] = []
+    in_use: list[str] = []
     for v in list_versions(ws, schema.domain):
-        if v not in keep:
-            _drop_version(cfg, ws, schema, v, sql, vec)
-            gone.append(v)
-    return gone
+        if v in keep:
+            continue
+        (gone if _drop_version(cfg, ws, schema, v, sql, vec) else in_use).append(v)
+    return gone, in_use
 
 
 def _drop_version(
@@ -457,14 +462,23 @@ def _drop_version(
     version: str,
     sql: ChdbStore | ClickHouseServerStore,
     vec: MilvusStore,
-) -> None:
-    """Remove a version from every store; the directory goes last, so a crash here is retried."""
-    sql.drop_table(physical_table(cfg, schema, version))
-    vec.drop_collection(collection_name(schema, version))
+) -> bool:
+    """Remove a version from every store unless a reader leases it; ``False`` if it is in use.
+
+    ``version.json`` goes first, so no new lease starts on a half-dropped version, and the
+    directory goes last, so a crash here is retried by the next build.
+    """
     vdir = ws.index_dir(schema.domain, version)
-    for f in schema.vector_fields:
-        bm25_store.forget(vdir / BM25_DIR / f)
-    shutil.rmtree(vdir, ignore_errors=True)
+    with claim(vdir) as claimed:
+        if not claimed and vdir.is_dir():
+            return False
+        (vdir / VERSION_FILE).unlink(missing_ok=True)
+        sql.drop_table(physical_table(cfg, schema, version))
+        vec.drop_collection(collection_name(schema, version))
+        for f in schema.vector_fields:
+            bm25_store.forget(vdir / BM25_DIR / f)
+        shutil.rmtree(vdir, ignore_errors=True)
+    return True
 
 
 @contextlib.contextmanager

@@ -8,35 +8,39 @@ indexing.errors.StoreError: no published ecommerce index in no-such-workspace; r
 
 Versions live under ``indexes/<domain>/``: ``CURRENT`` names the published one (switched by an
 atomic write), and ``vNNNN/version.json`` exists only once that version is complete. A reader
-therefore never sees a half-built index. Clients, models and BM25 indexes are cached per process,
-so opening an index again costs two small file reads.
+therefore never sees a half-built index.
+
+**Lifetimes.** A handle holds a lease on its version (:class:`indexing.publish.Lease`), so index
+builds keep that version, tables and collection included, until the handle is closed; a service
+moves to a newly published version with :meth:`IndexHandle.refresh`. A handle owns one reference
+to the SQL store and one to the vector store and releases them in :meth:`IndexHandle.close` (or at
+the end of a ``with`` block). What outlives handles is process-wide and bounded or explicit: the
+Milvus client per URI (closed with its last store), the chDB session (the process's lifetime),
+loaded BM25 indexes (a bounded cache) and embedding models with their caches (one per settings);
+:func:`close_all` ends all but the chDB session.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from indexing.config import Config, EmbedderConfig
 from indexing.embedders.base import Embedder
-from indexing.embedders.registry import shared_embedder, with_identity
+from indexing.embedders.registry import release_shared_embedders, shared_embedder, with_identity
 from indexing.errors import CorpusError, StoreError
+from indexing.publish import CURRENT, VERSION_RE, Lease, lease_current, version_name
+from indexing.publish import read_current as read_current_of
 from indexing.schema import CorpusSchema, Role, schema_for
 from indexing.stores.base import Hit, SqlStore, VectorStore
 from indexing.workspace import Workspace
 
-CURRENT = "CURRENT"
+__all__ = ["BM25_DIR", "CURRENT", "VERSION_FILE", "VERSION_RE", "IndexHandle", "close_all", "open_index", "version_name"]
+
 VERSION_FILE = "version.json"
-VERSION_RE = re.compile(r"^v(\d{4})$")
 BM25_DIR = "bm25"
-
-
-def version_name(number: int) -> str:
-    """``3`` -> ``v0003``."""
-    return f"v{number:04d}"
 
 
 def physical_table(cfg: Config, schema: CorpusSchema, version: str) -> str:
@@ -51,11 +55,7 @@ def collection_name(schema: CorpusSchema, version: str) -> str:
 
 def read_current(ws: Workspace, domain: str) -> str | None:
     """The published version of ``domain``, or ``None`` if none was ever published."""
-    path = ws.index_root(domain) / CURRENT
-    if not path.is_file():
-        return None
-    name = path.read_text().strip()
-    return name if VERSION_RE.match(name) else None
+    return read_current_of(ws.index_root(domain))
 
 
 def read_version(ws: Workspace, domain: str, version: str) -> dict[str, Any] | None:
@@ -75,28 +75,45 @@ def bm25_dir(ws: Workspace, domain: str, version: str, field: str) -> Path:
 
 
 def open_index(cfg: Config, domain: str, version: str | None = None) -> IndexHandle:
-    """A handle on the CURRENT version of ``domain`` (or on ``version``, which must be complete)."""
+    """A handle on the CURRENT version of ``domain`` (or on ``version``, which must be complete).
+
+    The handle leases its version until :meth:`IndexHandle.close`; close it (or use ``with``).
+    """
     schema = schema_for(domain)
     ws = Workspace(cfg.workspace)
-    name = version or read_current(ws, domain)
-    if name is None:
+    if version is None:
+        lease = lease_current(ws.index_root(domain), marker=VERSION_FILE)
+        if lease is None and read_current(ws, domain) is None:
+            raise StoreError(
+                f"no published {domain} index in {ws.root}; run: prore index build {domain}", code="no_index"
+            )
+    else:
+        lease = Lease.acquire(ws.index_dir(domain, version), marker=VERSION_FILE) if VERSION_RE.match(version) else None
+    meta = read_version(ws, domain, lease.directory.name) if lease is not None else None
+    if lease is None or meta is None:
+        if lease is not None:
+            lease.release()
         raise StoreError(
-            f"no published {domain} index in {ws.root}; run: prore index build {domain}", code="no_index"
-        )
-    meta = read_version(ws, domain, name)
-    if meta is None:
-        raise StoreError(
-            f"{domain} index version {name!r} is not a complete version in {ws.root}; "
-            f"run: prore index info {domain}",
+            f"{domain} index version {version or read_current(ws, domain)!r} is not a complete version in "
+            f"{ws.root}; run: prore index info {domain}",
             code="no_index",
         )
-    return IndexHandle(cfg, schema, name, meta)
+    try:
+        return IndexHandle(cfg, schema, lease.directory.name, meta, lease=lease)
+    except BaseException:
+        lease.release()
+        raise
 
 
 class IndexHandle:
-    """One published version: its SQL table, Milvus collection, BM25 indexes and embedders."""
+    """One published version: its SQL table, Milvus collection, BM25 indexes and embedders.
 
-    def __init__(self, cfg: Config, schema: CorpusSchema, version: str, meta: dict[str, Any]) -> None:
+    Safe to share between threads. See the module docstring for what it holds and releases.
+    """
+
+    def __init__(
+        self, cfg: Config, schema: CorpusSchema, version: str, meta: dict[str, Any], *, lease: Lease | None = None
+    ) -> None:
         from indexing.stores.clickhouse import make_sql_store
         from indexing.stores.milvus import make_vector_store
 
@@ -107,19 +124,47 @@ class IndexHandle:
         self.rows = int(meta.get("rows", 0))
         self.table = physical_table(cfg, schema, version)
         self.collection = collection_name(schema, version)
-        self.sql: SqlStore = make_sql_store(cfg)
-        self.vectors: VectorStore = make_vector_store(cfg)
         self._ws = Workspace(cfg.workspace)
         self._embedder_cfg = embedder_config_of(cfg.embedder, meta)
+        self._bm25: dict[str, Any] = {}
+        self._lease = lease
+        self._closed = False
+        self.sql: SqlStore = make_sql_store(cfg)
+        try:
+            self.vectors: VectorStore = make_vector_store(cfg)
+        except BaseException:
+            self.sql.close()
+            raise
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def is_current(self) -> bool:
+        """Whether this handle's version is the one CURRENT names now."""
+        return read_current(self._ws, self.schema.domain) == self.version
+
+    def refresh(self) -> IndexHandle:
+        """A handle on the version CURRENT names now: this handle when it is that version, else a new one.
+
+        A long-lived service calls this between requests, swaps to the returned handle and closes
+        the old one once no request uses it; the old version stays readable until then.
+        """
+        self._check_open()
+        if self.is_current():
+            return self
+        return open_index(self.cfg, self.schema.domain)
 
     def embedder(self, field: str) -> Embedder:
         """The cached embedder that built ``field``'s vectors (shared by every field of its role)."""
+        self._check_open()
         return shared_embedder(self._embedder_cfg, self._vector_role(field))
 
     def dense_search(
         self, field: str, queries: Sequence[str], k: int, *, filter: str | None = None
     ) -> list[list[Hit]]:
         """Top-``k`` ids per query on ``field``: one batched embedding, one Milvus search request."""
+        self._check_open()
         self._vector_role(field)
         if not queries:
             return []
@@ -130,13 +175,19 @@ class IndexHandle:
         """Top-``k`` ids per query by BM25 on ``field``."""
         from indexing.stores.bm25 import load_cached
 
+        self._check_open()
         self._vector_role(field)
         if not queries:
             return []
-        return load_cached(bm25_dir(self._ws, self.schema.domain, self.version, field)).search(queries, k)
+        index = self._bm25.get(field)
+        if index is None:
+            index = self._bm25[field] = load_cached(bm25_dir(self._ws, self.schema.domain, self.version, field))
+        result: list[list[Hit]] = index.search(queries, k)
+        return result
 
     def fetch_docs(self, ids: Sequence[str], fields: Sequence[str]) -> list[dict[str, Any]]:
         """``fields`` of each known id, in the order of ``ids``, fetched with one SQL query."""
+        self._check_open()
         columns = ["id", *[f for f in dict.fromkeys(fields) if f != "id"]]
         for f in columns:
             self.schema.field(f)
@@ -151,8 +202,22 @@ class IndexHandle:
         return [dict(by_id[i]) for i in ids if i in by_id]
 
     def close(self) -> None:
-        """Release what this handle holds; shared clients and models stay for the next handle."""
-        self.meta = {}
+        """Release what this handle holds: its version's lease and its store references. Twice is harmless.
+
+        Afterwards the next index build may drop this version; using the handle raises ``closed``.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self._bm25.clear()
+        try:
+            self.sql.close()
+        finally:
+            try:
+                self.vectors.close()
+            finally:
+                if self._lease is not None:
+                    self._lease.release()
 
     def __enter__(self) -> IndexHandle:
         return self
@@ -161,7 +226,12 @@ class IndexHandle:
         self.close()
 
     def __repr__(self) -> str:
-        return f"IndexHandle({self.schema.domain!r}, {self.version!r}, rows={self.rows})"
+        state = ", closed" if self._closed else ""
+        return f"IndexHandle({self.schema.domain!r}, {self.version!r}, rows={self.rows}{state})"
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"the {self.schema.domain} index handle on {self.version} is closed", code="closed")
 
     def _vector_role(self, field: str) -> Role:
         role = self.schema.field(field).role
@@ -177,3 +247,16 @@ class IndexHandle:
 def embedder_config_of(current: EmbedderConfig, meta: dict[str, Any]) -> EmbedderConfig:
     """The embedder settings a version was built with; where to reach them (endpoint) stays current."""
     return with_identity(current, meta.get("embedder_config") or {})
+
+
+def close_all() -> None:
+    """Close what this process keeps open across handles: Milvus clients, loaded BM25 indexes, embedders.
+
+    For process shutdown and tests; handles still open fail afterwards. The chDB session stays: chDB
+    binds one path per process for the process's lifetime.
+    """
+    from indexing.stores import bm25, milvus
+
+    milvus.close_all()
+    bm25.forget_all()
+    release_shared_embedders()
