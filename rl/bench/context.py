@@ -1,23 +1,29 @@
-"""Everything synthesis reads once per domain: the engine, the corpus, value and facet statistics,
+"""Everything synthesis reads once per domain: the engine, value and facet statistics of the corpus,
 the gold-width retrieval ranks of every query phrase, and the gold-document pools of the splits.
+
+The corpus is never held in memory as a whole: its statistics are streamed from the corpus files, a
+few columns at a time, and documents are fetched from the index by id when synthesis needs them (in
+one query per batch of candidates). Super-queries are counted by :func:`serving.engine.count.count_many`.
 """
 
 from __future__ import annotations
 
 import random
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import sqlglot
+from sqlglot import exp
 from tqdm import tqdm
 
 from indexing.config import Config
-from indexing.corpora.files import corpus_manifest, iter_corpus
+from indexing.corpora.files import corpus_manifest, part_paths
 from indexing.schema import CorpusSchema, schema_for
 from indexing.workspace import Workspace
-from rl.bench.compile import literal
 from rl.bench.errors import BenchError
 from rl.bench.leaves import CATEGORICAL, DomainFacts
 from rl.bench.phrases import PhraseBook
@@ -32,8 +38,12 @@ FACET_SAMPLE = 20_000
 """Documents scanned to learn which facets each field carries (all of them in a smaller corpus)."""
 PROBE_BATCH = 512
 """Probe programs per ``execute_many`` call when ranking every query phrase."""
-SUPER_BATCH = 128
-"""Super-queries counted in one ClickHouse scan."""
+SUPER_BATCH = 64
+"""Super-queries counted in one ClickHouse scan (two counts each)."""
+STREAM_ROWS = 10_000
+"""Rows per batch when streaming columns of the corpus files."""
+FETCH_BATCH = 1_000
+"""Documents fetched from the index in one query."""
 MIN_POOL_DOCS = 30
 """Below this many gold documents per side, train and the evaluation splits share one pool."""
 
@@ -117,60 +127,95 @@ class BenchContext:
                 f"{self.corpus_fingerprint}); run: prore index build {domain}",
                 code="bench_stale_index",
             )
-        self.table: pa.Table = pa.concat_tables(list(iter_corpus(ws, self.schema)))
-        self.corpus_rows = self.table.num_rows
+        self._ws = ws
+        self._ids: list[str] = [str(v) for batch in self._stream(["id"]) for v in batch.column("id").to_pylist()]
+        """Document ids in corpus order: row ``i`` of the corpus is ``_ids[i]``."""
+        self.corpus_rows = len(self._ids)
         if self.corpus_rows == 0:
             raise BenchError(f"the {domain} corpus is empty", code="bench_corpus")
-        self._columns = {name: self.table.column(name) for name in self.table.column_names}
-        self._index = {str(v): i for i, v in enumerate(self._columns["id"].to_pylist())}
         self.book = PhraseBook(domain)
         self.facts = self._facts()
         self.ranks = RankTable()
         self._pools = self._make_pools()
-        self._owners: dict[bool, frozenset[int]] = {}
+        self._owners: dict[bool, frozenset[str]] = {}
         for ood in (False, True):
             self.ranks.fill(engine, self.schema, self.phrase_pairs(ood), progress=progress)
             self._owners[ood] = self._first_owners(ood)
 
     # -- corpus ---------------------------------------------------------------------------------
+    def _stream(self, columns: Sequence[str]) -> Iterator[pa.Table]:
+        """Only ``columns`` of the corpus, in corpus order, :data:`STREAM_ROWS` rows at a time."""
+        for part in part_paths(self._ws, self.domain):
+            for rb in pq.ParquetFile(part).iter_batches(batch_size=STREAM_ROWS, columns=list(columns)):
+                yield pa.Table.from_batches([rb])
+
+    def doc_id(self, i: int) -> str:
+        """The id of document ``i`` of the corpus."""
+        return self._ids[i]
+
+    def rows(self, rows: Sequence[int]) -> list[dict[str, Any]]:
+        """Documents ``rows`` of the corpus as dicts, in order (fetched from the index in batches)."""
+        return self.docs_by_id([self._ids[i] for i in rows])
+
     def row(self, i: int) -> dict[str, Any]:
         """Document ``i`` of the corpus as a dict."""
-        return {name: col[i].as_py() for name, col in self._columns.items()}
+        return self.rows([i])[0]
+
+    def docs_by_id(self, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """The documents with these ids as dicts, in order; the index answers like the corpus files."""
+        wanted = list(dict.fromkeys(ids))
+        found: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(wanted), FETCH_BATCH):
+            chunk = wanted[start : start + FETCH_BATCH]
+            for doc in self.engine.handle.fetch_docs(chunk, self.schema.columns):
+                found[str(doc["id"])] = doc
+        missing = [d for d in wanted if d not in found]
+        if missing:
+            raise BenchError(
+                f"document {missing[0]} of the {self.domain} corpus is not in index {self.index_version}; "
+                f"run: prore index build {self.domain}",
+                code="bench_stale_index",
+            )
+        return [found[d] for d in ids]
 
     def row_by_id(self, doc_id: str) -> dict[str, Any]:
         """The document with id ``doc_id`` as a dict."""
-        return self.row(self._index[doc_id])
+        return self.docs_by_id([doc_id])[0]
 
     def _facts(self) -> DomainFacts:
         cats = CATEGORICAL[self.domain]
-        values = {}
-        for name in cats:
-            counts = Counter(str(v) for v in self._columns[name].to_pylist())
-            values[name] = tuple(v for v, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-        by_category: dict[str, dict[str, tuple[str, ...]]] = {}
-        if "category" in self._columns:
-            pairs: dict[str, dict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
-            category = self._columns["category"].to_pylist()
-            for name in ("brand", "color"):
-                for c, v in zip(category, self._columns[name].to_pylist(), strict=True):
-                    pairs[str(c)][name][str(v)] += 1
-            by_category = {
-                c: {n: tuple(v for v, _ in sorted(cnt.items(), key=lambda kv: (-kv[1], kv[0]))) for n, cnt in d.items()}
-                for c, d in pairs.items()
-            }
+        has_category = "category" in self.schema.columns
+        counts: dict[str, Counter[str]] = {name: Counter() for name in cats}
+        pairs: dict[str, dict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
+        for batch in self._stream(cats):
+            for name in cats:
+                for item in pc.value_counts(batch.column(name)).to_pylist():
+                    counts[name][str(item["values"])] += int(item["counts"])
+            if has_category:
+                for name in ("brand", "color"):
+                    grouped = batch.group_by(["category", name]).aggregate([([], "count_all")])
+                    for c, v, n in zip(*(grouped.column(k).to_pylist() for k in ("category", name, "count_all")), strict=True):
+                        pairs[str(c)][name][str(v)] += int(n)
+        values = {name: _by_count(cnt) for name, cnt in counts.items()}
+        by_category = {c: {n: _by_count(cnt) for n, cnt in d.items()} for c, d in pairs.items()}
+        return DomainFacts(self.schema, values, by_category, self._sampled_facets(has_category))
+
+    def _sampled_facets(self, has_category: bool) -> dict[str, tuple[str, ...]]:
+        """Facets carried by every ``step``-th document (all of them in a corpus of at most :data:`FACET_SAMPLE`)."""
         step = max(1, self.corpus_rows // FACET_SAMPLE)
+        names = list(self.schema.vector_fields)
         found: dict[str, Counter[str]] = defaultdict(Counter)
-        category_col = self._columns.get("category")
-        for i in range(0, self.corpus_rows, step):
-            cat = None if category_col is None else str(category_col[i].as_py())
-            for name in self.schema.vector_fields:
-                found[name].update(set(self.book.carried(name, str(self._columns[name][i].as_py()), cat)))
-        facets = {
-            name: tuple(k for k, _ in sorted(cnt.items(), key=lambda kv: (-kv[1], kv[0])))
-            for name, cnt in found.items()
-            if cnt
-        }
-        return DomainFacts(self.schema, values, by_category, facets)
+        first = 0  # corpus row of the batch's first row
+        for batch in self._stream([*names, *(["category"] if has_category else [])]):
+            offset = (-first) % step
+            picked = batch.take(pa.array(range(offset, batch.num_rows, step), type=pa.int64()))
+            cols = {name: picked.column(name).to_pylist() for name in picked.column_names}
+            for j in range(picked.num_rows):
+                cat = str(cols["category"][j]) if has_category else None
+                for name in names:
+                    found[name].update(set(self.book.carried(name, str(cols[name][j]), cat)))
+            first += batch.num_rows
+        return {name: _by_count(cnt) for name, cnt in found.items() if cnt}
 
     def phrase_pairs(self, ood: bool) -> list[tuple[str, str]]:
         """Every (field, phrase) a leaf of a split may search (``ood``: the OOD paraphrases)."""
@@ -181,27 +226,29 @@ class BenchContext:
             for phrase in self.book.paraphrases(key, ood)
         ]
 
-    def _first_owners(self, ood: bool) -> frozenset[int]:
-        """Rows ranked first for a phrase of a facet they carry: the only possible gold documents of
+    def _first_owners(self, ood: bool) -> frozenset[str]:
+        """Ids ranked first for a phrase of a facet they carry: the only possible gold documents of
         a one-condition semantic query."""
+        firsts = [
+            (name, key, doc)
+            for name, keys in self.facts.facets.items()
+            for key in keys
+            for phrase in self.book.paraphrases(key, ood)
+            if (doc := self.ranks.first(name, phrase)) is not None
+        ]
+        docs = {str(d["id"]): d for d in self.docs_by_id(sorted({doc for _, _, doc in firsts}))}
         owners = set()
-        category_col = self._columns.get("category")
-        for name, keys in self.facts.facets.items():
-            for key in keys:
-                for phrase in self.book.paraphrases(key, ood):
-                    doc = self.ranks.first(name, phrase)
-                    if doc is None:
-                        continue
-                    i = self._index[doc]
-                    cat = None if category_col is None else str(category_col[i].as_py())
-                    if key in self.book.carried(name, str(self._columns[name][i].as_py()), cat):
-                        owners.add(i)
+        for name, key, doc_id in firsts:
+            row = docs[doc_id]
+            cat = None if row.get("category") is None else str(row["category"])
+            if key in self.book.carried(name, str(row[name]), cat):
+                owners.add(doc_id)
         return frozenset(owners)
 
     def single_condition_pool(self, split: str) -> list[int]:
         """Gold rows of ``split`` that some one-condition semantic query can rank first."""
         owners = self._owners[split == "ood"]
-        return [i for i in self._pools[split] if i in owners]
+        return [i for i in self._pools[split] if self._ids[i] in owners]
 
     # -- splits ---------------------------------------------------------------------------------
     def _make_pools(self) -> dict[str, list[int]]:
@@ -232,32 +279,29 @@ class BenchContext:
 
     def super_counts(self, items: Sequence[tuple[Program, str]]) -> list[tuple[int, bool] | None]:
         """For each (program, gold id): how many documents pass its structure-only super-query, and
-        whether the gold document is among them (``None`` for a program that does not validate).
-        One ClickHouse scan counts :data:`SUPER_BATCH` programs."""
+        whether the gold document is among them (``None`` for a program that does not validate or
+        whose count fails). One ClickHouse scan counts :data:`SUPER_BATCH` programs."""
         from serving.dsl import DslError, strip_retrievals
+        from serving.engine.count import count_many
 
-        wheres: list[str | None] = []
-        for program, _ in items:
+        conditions: list[exp.Expression] = []
+        counted: list[int] = []
+        for j, (program, gold) in enumerate(items):
             try:
                 # The engine caches what it validates here, so the rank filter does not redo it.
-                stripped = strip_retrievals(self.engine.prepare(program).validated)
+                validated = self.engine.prepare(program).validated
             except DslError:
-                wheres.append(None)
                 continue
-            wheres.append(_where_of(stripped, self.schema.table))
+            where = _where_of(strip_retrievals(validated, table=self.engine.handle.table))
+            is_gold = exp.EQ(this=exp.column("id"), expression=exp.Literal.string(gold))
+            conditions += [where, exp.And(this=exp.Paren(this=where.copy()), expression=is_gold)]
+            counted.append(j)
+        counts = count_many(self.engine, conditions, batch=2 * SUPER_BATCH)
         out: list[tuple[int, bool] | None] = [None] * len(items)
-        todo = [j for j, w in enumerate(wheres) if w is not None]
-        for start in range(0, len(todo), SUPER_BATCH):
-            chunk = todo[start : start + SUPER_BATCH]
-            cols = []
-            for j in chunk:
-                cols.append(f"countIf({wheres[j]}) AS n{j}")
-                cols.append(f"countIf(({wheres[j]}) AND id = {literal(items[j][1])}) AS g{j}")
-            settings = self.engine.limits.settings(len(chunk))
-            sql = f"SELECT {', '.join(cols)} FROM {self.engine.handle.table}"
-            values = self.engine.handle.sql.query(sql, settings=settings)[0]
-            for c, j in enumerate(chunk):
-                out[j] = (int(values[2 * c]), int(values[2 * c + 1]) > 0)
+        for c, j in enumerate(counted):
+            n, g = counts[2 * c], counts[2 * c + 1]
+            if isinstance(n, int) and isinstance(g, int):
+                out[j] = (n, g > 0)
         return out
 
     def close(self) -> None:
@@ -265,13 +309,15 @@ class BenchContext:
             self.engine.close()
 
 
-def _where_of(sql: str, table: str) -> str:
-    """The WHERE condition of a single-table ``SELECT`` (``1`` when it has none)."""
-    head = f"SELECT DISTINCT id FROM {table} WHERE "
-    if sql.startswith(head) and " FROM " not in sql[len(head) :]:
-        return sql[len(head) :]  # the compiled form: no need to parse it again
+def _by_count(counts: Counter[str]) -> tuple[str, ...]:
+    """Keys most frequent first, ties by key."""
+    return tuple(k for k, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _where_of(sql: str) -> exp.Expression:
+    """The WHERE condition of a single-table ``SELECT`` as a tree (``TRUE`` when it has none)."""
     where = sqlglot.parse_one(sql, read="clickhouse").args.get("where")
-    return "1" if where is None else str(where.this.sql(dialect="clickhouse"))
+    return exp.true() if where is None else where.this
 
 
 def open_context(

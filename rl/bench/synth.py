@@ -127,11 +127,15 @@ class _SplitRun:
         self.next_attempt: Counter[int] = Counter()
         self.last_accept: Counter[int] = Counter()
 
-    def candidate(self, level: int, attempt: int) -> Candidate | None:
+    def draw(self, level: int, attempt: int) -> tuple[random.Random, int]:
+        """The attempt's random stream and the corpus row of its gold document."""
         rng = random.Random(f"{self.cfg.seed}:{self.ctx.domain}:{self.split}:{level}:{attempt}")
         # A one-condition query has a gold document only where that condition ranks it first.
         pool = self.l1_pool if level == 1 and rng.random() < L1_FROM_OWNERS else self.pool
-        doc = self.ctx.row(pool[rng.randrange(len(pool))])
+        return rng, pool[rng.randrange(len(pool))]
+
+    def candidate(self, level: int, attempt: int, rng: random.Random, doc: Mapping[str, Any]) -> Candidate | None:
+        """The candidate of ``attempt`` from its :meth:`draw`: ``rng`` goes on, ``doc`` is the gold document."""
         maker = LeafMaker(self.ctx.facts, self.ctx.book, self.ctx.ranks, doc, rng, ood=self.ood)
         tree = maker.fill(shape_for(level, rng), level)
         if tree is None:
@@ -149,7 +153,7 @@ class _SplitRun:
         return Candidate(f"{level}:{attempt}", str(doc["id"]), level, tree, program, nl, fam.name)
 
     def generate(self, need: Mapping[int, int], yields: Mapping[int, float]) -> list[Candidate]:
-        out: list[Candidate] = []
+        draws: list[tuple[int, int, random.Random, int]] = []
         budget = self.cfg.batch
         for level in LEVELS:
             if need.get(level, 0) <= 0:
@@ -160,9 +164,14 @@ class _SplitRun:
                 attempt = self.next_attempt[level]
                 self.next_attempt[level] += 1
                 self.stats.attempts[level] += 1
-                c = self.candidate(level, attempt)
-                if c is not None:
-                    out.append(c)
+                draws.append((level, attempt, *self.draw(level, attempt)))
+        # The round's gold documents come from the index in one query, not one query per candidate.
+        docs = self.ctx.rows([row for *_, row in draws])
+        out: list[Candidate] = []
+        for (level, attempt, rng, _), doc in zip(draws, docs, strict=True):
+            c = self.candidate(level, attempt, rng, doc)
+            if c is not None:
+                out.append(c)
         return out
 
     def super_filter(self, cands: list[Candidate]) -> list[Candidate]:
@@ -259,13 +268,14 @@ def _instances(
     ctx: BenchContext, split: str, cands: Sequence[Candidate], rewriter: Rewriter | None, progress: bool
 ) -> list[Instance]:
     rewrites = rewriter.rewrite_many([c.nl for c in cands], progress=progress) if rewriter else None
+    golds = ctx.docs_by_id([c.gold_id for c in cands]) if rewrites is not None else []
     out = []
     for n, c in enumerate(cands):
         nl, rewritten = c.nl, False
         if rewrites is not None:
             # A rewrite that drops a value or copies the document's words is not kept.
             new = rewrites[n]
-            if new and keeps_anchors(new, _anchors(c.tree)) and not ctx.leaks(new, ctx.row_by_id(c.gold_id)):
+            if new and keeps_anchors(new, _anchors(c.tree)) and not ctx.leaks(new, golds[n]):
                 nl, rewritten = new, True
         out.append(
             Instance(

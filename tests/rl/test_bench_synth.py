@@ -275,3 +275,56 @@ def test_rewrites_come_from_the_cache_and_keep_every_value(
     for before, after in list(zip(plain, rewritten, strict=True))[1:]:
         assert after.rewritten and after.nl == f"Please find: {before.nl}"
     assert load_manifest(ws, "email")["rewriter"]["sent"] == 0
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+def test_streamed_statistics_and_fetched_documents_equal_the_whole_corpus(
+    small_index_cfg: Config, engines: dict[str, Engine], domain: str
+) -> None:
+    import pyarrow as pa
+
+    from indexing.corpora.files import iter_corpus
+    from rl.bench.leaves import CATEGORICAL
+
+    ctx = BenchContext(small_index_cfg, domain, engines[domain], seed=1, sizes=SIZES)
+    table = pa.concat_tables(list(iter_corpus(Workspace(small_index_cfg.workspace), schema_for(domain))))
+    assert ctx.corpus_rows == table.num_rows
+    rows = [0, 1, 17, table.num_rows - 1]
+    assert ctx.rows(rows) == [{k: table.column(k)[i].as_py() for k in table.column_names} for i in rows]
+    for name in CATEGORICAL[domain]:
+        counts: dict[str, int] = {}
+        for v in table.column(name).to_pylist():
+            counts[str(v)] = counts.get(str(v), 0) + 1
+        assert ctx.facts.values[name] == tuple(sorted(counts, key=lambda v: (-counts[v], v)))
+    book = PhraseBook(domain)
+    carried: set[str] = set()
+    for i in range(table.num_rows):
+        cat = table.column("category")[i].as_py() if "category" in table.column_names else None
+        for name in ctx.schema.vector_fields:
+            carried |= set(book.carried(name, str(table.column(name)[i].as_py()), cat))
+    assert {f for fs in ctx.facts.facets.values() for f in fs} == carried
+    if domain == "ecommerce":
+        brands = [b for c, b in zip(table.column("category").to_pylist(), table.column("brand").to_pylist(), strict=True)
+                if c == "headphones"]  # fmt: skip
+        assert set(ctx.facts.by_category["headphones"]["brand"]) == set(brands)
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+def test_super_counts_are_the_counts_of_the_structure_only_query(
+    bench: Workspace, small_index_cfg: Config, engines: dict[str, Engine], domain: str
+) -> None:
+    from serving.dsl import strip_retrievals
+
+    engine = engines[domain]
+    ctx = BenchContext(small_index_cfg, domain, engine, seed=1, sizes=SIZES)
+    items = load_split(bench, domain, "test")
+    other = items[1].gold_id
+    bad = Program(f"SELECT id FROM {engine.schema.table} WHERE nope = 1", ())
+    pairs = [(parse_program(i.program), i.gold_id) for i in items] + [(parse_program(items[0].program), other), (bad, "x")]
+    got = ctx.super_counts(pairs)
+    assert got[-1] is None
+    for (program, gold), count in zip(pairs[:-1], got[:-1], strict=True):
+        stripped = strip_retrievals(validate(program, engine.schema), table=engine.handle.table)
+        ids = {str(r[0]) for r in engine.handle.sql.query(stripped)}
+        assert count == (len(ids), gold in ids)
+    assert got[0] is not None and got[0][1]  # the gold passes its own super-query
