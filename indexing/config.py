@@ -1,21 +1,52 @@
 """Typed, frozen configuration, loaded from a documented YAML file (see ``docs/config.example.yaml``).
 
 Precedence: defaults < YAML file (``--config``) < environment (``PRORE_WORKSPACE``) < command-line flags.
-Unknown keys are rejected, so a typo never silently falls back to a default.
+Unknown keys are rejected, and every value is checked against its field's type, so a typo never
+silently falls back to a default: each mistake is one :class:`~indexing.errors.ConfigError` line
+naming the dotted key (``serving.dsl.default_k``).
+
+This layer owns ``workspace`` and the ``clickhouse``, ``milvus`` and ``embedder`` sections. A layer
+above adds a section of its own, a frozen dataclass whose fields all have defaults, with
+:func:`register_section` when its settings module is imported (``serving.settings``,
+``rl.settings``); ``prore`` imports those modules before it loads the file, so one YAML file holds
+every layer's settings. :meth:`Config.section` returns a section by its type.
+
+>>> from dataclasses import dataclass
+>>> @dataclass(frozen=True)
+... class Greeting:
+...     word: str = "hello"
+...     times: int = 1
+>>> load_section(Greeting, {"times": 3}, "greeting")
+Greeting(word='hello', times=3)
+>>> Config().section(Greeting)  # a section not loaded from a file has its defaults
+Greeting(word='hello', times=1)
+>>> load_section(Greeting, {"times": "three"}, "greeting")
+Traceback (most recent call last):
+...
+indexing.errors.ConfigError: greeting.times must be an integer, got str 'three'
+>>> load_section(Greeting, {"time": 3}, "greeting")
+Traceback (most recent call last):
+...
+indexing.errors.ConfigError: unknown key greeting.time; known keys: times, word
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import types
+import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
 from indexing.errors import ConfigError
+from indexing.registry import Registry
 
+S = TypeVar("S")
 
 @dataclass(frozen=True)
 class ClickHouseConfig:
@@ -86,33 +117,167 @@ class EmbedderConfig:
 
 @dataclass(frozen=True)
 class Config:
-    """Everything a command needs to find its workspace and stores."""
+    """Everything a command needs to find its workspace and stores, plus the other layers' sections."""
 
     workspace: Path = Path("workspace")
     """Directory holding corpora, embedded stores, indexes, benchmarks and reports."""
     clickhouse: ClickHouseConfig = field(default_factory=ClickHouseConfig)
     milvus: MilvusConfig = field(default_factory=MilvusConfig)
     embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
+    sections: Mapping[str, Any] = field(default_factory=dict)
+    """Registered sections by name (``serving``, ``rl``), as loaded; read them with :meth:`section`."""
 
     def replace(self, **changes: Any) -> Config:
         return dataclasses.replace(self, **changes)
 
+    def section(self, cls: type[S]) -> S:
+        """The section of type ``cls``: the one loaded from the file, or ``cls()`` (its defaults)."""
+        for value in self.sections.values():
+            if isinstance(value, cls):
+                return value
+        return cls()
 
-_SECTIONS: dict[str, type[Any]] = {
+    def with_section(self, value: object) -> Config:
+        """A copy with ``value`` as the section of its (registered) type."""
+        name = section_name(type(value))
+        return self.replace(sections={**self.sections, name: value})
+
+
+BUILTIN_SECTIONS: dict[str, type[Any]] = {
     "clickhouse": ClickHouseConfig,
     "milvus": MilvusConfig,
     "embedder": EmbedderConfig,
 }
+"""This layer's sections: fields of :class:`Config`."""
+
+SECTIONS: Registry[type[Any]] = Registry("config section", unknown=ConfigError, duplicate=ConfigError)
+"""Sections of the layers above, by top-level key; filled by :func:`register_section`."""
 
 
-def _section(cls: type[Any], raw: Any, where: str) -> Any:
+def register_section(name: str, cls: type[Any]) -> None:
+    """Make ``name`` a top-level key of the config file, read into the frozen dataclass ``cls``.
+
+    Every field of ``cls`` needs a default (a section left out of the file is ``cls()``); a nested
+    frozen dataclass is a nested mapping. Registering the same class again is harmless; another class
+    under a taken name is a :class:`ConfigError`.
+    """
+    if not (dataclasses.is_dataclass(cls) and isinstance(cls, type)):
+        raise TypeError(f"config section {name!r} must be a dataclass, got {cls!r}")
+    if not cls.__dataclass_params__.frozen:  # type: ignore[attr-defined]
+        raise TypeError(f"config section {name!r} must be a frozen dataclass")
+    if name in BUILTIN_SECTIONS or name == "workspace":
+        raise ConfigError(f"config section {name!r} is already a key of the indexing layer")
+    if name in SECTIONS.names() and SECTIONS.get(name) is cls:
+        return
+    SECTIONS.add(name, cls)
+
+
+def section_name(cls: type[Any]) -> str:
+    """The top-level key a registered section class is read from."""
+    for name in SECTIONS.names():
+        if SECTIONS.get(name) is cls:
+            return name
+    raise ConfigError(f"{cls.__name__} is not a registered config section")
+
+
+# -- typed loading --------------------------------------------------------------------------------
+
+_KIND: dict[type[Any], str] = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+def _got(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
+
+
+def _value(tp: Any, value: Any, where: str) -> Any:
+    """``value`` read from YAML as type ``tp`` (a field's annotation), or a one-line ConfigError."""
+    if tp is Any:
+        return value
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is typing.Union or origin is types.UnionType:
+        if value is None and type(None) in args:
+            return None
+        options = [a for a in args if a is not type(None)]
+        if len(options) == 1:
+            return _value(options[0], value, where)
+        for option in options:
+            try:
+                return _value(option, value, where)
+            except ConfigError:
+                continue
+        raise ConfigError(f"{where} has the wrong type, got {_got(value)}")
+    if origin is typing.Literal:
+        if value not in args:
+            raise ConfigError(f"{where} must be one of {', '.join(map(str, args))}, got {_got(value)}")
+        return value
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return load_section(tp, value, where)
+    if tp is Path:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where} must be a path, got {_got(value)}")
+        return Path(value)
+    if tp in _KIND:
+        ok = isinstance(value, tp) and not (tp is not bool and isinstance(value, bool))
+        if tp is float and isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+        if not ok:
+            raise ConfigError(f"{where} must be {_KIND[tp]}, got {_got(value)}")
+        return value
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise ConfigError(f"{where} must be a list, got {_got(value)}")
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_value(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+        if args and len(args) != len(value):
+            raise ConfigError(f"{where} must be a list of {len(args)} items, got {len(value)}")
+        return tuple(_value(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value, strict=True)))
+    if origin in (dict, Mapping) or tp in (dict, Mapping):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where} must be a mapping, got {_got(value)}")
+        vt = args[1] if len(args) == 2 else Any
+        return {str(k): _value(vt, v, f"{where}.{k}") for k, v in value.items()}
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{where} must be a list, got {_got(value)}")
+        return [_value(args[0] if args else Any, v, f"{where}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
+def load_section(cls: type[S], raw: Any, where: str) -> S:
+    """The frozen dataclass ``cls`` from the mapping ``raw`` (YAML), checking keys and value types.
+
+    Keys left out keep their defaults. A check in the class's ``__post_init__`` may raise its own
+    :class:`ConfigError`; a ``ValueError`` or ``TypeError`` there becomes one.
+    """
     if not isinstance(raw, dict):
-        raise ConfigError(f"{where} must be a mapping, got {type(raw).__name__}")
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(raw) - known)
+        raise ConfigError(f"{where} must be a mapping, got {_got(raw)}")
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+    unknown = sorted(str(k) for k in set(raw) - set(fields))
     if unknown:
-        raise ConfigError(f"unknown key {where}.{unknown[0]}; known keys: {', '.join(sorted(known))}")
-    return cls(**raw)
+        raise ConfigError(f"unknown key {where}.{unknown[0]}; known keys: {', '.join(sorted(fields))}")
+    hints = typing.get_type_hints(cls)
+    values = {name: _value(hints[name], raw[name], f"{where}.{name}") for name in raw}
+    try:
+        return cls(**values)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def config_from_mapping(raw: Mapping[str, Any], *, workspace: str | Path | None = None) -> Config:
+    """The config a decoded YAML mapping describes (no environment, no flags)."""
+    known = ("workspace", *BUILTIN_SECTIONS, *SECTIONS.names())
+    unknown = sorted(str(k) for k in set(raw) - set(known))
+    if unknown:
+        raise ConfigError(f"unknown top-level key {unknown[0]!r} in config; known keys: {', '.join(known)}")
+
+    def given(name: str) -> Any:
+        return {} if raw.get(name) is None else raw[name]  # ``clickhouse:`` with nothing under it
+
+    builtin = {name: load_section(cls, given(name), name) for name, cls in BUILTIN_SECTIONS.items()}
+    layered = {name: load_section(SECTIONS.get(name), given(name), name) for name in SECTIONS.names()}
+    ws = Path(workspace) if workspace is not None else _value(Path, raw.get("workspace", "workspace"), "workspace")
+    return Config(workspace=ws, **builtin, sections=layered)
 
 
 def load_config(
@@ -123,7 +288,10 @@ def load_config(
     milvus_uri: str | None = None,
     embedder: str | None = None,
 ) -> Config:
-    """Build the config from defaults, an optional YAML file, ``PRORE_WORKSPACE`` and flags."""
+    """Build the config from defaults, an optional YAML file, ``PRORE_WORKSPACE`` and flags.
+
+    The file may hold the sections registered so far (see :func:`register_section`).
+    """
     raw: dict[str, Any] = {}
     if path is not None:
         p = Path(path)
@@ -136,12 +304,7 @@ def load_config(
         if not isinstance(loaded, dict):
             raise ConfigError(f"config file {p} must hold a mapping")
         raw = loaded
-    unknown = sorted(set(raw) - {"workspace", *_SECTIONS})
-    if unknown:
-        raise ConfigError(f"unknown top-level key {unknown[0]!r} in config")
-    sections = {name: _section(cls, raw.get(name, {}), name) for name, cls in _SECTIONS.items()}
-    ws = workspace or os.environ.get("PRORE_WORKSPACE") or raw.get("workspace") or "workspace"
-    cfg = Config(workspace=Path(ws), **sections)
+    cfg = config_from_mapping(raw, workspace=workspace or os.environ.get("PRORE_WORKSPACE") or None)
     if clickhouse_url:
         cfg = cfg.replace(clickhouse=dataclasses.replace(cfg.clickhouse, url=clickhouse_url))
     if milvus_uri:

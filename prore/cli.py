@@ -1,7 +1,7 @@
 """``prore``: one entry point, subcommands registered by each layer.
 
 Each package exposes ``commands.register(subparsers)``; a handler takes the parsed namespace and the
-:class:`~indexing.config.Config` and returns an exit code. Typed errors print one line and exit 2, or
+:class:`~indexing.config.Config` (every layer's sections, see :mod:`prore.config`) and returns an exit code. Typed errors print one line and exit 2, or
 75 (``EX_TEMPFAIL``) when the error is marked ``retryable`` (a store that could not be reached), so a
 scheduler such as a Kubernetes Job can retry those and give up on the rest.
 """
@@ -14,8 +14,9 @@ import sys
 from collections.abc import Sequence
 
 from indexing import commands as indexing_commands
-from indexing.config import load_config
 from indexing.errors import ProReError
+from prore import config as prore_config
+from prore.config import load_config
 from rl import commands as rl_commands
 from serving import commands as serving_commands
 
@@ -85,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     indexing_commands.register(sub)
     serving_commands.register(sub)
     rl_commands.register(sub)
+    prore_config.register(sub)
     # The layers register their commands without knowing the global options; add them to each here.
     for command in _command_parsers(parser):
         _add_global_options(command, after_command=True)

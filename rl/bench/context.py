@@ -325,8 +325,9 @@ def open_context(
 ) -> BenchContext:
     """Open the engine on the published index of ``domain`` and read everything synthesis needs."""
     from serving.engine import Engine
+    from serving.settings import ServingSettings
 
-    engine = Engine.open(cfg, domain)
+    engine = Engine.open(cfg, domain, caches=cfg.section(ServingSettings).engine)
     try:
         return BenchContext(cfg, domain, engine, seed=seed, sizes=sizes, progress=progress, owns_engine=True)
     except BaseException:

@@ -7,16 +7,16 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from indexing.config import Config
 from indexing.schema import DOMAINS, schema_for
 from indexing.workspace import Workspace
-from rl.eval.bootstrap import DEFAULT_RESAMPLES
 from rl.eval.errors import EvalError
-from rl.eval.metrics import DEFAULT_CUTOFF
-from rl.eval.runner import DEFAULT_BATCH, MIN_K
+from rl.eval.runner import MIN_K
+from rl.settings import EvalSettings, RlSettings
 
 EVAL_SPLITS: tuple[str, ...] = ("test", "ood", "train")
 """Splits that can be evaluated; ``test`` is the default, ``train`` is for checking fit."""
@@ -57,6 +57,19 @@ def load_instances(cfg: Config, domain: str, split: str) -> list[Any]:
     return instances
 
 
+def eval_settings(args: argparse.Namespace, cfg: Config) -> EvalSettings:
+    """The config's ``rl.eval`` section with the flags given on the command line put over it."""
+    base = cfg.section(RlSettings).eval
+    if args.resamples is not None and args.resamples < 1:
+        raise EvalError(f"--resamples must be positive, got {args.resamples}")
+    if args.k is not None and args.k < MIN_K:
+        raise EvalError(f"--k must be at least {MIN_K} (Hit@3 and NDCG@3 need three ranks), got {args.k}")
+    if args.batch_size is not None and args.batch_size < 1:
+        raise EvalError(f"--batch-size must be positive, got {args.batch_size}")
+    flags = {"k": args.k, "batch_size": args.batch_size, "resamples": args.resamples, "seed": args.seed}
+    return dataclasses.replace(base, **{name: v for name, v in flags.items() if v is not None})
+
+
 def _run_eval(args: argparse.Namespace, cfg: Config) -> int:
     from rl.eval.methods import get_method
     from rl.eval.report import headline, load_summary, write_run
@@ -64,10 +77,7 @@ def _run_eval(args: argparse.Namespace, cfg: Config) -> int:
 
     domain = args.eval_domain
     split = check_split(args.split)
-    if args.resamples < 1:
-        raise EvalError(f"--resamples must be positive, got {args.resamples}")
-    if args.k < MIN_K:
-        raise EvalError(f"--k must be at least {MIN_K} (Hit@3 and NDCG@3 need three ranks), got {args.k}")
+    settings = eval_settings(args, cfg)
     if args.limit is not None and args.limit < 1:
         raise EvalError(f"--limit must be positive, got {args.limit}")
     get_method(args.method)  # an unknown method fails before any benchmark or index is opened
@@ -78,12 +88,14 @@ def _run_eval(args: argparse.Namespace, cfg: Config) -> int:
         args.method,
         instances,
         split=split,
-        k=args.k,
-        batch_size=args.batch_size,
+        k=settings.k,
+        batch_size=settings.batch_size,
         progress=not args.quiet,
     )
     ws = Workspace(cfg.workspace)
-    run_dir = write_run(ws, run, resamples=args.resamples, seed=args.seed)
+    run_dir = write_run(
+        ws, run, resamples=settings.resamples, confidence=settings.confidence, seed=settings.seed
+    )
     summary = load_summary(run_dir)
     print(f"{run.method} on {domain}/{split}: {len(run.results)} queries in {run.elapsed_s:.1f} s")
     print(headline(summary))
@@ -111,16 +123,19 @@ def register_eval(sub: Any) -> None:
         description="Evaluate a method (Hit@1/3, MRR, NDCG@3, execution rate with bootstrap 95% CIs) "
         "and store a report under <workspace>/reports/eval.",
     )
+    defaults = EvalSettings()
     targets = p.add_subparsers(dest="eval_target", metavar="{" + "|".join(DOMAINS) + "|compare}", required=True)
     for domain in DOMAINS:
         d = targets.add_parser(domain, help=f"evaluate a method on the {domain} benchmark")
         d.add_argument("--method", required=True, help="registered method: bm25, dense, rrf, self-query, sql-only, oracle, or one a plugin adds")
         d.add_argument("--split", default="test", help="benchmark split: test (default), ood or train")
         d.add_argument("--limit", type=int, default=None, help="evaluate N queries spread evenly over the split")
-        d.add_argument("--k", type=int, default=DEFAULT_CUTOFF, help="ranking depth scored (default 20)")
-        d.add_argument("--batch-size", type=int, default=DEFAULT_BATCH, help="queries per method call")
-        d.add_argument("--resamples", type=int, default=DEFAULT_RESAMPLES, help="bootstrap resamples")
-        d.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+        d.add_argument("--k", type=int, default=None, help=f"ranking depth scored (default: config rl.eval.k, {defaults.k})")
+        d.add_argument("--batch-size", type=int, default=None,
+                       help=f"queries per method call (default: rl.eval.batch_size, {defaults.batch_size})")
+        d.add_argument("--resamples", type=int, default=None,
+                       help=f"bootstrap resamples (default: rl.eval.resamples, {defaults.resamples})")
+        d.add_argument("--seed", type=int, default=None, help=f"bootstrap seed (default: rl.eval.seed, {defaults.seed})")
         d.add_argument("--quiet", action="store_true", help="no progress bar")
         d.set_defaults(handler=_run_eval, eval_domain=domain)
     c = targets.add_parser("compare", help="put stored runs side by side in one table and one figure")

@@ -82,8 +82,10 @@ class MethodContext:
         """The program engine (``serving.engine.Engine``) on the published index of this domain."""
         if self._engine is None:
             from serving.engine.engine import Engine
+            from serving.settings import ServingSettings
 
-            self._engine = Engine.open(self.cfg, self.domain)
+            caches = self.cfg.section(ServingSettings).engine
+            self._engine = Engine.open(self.cfg, self.domain, caches=caches)
         return self._engine
 
     @property

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import signal
@@ -20,7 +19,7 @@ pytest.importorskip("pymilvus", reason="needs the milvus extra")
 pytest.importorskip("bm25s", reason="needs the bm25 extra")
 
 from indexing.build import JOURNAL, KILL_ENV
-from indexing.config import ClickHouseConfig, Config, EmbedderConfig, MilvusConfig, load_config
+from indexing.config import Config
 from prore.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,11 +136,3 @@ def test_build_and_info_in_text_and_json(
     info = json.loads(out)[0]
     assert (info["current"], info["corpus_rows"], info["clickhouse_rows"], info["milvus_entities"]) == ("v0001", 90, 90, 90)
     assert info["versions"] == [{"version": "v0001", "state": "complete", "chunks": 1, "rows": 90}]
-
-
-def test_example_config_documents_every_key_with_its_default() -> None:
-    path = ROOT / "docs" / "config.example.yaml"
-    assert load_config(path) == Config()
-    raw = yaml.safe_load(path.read_text())
-    for section, cls in (("clickhouse", ClickHouseConfig), ("milvus", MilvusConfig), ("embedder", EmbedderConfig)):
-        assert set(raw[section]) == {f.name for f in dataclasses.fields(cls)}, section

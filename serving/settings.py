@@ -1,0 +1,77 @@
+"""Settings of the serving layer: the ``serving:`` section of the config file.
+
+Importing this module registers the section (see :func:`indexing.config.register_section`), which
+``prore`` does before it reads the file::
+
+    serving:
+      dsl:              # what programs are checked against (serving.dsl.limits.DslLimits)
+        max_entries: 8
+      engine:           # entries kept by the engine's caches (serving.engine.retrieval.CacheSizes)
+        programs: 50000
+
+>>> from indexing.config import Config
+>>> Config().section(ServingSettings).dsl.default_k
+20
+>>> ServingSettings(dsl=DslLimits(default_k=7))
+Traceback (most recent call last):
+...
+indexing.errors.ConfigError: serving.dsl.default_k 7 must be one of serving.dsl.k_ladder (3, 5, 10, 20, 50)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+from indexing.config import register_section
+from indexing.errors import ConfigError
+from serving.dsl.limits import DEFAULT_LIMITS, DslLimits
+from serving.engine.retrieval import CacheSizes
+
+SECTION = "serving"
+
+
+def _check_ladder(name: str, ladder: tuple[int, ...], *, least: int) -> None:
+    if not ladder or list(ladder) != sorted(set(ladder)) or ladder[0] < least:
+        raise ConfigError(f"{SECTION}.dsl.{name} must be increasing whole numbers from {least} up, got {ladder}")
+
+
+def check_dsl_limits(limits: DslLimits) -> None:
+    """Refuse limits no program could satisfy, or that contradict the language (DESIGN.md section 3)."""
+    _check_ladder("k_ladder", limits.k_ladder, least=1)
+    _check_ladder("rerank_ladder", limits.rerank_ladder, least=0)
+    if limits.default_k not in limits.k_ladder:
+        raise ConfigError(
+            f"{SECTION}.dsl.default_k {limits.default_k} must be one of {SECTION}.dsl.k_ladder {limits.k_ladder}"
+        )
+    if limits.rrf_constant != DEFAULT_LIMITS.rrf_constant:
+        # The ranking contract's constant (DESIGN.md section 3): rewards and answers depend on it.
+        raise ConfigError(
+            f"{SECTION}.dsl.rrf_constant is the ranking contract's constant and stays "
+            f"{DEFAULT_LIMITS.rrf_constant}, got {limits.rrf_constant}"
+        )
+    if 0 not in limits.rerank_ladder:
+        raise ConfigError(f"{SECTION}.dsl.rerank_ladder must hold 0 (no reranking), got {limits.rerank_ladder}")
+    for f in fields(limits):
+        value = getattr(limits, f.name)
+        if isinstance(value, int) and not isinstance(value, bool) and value < 1:
+            raise ConfigError(f"{SECTION}.dsl.{f.name} must be at least 1, got {value}")
+
+
+@dataclass(frozen=True)
+class ServingSettings:
+    """What the engine and the program language are configured with."""
+
+    dsl: DslLimits = field(default_factory=DslLimits)
+    """Ladders, defaults and caps every program is checked against (DESIGN.md sections 3 and 6).
+    Lowering a cap refuses more programs; the defaults are the language's."""
+    engine: CacheSizes = field(default_factory=CacheSizes)
+    """Entries kept by each of the engine's caches; 0 turns a cache off."""
+
+    def __post_init__(self) -> None:
+        check_dsl_limits(self.dsl)
+        for f in fields(self.engine):
+            if getattr(self.engine, f.name) < 0:
+                raise ConfigError(f"{SECTION}.engine.{f.name} must be 0 or more, got {getattr(self.engine, f.name)}")
+
+
+register_section(SECTION, ServingSettings)
