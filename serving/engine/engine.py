@@ -17,7 +17,7 @@ from indexing.config import Config
 from indexing.errors import ProReError
 from indexing.index import IndexHandle, open_index
 from indexing.stores.base import Hit
-from serving.dsl import DslError, Program, ValidatedProgram, substitute, validate
+from serving.dsl import Code, DslError, Program, ValidatedProgram, substitute, validate
 from serving.engine.cache import LRU
 from serving.engine.plan import flatten_self_subqueries, is_plain_filter, stable_order
 from serving.engine.ranking import rank_results
@@ -47,6 +47,29 @@ class Prepared:
     """The SQL has ``ORDER BY``: its row order wins."""
     plain: bool
     """The SQL is ``SELECT [DISTINCT] id FROM <table> WHERE <cond>`` and nothing else (scan-batchable)."""
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """What the program cache keeps of a rejected program: the data of its error, not the exception.
+
+    A cached exception raised again would carry every earlier raise's frames in its traceback (and keep
+    them alive), and one object would sit in several batch slots; :meth:`error` builds a fresh one.
+    """
+
+    kind: type[DslError]
+    message: str
+    code: str
+    path: str | None
+    position: int | None
+
+    @classmethod
+    def of(cls, exc: DslError) -> Rejection:
+        return cls(type(exc), exc.message, exc.code, exc.path, exc.position)
+
+    def error(self) -> DslError:
+        """A new exception of the original kind, with the original code, message and place."""
+        return self.kind(self.message, code=Code(self.code), path=self.path, position=self.position)
 
 
 def _key(program: Program) -> str:
@@ -81,7 +104,7 @@ class Engine:
         sizes = caches or CacheSizes()
         self.retriever = Retriever(handle, reranker=reranker, sizes=sizes)
         self.sql = SqlRunner(self._query, f"{handle.table} AS {handle.schema.table}", self.limits)
-        self._prepared: LRU[str, Prepared | DslError] = LRU(sizes.programs)
+        self._prepared: LRU[str, Prepared | Rejection] = LRU(sizes.programs)
         self._sql_results: LRU[str, tuple[str, ...]] = LRU(sizes.programs)
         self._jobs: LRU[tuple[str, tuple[tuple[str, ...], ...]], SqlJob] = LRU(sizes.programs)
         self._lock = threading.RLock()
@@ -150,6 +173,13 @@ class Engine:
 
     def prepare(self, program: Program) -> Prepared:
         """Validate and plan (cached by the program's canonical JSON); raises the program's DslError."""
+        outcome = self._prepared_or_error(program)
+        if isinstance(outcome, DslError):
+            raise outcome
+        return outcome
+
+    def _prepared_or_error(self, program: Program) -> Prepared | DslError:
+        """The program's :class:`Prepared`, or a fresh (never raised) error built from its cached rejection."""
         key = _key(program)
         with self._lock:
             cached = self._prepared.get(key)
@@ -157,11 +187,9 @@ class Engine:
                 try:
                     cached = self._prepare(program)
                 except DslError as exc:
-                    cached = exc
+                    cached = Rejection.of(exc)
                 self._prepared.put(key, cached)
-        if isinstance(cached, DslError):
-            raise cached
-        return cached
+        return cached.error() if isinstance(cached, Rejection) else cached
 
     def _prepare(self, program: Program) -> Prepared:
         validated = validate(program, self.schema)
@@ -187,10 +215,11 @@ class Engine:
         outcomes: list[BatchOutcome | None] = [None] * len(program_list)
         prepared: dict[int, Prepared] = {}
         for i, program in enumerate(program_list):
-            try:
-                prepared[i] = self.prepare(program)
-            except ProReError as exc:
-                outcomes[i] = exc
+            outcome = self._prepared_or_error(program)
+            if isinstance(outcome, DslError):
+                outcomes[i] = outcome
+            else:
+                prepared[i] = outcome
         t1 = time.perf_counter()
         timings["validate"] = (t1 - t0) * 1000
 
