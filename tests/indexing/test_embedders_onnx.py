@@ -1,0 +1,104 @@
+"""The ONNX Runtime backends of all-MiniLM-L6-v2 against the torch embedder, on the project's own texts.
+
+Parity: fp32 gives the torch vectors (cosine >= 0.99 on every text) and the same top-20 documents for every
+query; int8 is measured against the same bar and its difference stays within the documented bounds
+(mean cosine >= 0.93, mean top-20 overlap >= 0.75).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnxruntime", reason="needs the onnx extra (pip install 'proretrieval[onnx]')")
+pytest.importorskip("sentence_transformers", reason="needs the embed extra")
+
+from indexing.config import EmbedderConfig
+from indexing.corpora import generate
+from indexing.embedders import make_embedder
+from indexing.embedders import onnx as onnx_backend
+from indexing.schema import Role
+
+QUERIES = [
+    "great noise cancelling",
+    "battery lasts all week",
+    "matte white over-ear headphones",
+    "cheap and flimsy plastic",
+    "quiet fan, runs cool",
+    "arrived broken, returned it",
+    "sturdy aluminium frame",
+    "meeting moved to thursday",
+]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh cache directory: the export itself runs in this test module."""
+    path = tmp_path_factory.mktemp("onnx-cache")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("PRORE_CACHE_DIR", str(path))
+    onnx_backend._SESSIONS.clear()
+    yield path
+    onnx_backend._SESSIONS.clear()
+    mp.undo()
+
+
+@pytest.fixture(scope="module")
+def docs() -> list[str]:
+    table = next(generate("ecommerce", 300, seed=3))
+    return [str(t) for t in table.column("review").to_pylist()]
+
+
+def _embedder(name: str) -> Any:
+    return make_embedder(EmbedderConfig(text=name), Role.TEXT)
+
+
+def _top(queries: np.ndarray, corpus: np.ndarray, k: int = 20) -> list[list[int]]:
+    scores = queries @ corpus.T
+    return [list(np.argsort(-row, kind="stable")[:k]) for row in scores]
+
+
+def test_export_is_local_and_cached(cache: Path) -> None:
+    fp32 = onnx_backend.export_path(quantized=False)
+    int8 = onnx_backend.export_path(quantized=True)
+    assert fp32.is_file() and int8.is_file() and cache in fp32.parents
+    assert int8.stat().st_size < fp32.stat().st_size / 2
+    assert onnx_backend.export_path(quantized=False) == fp32  # a second call exports nothing
+    assert not [p for p in fp32.parent.iterdir() if p.is_dir()]  # no temporary directory left behind
+
+
+def test_fp32_matches_torch_vectors_and_rankings(cache: Path, docs: list[str]) -> None:
+    torch_e, onnx_e = _embedder("minilm"), _embedder("minilm-onnx")
+    texts = QUERIES + docs[:50]
+    cosine = np.sum(torch_e.embed(texts) * onnx_e.embed(texts), axis=1)
+    assert cosine.min() >= 0.99
+    corpus_t, corpus_o = torch_e.embed(docs), onnx_e.embed(docs)
+    assert _top(torch_e.embed(QUERIES), corpus_t) == _top(onnx_e.embed(QUERIES), corpus_o)
+
+
+def test_int8_difference_is_measured_and_bounded(cache: Path, docs: list[str]) -> None:
+    torch_e, int8_e = _embedder("minilm"), _embedder("minilm-onnx-int8")
+    texts = QUERIES + docs[:50]
+    cosine = np.sum(torch_e.embed(texts) * int8_e.embed(texts), axis=1)
+    assert cosine.mean() >= 0.93
+    ref = _top(torch_e.embed(QUERIES), torch_e.embed(docs))
+    got = _top(int8_e.embed(QUERIES), int8_e.embed(docs))
+    overlap = [len(set(a) & set(b)) / 20 for a, b in zip(ref, got, strict=True)]
+    assert float(np.mean(overlap)) >= 0.75
+
+
+def test_short_batches_run_on_one_thread(cache: Path) -> None:
+    e = _embedder("minilm-onnx")
+    e.embed(["one query"])
+    small = onnx_backend._SESSIONS[(False, True)]
+    assert small.get_session_options().intra_op_num_threads == 1
+
+
+def test_batches_do_not_change_vectors(cache: Path, docs: list[str]) -> None:
+    e = _embedder("minilm-onnx")
+    whole = e.embed(docs[:30])
+    np.testing.assert_allclose(whole[7], e.embed(docs[7:8])[0], atol=1e-5)
+    assert e.embed([]).shape == (0, 384)
