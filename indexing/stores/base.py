@@ -1,5 +1,7 @@
 """Interfaces of the stores. The engine and the index builder speak only to these.
 
+Whoever makes a store (``make_sql_store``, ``make_vector_store``) owns it and closes it once.
+
 A hit is ``(id, score)``; higher scores are better, lists are ordered best first.
 """
 
@@ -44,7 +46,8 @@ class SqlStore(Protocol):
 
     def drop_table(self, table: str) -> None: ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release what this store holds (its client, or nothing for the process-wide chDB session); twice is harmless."""
 
 
 class VectorStore(Protocol):
@@ -69,7 +72,8 @@ class VectorStore(Protocol):
 
     def count(self, collection: str) -> int: ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release this store's share of its client (the last store on a URI closes it); twice is harmless."""
 
 
 class SparseIndex(Protocol):
