@@ -67,9 +67,10 @@ def workspace_config(
 
 @pytest.fixture(scope="session")
 def small_index_cfg(session_workspace: Path, chdb_path: Path) -> Config:
-    """Config of the session workspace holding both corpora (600 docs each, generated) indexed with MiniLM."""
+    """Config of the session workspace holding both corpora (600 docs each, generated, with their label
+    tables) indexed with MiniLM."""
     from indexing.build import build_index
-    from indexing.corpora import generate
+    from indexing.corpora import generate_labeled
     from indexing.corpora.files import write_corpus
     from indexing.schema import EMAILS, PRODUCTS
     from indexing.workspace import Workspace
@@ -82,7 +83,7 @@ def small_index_cfg(session_workspace: Path, chdb_path: Path) -> Config:
     ws = Workspace(session_workspace)
     for schema in (PRODUCTS, EMAILS):
         meta = {"generator": schema.domain, "size": SMALL_CORPUS_ROWS, "seed": 0}
-        write_corpus(ws, schema, generate(schema.domain, SMALL_CORPUS_ROWS, seed=0), meta)
+        write_corpus(ws, schema, generate_labeled(schema.domain, SMALL_CORPUS_ROWS, seed=0), meta)
         build_index(cfg, schema.domain, progress=False)
     return cfg
 

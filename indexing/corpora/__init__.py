@@ -4,7 +4,8 @@
 - :mod:`~indexing.corpora.products`, :mod:`~indexing.corpora.emails`: streamed generators.
 - :mod:`~indexing.corpora.loaders`: Amazon ESCI + Reviews 2023 and Enron maildir loaders;
   :mod:`~indexing.corpora.fixtures` writes small files in those formats.
-- :mod:`~indexing.corpora.files`: parquet parts plus a manifest written last.
+- :mod:`~indexing.corpora.labels`: the label table (facets per document and field) of a generated corpus.
+- :mod:`~indexing.corpora.files`: parquet parts (and label parts) plus a manifest written last.
 - :mod:`~indexing.corpora.commands`: ``prore corpus build|load|show``.
 """
 
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
+from indexing.corpora.labels import LabeledBatch
 from indexing.errors import CorpusError
 
 
@@ -39,3 +41,17 @@ def generator_version(domain: str) -> str:
     else:
         raise CorpusError(f"unknown domain {domain!r}; choose one of ecommerce, email")
     return GENERATOR_VERSION
+
+
+def generate_labeled(domain: str, size: int, seed: int = 0, chunk_rows: int = 10_000) -> Iterator[LabeledBatch]:
+    """The batches of :func:`generate`, each with the label rows of its documents (see
+    :mod:`indexing.corpora.labels`)."""
+    if domain == "ecommerce":
+        from indexing.corpora.products import labeled_products
+
+        return labeled_products(size, seed, chunk_rows)
+    if domain == "email":
+        from indexing.corpora.emails import labeled_emails
+
+        return labeled_emails(size, seed, chunk_rows)
+    raise CorpusError(f"unknown domain {domain!r}; choose one of ecommerce, email")

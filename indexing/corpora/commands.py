@@ -23,8 +23,9 @@ import pyarrow as pa
 from tqdm import tqdm
 
 from indexing.config import Config
-from indexing.corpora import generate, generator_version
+from indexing.corpora import generate_labeled, generator_version
 from indexing.corpora.files import corpus_manifest, iter_corpus, write_corpus
+from indexing.corpora.labels import LabeledBatch
 from indexing.corpora.loaders import LOADER_VERSION, LoadStats, iter_enron, iter_esci
 from indexing.corpora.vocab import vocab_fingerprint
 from indexing.schema import DOMAINS, EMAILS, PRODUCTS, CorpusSchema, schema_for
@@ -71,7 +72,7 @@ def _now() -> str:
 def _write(
     cfg: Config,
     schema: CorpusSchema,
-    batches: Iterable[pa.Table],
+    batches: Iterable[pa.Table | LabeledBatch],
     meta: dict[str, Any],
     total: int | None,
     stats: LoadStats | None = None,
@@ -83,10 +84,10 @@ def _write(
         total=total, unit="docs", unit_scale=True, desc=schema.domain, disable=None, file=sys.stderr
     ) as bar:
 
-        def counted() -> Iterator[pa.Table]:
-            for table in batches:
-                bar.update(table.num_rows)
-                yield table
+        def counted() -> Iterator[pa.Table | LabeledBatch]:
+            for batch in batches:
+                bar.update((batch.table if isinstance(batch, LabeledBatch) else batch).num_rows)
+                yield batch
 
         manifest = write_corpus(ws, schema, counted(), meta, stats.as_meta if stats is not None else None)
     seconds = max(time.perf_counter() - start, 1e-9)
@@ -116,7 +117,7 @@ def _build(args: argparse.Namespace, cfg: Config) -> int:
         "created_at": _now(),
     }
     return _write(
-        cfg, schema, generate(schema.domain, args.size, args.seed, args.chunk_rows), meta, args.size
+        cfg, schema, generate_labeled(schema.domain, args.size, args.seed, args.chunk_rows), meta, args.size
     )
 
 

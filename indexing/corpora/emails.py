@@ -16,6 +16,8 @@ output is identical for any ``chunk_rows``. What an email looks like:
 - subject from the topic's subject lines; body: greeting, 2-3 facet phrasings (1-2 in replies) in
   the style's sentence templates, a closer and a sign-off with the sender's first name.
 
+:func:`labeled_emails` gives the same batches with their label rows (:mod:`indexing.corpora.labels`).
+
 >>> next(generate_emails(2, seed=3)).column("id").to_pylist()
 ['E00001', 'E00002']
 """
@@ -34,6 +36,7 @@ import pyarrow as pa
 
 from indexing.corpora.blocks import BLOCK, block_ranges, block_rng, check_args, doc_id, id_width, rechunk
 from indexing.corpora.files import arrow_schema
+from indexing.corpora.labels import LABEL_COLUMN, LabeledBatch, drop_labels, label_column, with_labels
 from indexing.corpora.vocab import Person, Style, email_vocab
 from indexing.schema import EMAILS
 
@@ -92,6 +95,7 @@ class _Topic:
     can_reply: bool
     subjects: tuple[tuple[str, tuple[str, ...]], ...]
     facets: tuple[tuple[str, ...], ...]
+    facet_keys: tuple[str, ...]
     folders: tuple[str, ...]
     folder_cum: tuple[float, ...]
     attachment: float
@@ -133,6 +137,7 @@ def _tables() -> _Tables:
                 can_reply=tp.style != "newsletter",
                 subjects=subjects,
                 facets=tuple(f.doc_phrasings for f in tp.facets),
+                facet_keys=tuple(f.key for f in tp.facets),
                 folders=tuple(tp.folders),
                 folder_cum=_cum(list(tp.folders.values())),
                 attachment=tp.attachment,
@@ -237,6 +242,7 @@ def _block(t: _Tables, seed: int, block: int, start: int, rows: int, width: int)
     people, now = t.people, int(NOW.timestamp())
     cols: dict[str, list[object]] = {c: [] for c in EMAILS.columns}
     done: list[_Mail] = []
+    labels: list[list[tuple[str, str]]] = []
     for i in range(rows):
         r = U[i]
         parent = -1
@@ -285,6 +291,7 @@ def _block(t: _Tables, seed: int, block: int, start: int, rows: int, width: int)
             )
             for j in range(n_facets)
         ]
+        labels.append([("body", tp.facet_keys[PM[i][j]]) for j in range(n_facets)])
         cols["id"].append(doc_id(EMAILS.id_prefix, start + i + 1, width))
         cols["sender"].append(people[sender].address)
         cols["sender_domain"].append(people[sender].domain)
@@ -300,13 +307,23 @@ def _block(t: _Tables, seed: int, block: int, start: int, rows: int, width: int)
         cols["subject"].append(subject)
         cols["body"].append(_body(tp.style, parent >= 0, people[recipient], people[sender], sentences, r))
         done.append(_Mail(k, own, sender, recipient, ts, thread, depth, root_subject))
-    return pa.table(cols, schema=arrow_schema(EMAILS))
+    table = pa.table(cols, schema=arrow_schema(EMAILS))
+    return table.append_column(LABEL_COLUMN, label_column(labels))
 
 
-def generate_emails(size: int, seed: int = 0, chunk_rows: int = 10_000) -> Iterator[pa.Table]:
-    """Stream ``size`` generated emails as Arrow tables of ``chunk_rows`` rows (EMAILS columns)."""
+def _generate(size: int, seed: int, chunk_rows: int) -> Iterator[pa.Table]:
     check_args(size, seed, chunk_rows)
     t = _tables()
     width = id_width(size)
     blocks = (_block(t, seed, b, start, rows, width) for b, start, rows in block_ranges(size))
     return rechunk(blocks, chunk_rows)
+
+
+def generate_emails(size: int, seed: int = 0, chunk_rows: int = 10_000) -> Iterator[pa.Table]:
+    """Stream ``size`` generated emails as Arrow tables of ``chunk_rows`` rows (EMAILS columns)."""
+    return drop_labels(_generate(size, seed, chunk_rows))
+
+
+def labeled_emails(size: int, seed: int = 0, chunk_rows: int = 10_000) -> Iterator[LabeledBatch]:
+    """The batches of :func:`generate_emails`, each with the label rows of its emails (the body's facets)."""
+    return with_labels(_generate(size, seed, chunk_rows))

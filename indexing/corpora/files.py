@@ -2,6 +2,12 @@
 
 A corpus is complete exactly when ``manifest.json`` exists; writers build into a temporary
 directory and rename it into place, so a reader never sees a partial corpus.
+
+A generated corpus also has its label table (:mod:`indexing.corpora.labels`) in ``labels-*.parquet``
+files beside the ``part-*.parquet`` documents. Only benchmark synthesis reads them
+(:func:`read_labels`); the index build reads the parts alone. The manifest's ``labels`` entry holds
+their row count and fingerprint (``null`` for a corpus without labels, such as one loaded from real
+data), and the corpus ``fingerprint`` covers documents and labels together.
 """
 
 from __future__ import annotations
@@ -16,11 +22,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from indexing.corpora.labels import LABEL_SCHEMA, LabeledBatch
 from indexing.errors import CorpusError
 from indexing.schema import CorpusSchema, DType
 from indexing.workspace import Workspace, atomic_write_json, staged_dir
 
 MANIFEST = "manifest.json"
+LABEL_PARTS = "labels-*.parquet"
 
 _ARROW: dict[DType, pa.DataType] = {
     DType.STRING: pa.string(),
@@ -73,32 +81,53 @@ class _Fingerprint:
 def write_corpus(
     ws: Workspace,
     schema: CorpusSchema,
-    batches: Iterable[pa.Table],
+    batches: Iterable[pa.Table | LabeledBatch],
     meta: dict[str, Any],
     meta_after: Callable[[], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Write ``batches`` as the workspace corpus of ``schema.domain``, replacing any previous one.
 
-    Each batch is checked against the Arrow schema. Returns the manifest. Nothing is visible until
-    every part is written; a failure leaves the previous corpus as it was. ``meta_after`` adds
-    manifest entries known only once the batches are consumed, such as a loader's drop counts.
+    Each batch is checked against the Arrow schema. A :class:`~indexing.corpora.labels.LabeledBatch`
+    also writes the label rows of its documents; a corpus has labels when every batch brings them.
+    Returns the manifest. Nothing is visible until every part is written; a failure leaves the
+    previous corpus as it was. ``meta_after`` adds manifest entries known only once the batches are
+    consumed, such as a loader's drop counts.
     """
     target = arrow_schema(schema)
     digest = _Fingerprint(target)
-    rows = 0
-    parts = 0
+    label_digest = _Fingerprint(LABEL_SCHEMA)
+    rows = parts = label_rows = 0
+    labeled: bool | None = None
     with staged_dir(ws.corpus_dir(schema.domain)) as tmp:
         for batch in batches:
+            labels = batch.labels if isinstance(batch, LabeledBatch) else None
+            docs = batch.table if isinstance(batch, LabeledBatch) else batch
+            if labeled is not None and labeled != (labels is not None):
+                raise CorpusError("either every batch of a corpus carries labels or none does", code="labels")
+            labeled = labels is not None
             try:
-                table = batch.select(target.names).cast(target)
+                table = docs.select(target.names).cast(target)
             except (KeyError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
                 raise CorpusError(f"batch does not match the {schema.table} schema: {exc}") from None
             if table.num_rows == 0:
                 continue
             pq.write_table(table, tmp / f"part-{parts:05d}.parquet", compression="zstd")
             digest.update(table)
+            if labels is not None:
+                try:
+                    label_table = labels.select(LABEL_SCHEMA.names).cast(LABEL_SCHEMA)
+                except (KeyError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+                    raise CorpusError(f"label rows do not match the label schema: {exc}", code="labels") from None
+                pq.write_table(label_table, tmp / f"labels-{parts:05d}.parquet", compression="zstd")
+                label_digest.update(label_table)
+                label_rows += label_table.num_rows
             rows += table.num_rows
             parts += 1
+        fingerprint = digest.hexdigest()
+        label_meta = None
+        if labeled:
+            label_meta = {"rows": label_rows, "fingerprint": label_digest.hexdigest()}
+            fingerprint = hashlib.sha256(f"{fingerprint}:{label_meta['fingerprint']}".encode()).hexdigest()[:16]
         manifest = {
             **meta,
             **(meta_after() if meta_after is not None else {}),
@@ -106,7 +135,8 @@ def write_corpus(
             "table": schema.table,
             "rows": rows,
             "parts": parts,
-            "fingerprint": digest.hexdigest(),
+            "labels": label_meta,
+            "fingerprint": fingerprint,
         }
         atomic_write_json(tmp / MANIFEST, manifest)
     return manifest
@@ -137,3 +167,22 @@ def iter_corpus(ws: Workspace, schema: CorpusSchema, batch_rows: int = 10_000) -
 def part_paths(ws: Workspace, domain: str) -> list[Path]:
     corpus_manifest(ws, domain)
     return sorted(ws.corpus_dir(domain).glob("part-*.parquet"))
+
+
+def has_labels(manifest: dict[str, Any]) -> bool:
+    """Whether the corpus of ``manifest`` has a label table (generated corpora do, loaded ones do not)."""
+    return bool(manifest.get("labels"))
+
+
+def read_labels(ws: Workspace, domain: str) -> pa.Table | None:
+    """The label table of the workspace corpus (``doc_id``, ``field``, ``facet``), or ``None`` when it has none.
+
+    Only benchmark synthesis reads this; nothing that a retrieval method can reach does.
+    """
+    manifest = corpus_manifest(ws, domain)
+    if not has_labels(manifest):
+        return None
+    paths = sorted(ws.corpus_dir(domain).glob(LABEL_PARTS))
+    if not paths:
+        return LABEL_SCHEMA.empty_table()
+    return pa.concat_tables([pq.read_table(p, schema=LABEL_SCHEMA) for p in paths])

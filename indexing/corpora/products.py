@@ -14,6 +14,8 @@ What a product looks like:
 - review: an opener that fits the rating and 2-3 facet phrasings, the more *con* facets the lower
   the rating; image: a visual description (finish, color, shape, material, setting).
 
+:func:`labeled_products` gives the same batches with their label rows (:mod:`indexing.corpora.labels`).
+
 >>> first = next(generate_products(3, seed=7))
 >>> first.column("id").to_pylist()
 ['P00001', 'P00002', 'P00003']
@@ -31,6 +33,14 @@ import pyarrow as pa
 
 from indexing.corpora.blocks import BLOCK, block_ranges, block_rng, check_args, doc_id, id_width, rechunk
 from indexing.corpora.files import arrow_schema
+from indexing.corpora.labels import (
+    LABEL_COLUMN,
+    LabeledBatch,
+    drop_labels,
+    label_column,
+    visual_key,
+    with_labels,
+)
 from indexing.corpora.vocab import GENERAL, product_vocab
 from indexing.schema import PRODUCTS
 
@@ -144,6 +154,8 @@ class _Cat:
     color_cum: tuple[float, ...]
     pros: tuple[tuple[str, ...], ...]
     cons: tuple[tuple[str, ...], ...]
+    pro_keys: tuple[str, ...]
+    con_keys: tuple[str, ...]
     shapes: tuple[str, ...]
     materials: tuple[str, ...]
 
@@ -187,6 +199,8 @@ def _tables() -> _Tables:
                 color_cum=tuple(cum[:-1]),
                 pros=tuple(f.doc_phrasings for f in c.pros),
                 cons=tuple(f.doc_phrasings for f in c.cons),
+                pro_keys=tuple(f.key for f in c.pros),
+                con_keys=tuple(f.key for f in c.cons),
                 shapes=tuple(t.value for t in c.shapes),
                 materials=tuple(t.value for t in c.materials),
             )
@@ -266,6 +280,7 @@ def _block(t: _Tables, seed: int, block: int, start: int, rows: int, width: int)
     phr = rng.random((n, MAX_DESC + MAX_REV))
 
     titles, descs, revs, images, brands, colors = [], [], [], [], [], []
+    labels: list[list[tuple[str, str]]] = []
     U, C, B, R = u[:rows].tolist(), cat[:rows].tolist(), brand[:rows].tolist(), rating[:rows].tolist()
     P, K, RP, ISC, PH = (
         pros[:rows].tolist(),
@@ -286,8 +301,10 @@ def _block(t: _Tables, seed: int, block: int, start: int, rows: int, width: int)
         k_desc = 2 + int(r[U_DESC_K] * 3)
         t0 = int(r[U_DESC_T] * len(DESC_SENTENCES))
         parts = [_pick(INTROS, r[U_INTRO]).format(model=model, brand=b, noun=c.noun)]
+        said: list[tuple[str, str]] = []
         for j in range(k_desc):
             p = _pick(c.pros[P[i][j]], ph[j])
+            said.append(("description", c.pro_keys[P[i][j]]))
             parts.append(DESC_SENTENCES[(t0 + j) % len(DESC_SENTENCES)].format(p=p, model=model))
         outro = _pick(OUTROS, r[U_OUTRO])
         if outro:
@@ -300,25 +317,30 @@ def _block(t: _Tables, seed: int, block: int, start: int, rows: int, width: int)
         for j in range(k_rev):
             if ISC[i][j] and n_con < len(c.cons):
                 p = _pick(c.cons[K[i][n_con]], ph[MAX_DESC + j])
+                said.append(("review", c.con_keys[K[i][n_con]]))
                 review.append(CON_SENTENCES[(t1 + j) % len(CON_SENTENCES)].format(p=p))
                 n_con += 1
             else:
                 p = _pick(c.pros[RP[i][n_pro]], ph[MAX_DESC + j])
+                said.append(("review", c.pro_keys[RP[i][n_pro]]))
                 review.append(PRO_SENTENCES[(t1 + j) % len(PRO_SENTENCES)].format(p=p))
                 n_pro += 1
         closer = _pick(REVIEW_CLOSERS[mood], r[U_CLOSE])
         if closer:
             review.append(closer)
         finish = _pick(t.finishes, r[U_FINISH])
-        image = _pick(IMAGES, r[U_IMAGE]).format(
-            F=finish[0].upper() + finish[1:],
-            f=finish,
-            c=color,
-            s=_pick(c.shapes, r[U_SHAPE]),
-            n=c.noun,
-            m=_pick(c.materials, r[U_MATERIAL]),
-            set=_pick(t.settings, r[U_SETTING]),
+        shape, material, setting = (
+            _pick(c.shapes, r[U_SHAPE]), _pick(c.materials, r[U_MATERIAL]), _pick(t.settings, r[U_SETTING])
         )
+        image = _pick(IMAGES, r[U_IMAGE]).format(
+            F=finish[0].upper() + finish[1:], f=finish, c=color, s=shape, n=c.noun, m=material, set=setting
+        )
+        said += [
+            ("image", visual_key(kind, value))
+            for kind, value in (("finish", finish), ("color", color), ("shape", shape), ("material", material),
+                                ("setting", setting))
+        ]  # fmt: skip
+        labels.append(said)
         titles.append(title)
         descs.append(" ".join(parts))
         revs.append(" ".join(review))
@@ -340,13 +362,23 @@ def _block(t: _Tables, seed: int, block: int, start: int, rows: int, width: int)
         "review": pa.array(revs, pa.string()),
         "image": pa.array(images, pa.string()),
     }
-    return pa.table(columns, schema=arrow_schema(PRODUCTS))
+    return pa.table(columns, schema=arrow_schema(PRODUCTS)).append_column(LABEL_COLUMN, label_column(labels))
 
 
-def generate_products(size: int, seed: int = 0, chunk_rows: int = 10_000) -> Iterator[pa.Table]:
-    """Stream ``size`` generated products as Arrow tables of ``chunk_rows`` rows (PRODUCTS columns)."""
+def _generate(size: int, seed: int, chunk_rows: int) -> Iterator[pa.Table]:
     check_args(size, seed, chunk_rows)
     t = _tables()
     width = id_width(size)
     blocks = (_block(t, seed, b, start, rows, width) for b, start, rows in block_ranges(size))
     return rechunk(blocks, chunk_rows)
+
+
+def generate_products(size: int, seed: int = 0, chunk_rows: int = 10_000) -> Iterator[pa.Table]:
+    """Stream ``size`` generated products as Arrow tables of ``chunk_rows`` rows (PRODUCTS columns)."""
+    return drop_labels(_generate(size, seed, chunk_rows))
+
+
+def labeled_products(size: int, seed: int = 0, chunk_rows: int = 10_000) -> Iterator[LabeledBatch]:
+    """The batches of :func:`generate_products`, each with the label rows of its products
+    (:mod:`indexing.corpora.labels`): the facets of description and review, the visual terms of the image."""
+    return with_labels(_generate(size, seed, chunk_rows))
