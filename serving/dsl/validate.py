@@ -49,7 +49,6 @@ class ValidatedProgram:
     placeholders: tuple[PlaceholderUse, ...]
     normalized_sql: str
     has_order_by: bool
-    limit: int | None
     positive_entries: tuple[int, ...]
 
     @property
@@ -172,8 +171,6 @@ def validate(program: Program, schema: CorpusSchema, limits: DslLimits = DEFAULT
         _check_entry(entry, i, schema, limits)
     uses = [use for _, use in placeholder_sites(tree)]
     _check_uses(uses, entries)
-    limit = tree.args.get("limit")
-    limit_value = limit.args.get("expression") if isinstance(limit, exp.Limit) else None
     return ValidatedProgram(
         program=program,
         table=schema.table,
@@ -181,6 +178,5 @@ def validate(program: Program, schema: CorpusSchema, limits: DslLimits = DEFAULT
         placeholders=tuple(uses),
         normalized_sql=restore_placeholders(tree).sql(dialect=_DIALECT, comments=False),
         has_order_by=tree.args.get("order") is not None,
-        limit=int(limit_value.this) if isinstance(limit_value, exp.Literal) else None,
         positive_entries=tuple(sorted({use.entry for use in uses if use.positive})),
     )

@@ -39,14 +39,26 @@ class Prepared:
     """What gets substituted and run: ``validated`` after the planning passes of :mod:`serving.engine.plan`."""
     requests: tuple[RetrievalRequest, ...]
     """One request per entry of ``retrieval_list``, in order."""
-    names: tuple[str, ...]
-    """Placeholder name per entry: ``text_1``, ``image_2``, ..."""
-    positive: tuple[int, ...]
-    """0-based indexes of the entries that appear under ``id IN`` (they score in the ranking)."""
-    ordered: bool
-    """The SQL has ``ORDER BY``: its row order wins."""
-    plain: bool
-    """The SQL is ``SELECT [DISTINCT] id FROM <table> WHERE <cond>`` and nothing else (scan-batchable)."""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Placeholder name per entry: ``text_1``, ``image_2``, ..."""
+        return tuple(f"{e.type}_{i}" for i, e in enumerate(self.validated.retrieval_list, start=1))
+
+    @property
+    def positive(self) -> tuple[int, ...]:
+        """0-based indexes of the entries that appear under ``id IN`` (they score in the ranking)."""
+        return self.validated.positive_entries
+
+    @property
+    def ordered(self) -> bool:
+        """The SQL has ``ORDER BY``: its row order wins."""
+        return self.validated.has_order_by
+
+    @property
+    def plain(self) -> bool:
+        """The plan is ``SELECT [DISTINCT] id FROM <table> WHERE <cond>`` and nothing else (scan-batchable)."""
+        return is_plain_filter(self.plan.tree)
 
 
 @dataclass(frozen=True)
@@ -193,15 +205,11 @@ class Engine:
 
     def _prepare(self, program: Program) -> Prepared:
         validated = validate(program, self.schema)
-        entries = program.retrieval_list
-        requests = tuple(RetrievalRequest(e.field, e.mode, e.query, e.k, e.rerank) for e in entries)
-        names = tuple(f"{e.type}_{i}" for i, e in enumerate(entries, start=1))
-        positive = tuple(sorted(validated.positive_entries))
-        tree = flatten_self_subqueries(stable_order(validated.tree), validated.table)
-        plan = dataclasses.replace(validated, tree=tree)
-        return Prepared(
-            validated, plan, requests, names, positive, validated.has_order_by, is_plain_filter(tree)
+        requests = tuple(
+            RetrievalRequest(e.field, e.mode, e.query, e.k, e.rerank) for e in program.retrieval_list
         )
+        tree = flatten_self_subqueries(stable_order(validated.tree), validated.table)
+        return Prepared(validated, dataclasses.replace(validated, tree=tree), requests)
 
     def _execute(self, program_list: Sequence[Program], k: int) -> list[BatchOutcome]:
         for program in program_list:
@@ -309,4 +317,4 @@ class Engine:
 
 
 def _with_timings(result: ExecutionResult, timings: Mapping[str, float]) -> ExecutionResult:
-    return ExecutionResult(result.ids, result.scores, result.candidates, result.sql, dict(timings), result.ok)
+    return dataclasses.replace(result, timings=dict(timings))

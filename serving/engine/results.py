@@ -37,8 +37,8 @@ class ExecutionResult:
     ``image_2``) to the ranked ids its entry retrieved. ``sql`` is the SQL that ran, with the id sets
     substituted. ``timings`` gives milliseconds per stage (:data:`STAGES`); for a program run inside
     :meth:`Engine.execute_many` each stage is the batch's time divided by the batch size.
-    ``ok`` is true when the program validated, every placeholder resolved and the SQL ran within
-    its limits; a failing program yields a typed error instead of a result.
+    Only a program that validated and ran within its limits has a result; a failing one yields its
+    typed error instead.
     """
 
     ids: tuple[str, ...]
@@ -46,12 +46,10 @@ class ExecutionResult:
     candidates: Mapping[str, tuple[str, ...]]
     sql: str
     timings: Mapping[str, float] = field(default_factory=dict)
-    ok: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready view."""
         return {
-            "ok": self.ok,
             "ids": list(self.ids),
             "scores": list(self.scores),
             "candidates": {name: list(ids) for name, ids in self.candidates.items()},

@@ -85,7 +85,7 @@ def test_gold_document_comes_first(engine: Engine) -> None:
         text("review", gold["review"]),
     )
     res = engine.execute(p, k=5)
-    assert res.ok and res.ids[0] == gold["id"]
+    assert res.ids[0] == gold["id"]
     assert res.candidates["text_1"][0] == gold["id"]
     assert res.scores[0] == 1 / (RRF_K + 1)
     assert set(res.timings) >= {"validate", "embed", "ann", "sparse", "rerank", "sql", "rank", "total"}
@@ -322,3 +322,18 @@ def test_limits_are_enforced_and_a_program_over_them_fails_alone(engine: Engine)
         scan_cap.execute(everything)
     assert info.value.code == "exec_limit"
     assert "\n" not in info.value.one_line()
+
+
+def test_a_result_and_its_prepared_program_carry_no_dead_state(engine: Engine) -> None:
+    gold = doc(engine, 8)
+    p = prog(
+        f"SELECT id FROM products WHERE brand = {q(gold['brand'])} AND id IN <text_1> ORDER BY price LIMIT 3",
+        text("review", gold["review"]),
+    )
+    res = engine.execute(p, k=5)
+    # Only a program that ran has a result, so a result says nothing about success.
+    assert set(res.to_dict()) == {"ids", "scores", "candidates", "sql", "timings"}
+    prepared = engine.prepare(p)
+    assert not hasattr(prepared.validated, "limit")
+    assert prepared.positive == prepared.validated.positive_entries == (0,)
+    assert prepared.ordered and not prepared.plain and prepared.names == ("text_1",)
