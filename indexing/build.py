@@ -56,7 +56,7 @@ from indexing.index import (
     read_version,
     version_name,
 )
-from indexing.publish import READERS, claim
+from indexing.publish import READERS, claim, lease_current
 from indexing.publish import list_versions as versions_under
 from indexing.schema import CorpusSchema, Role, schema_for
 from indexing.stores import bm25 as bm25_store
@@ -175,7 +175,9 @@ def build_index(
     settings = build_settings(cfg, schema, manifest, embedders)
     key = build_key(settings)
     ws.index_root(domain).mkdir(parents=True, exist_ok=True)
-    with _build_lock(ws, domain), make_sql_store(cfg) as sql, make_vector_store(cfg) as vec:
+    # The corpus version being read stays on disk while the build reads it, even if a new one is published.
+    corpus_lease = lease_current(ws.corpus_root(domain)) or contextlib.nullcontext()
+    with corpus_lease, _build_lock(ws, domain), make_sql_store(cfg) as sql, make_vector_store(cfg) as vec:
         current = read_current(ws, domain)
         if current and _is_built(cfg, ws, schema, current, key, sql, vec):
             return BuildResult(
