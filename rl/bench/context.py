@@ -70,6 +70,8 @@ class RankTable:
         self, engine: Engine, schema: CorpusSchema, pairs: Iterable[tuple[str, str]], *, progress: bool = False
     ) -> None:
         """Rank the ``(field, phrase)`` pairs not seen yet, with one-entry probe programs."""
+        from serving.engine.results import candidate_name
+
         todo = sorted({p for p in pairs if p not in self._ranks})
         bar = tqdm(total=len(todo), desc=f"{schema.domain} phrases", unit="q", disable=not progress)
         for start in range(0, len(todo), PROBE_BATCH):
@@ -77,17 +79,15 @@ class RankTable:
             programs = []
             for fieldname, phrase in chunk:
                 kind = "image" if fieldname in schema.image_fields else "text"
+                entry = Retrieval(kind, fieldname, phrase, k=DEFAULT_LIMITS.default_k)  # type: ignore[arg-type]
                 programs.append(
-                    Program(
-                        f"SELECT DISTINCT id FROM {schema.table} WHERE id IN <{kind}_1>",
-                        (Retrieval(kind, fieldname, phrase, k=DEFAULT_LIMITS.default_k),),  # type: ignore[arg-type]
-                    )
+                    Program(f"SELECT DISTINCT id FROM {schema.table} WHERE id IN {Program.placeholder(0, entry)}", (entry,))
                 )
             results = engine.execute_many(programs, k=1)
             for (fieldname, phrase), (prog, res) in zip(chunk, zip(programs, results, strict=True), strict=True):
                 if isinstance(res, Exception):
                     raise BenchError(f"probing {fieldname} for {phrase!r} failed: {res}", code="bench_probe")
-                ids = res.candidates[f"{prog.retrieval_list[0].type}_1"]
+                ids = res.candidates[candidate_name(0, prog.retrieval_list[0])]
                 self._ranks[(fieldname, phrase)] = {d: i for i, d in enumerate(ids, start=1)}
                 if ids:
                     self._first[(fieldname, phrase)] = ids[0]

@@ -8,7 +8,7 @@
 from serving.engine.engine import BatchOutcome, Engine, Prepared
 from serving.engine.ranking import RRF_K, Ranked, rank_results, rrf_fuse
 from serving.engine.rerank import CosineReranker, Reranker, RerankRequest
-from serving.engine.results import STAGES, ExecutionError, ExecutionLimits, ExecutionResult
+from serving.engine.results import STAGES, ExecutionError, ExecutionLimits, ExecutionResult, candidate_name
 from serving.engine.retrieval import CacheSizes, RetrievalRequest
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "RerankRequest",
     "Reranker",
     "RetrievalRequest",
+    "candidate_name",
     "rank_results",
     "rrf_fuse",
 ]

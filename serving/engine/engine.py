@@ -22,7 +22,7 @@ from serving.engine.cache import LRU
 from serving.engine.plan import flatten_self_subqueries, is_plain_filter, stable_order
 from serving.engine.ranking import rank_results
 from serving.engine.rerank import Reranker
-from serving.engine.results import STAGES, ExecutionLimits, ExecutionResult
+from serving.engine.results import STAGES, ExecutionLimits, ExecutionResult, candidate_name
 from serving.engine.retrieval import CacheSizes, RetrievalRequest, Retriever
 from serving.engine.sqlrun import Outcome, SqlJob, SqlRunner
 
@@ -43,7 +43,7 @@ class Prepared:
     @property
     def names(self) -> tuple[str, ...]:
         """Placeholder name per entry: ``text_1``, ``image_2``, ..."""
-        return tuple(f"{e.type}_{i}" for i, e in enumerate(self.validated.retrieval_list, start=1))
+        return tuple(candidate_name(i, e) for i, e in enumerate(self.validated.retrieval_list))
 
     @property
     def positive(self) -> tuple[int, ...]:

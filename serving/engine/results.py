@@ -8,6 +8,7 @@ from typing import Any
 
 from indexing.errors import ProReError
 from indexing.stores.clickhouse import QueryLimits
+from serving.dsl.program import Program, Retrieval
 
 STAGES: tuple[str, ...] = ("validate", "embed", "ann", "sparse", "rerank", "sql", "rank", "total")
 """Stages reported in :attr:`ExecutionResult.timings`, in pipeline order."""
@@ -26,6 +27,12 @@ class ExecutionError(ProReError):
 ExecutionLimits = QueryLimits
 """Limits every program's SQL runs under: the stores' :class:`~indexing.stores.clickhouse.QueryLimits`,
 whose defaults are :class:`~indexing.config.ClickHouseConfig`'s (one definition of the read-only caps)."""
+
+
+def candidate_name(index: int, entry: Retrieval) -> str:
+    """The key of entry ``index``'s (0-based) list in :attr:`ExecutionResult.candidates`: its placeholder,
+    :meth:`~serving.dsl.Program.placeholder`, without the angle brackets (``text_1`` for ``<text_1>``)."""
+    return Program.placeholder(index, entry)[1:-1]
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,15 @@ import pytest
 from indexing.config import Config
 from indexing.stores.base import Hit
 from serving.dsl import Program, parse_program
-from serving.engine import Engine, ExecutionError, ExecutionLimits, ExecutionResult, RerankRequest, rrf_fuse
+from serving.engine import (
+    Engine,
+    ExecutionError,
+    ExecutionLimits,
+    ExecutionResult,
+    RerankRequest,
+    candidate_name,
+    rrf_fuse,
+)
 from serving.engine.ranking import RRF_K
 
 
@@ -337,3 +345,15 @@ def test_a_result_and_its_prepared_program_carry_no_dead_state(engine: Engine) -
     assert not hasattr(prepared.validated, "limit")
     assert prepared.positive == prepared.validated.positive_entries == (0,)
     assert prepared.ordered and not prepared.plain and prepared.names == ("text_1",)
+
+
+def test_candidates_are_named_by_their_placeholders(engine: Engine) -> None:
+    p = prog(
+        "SELECT id FROM products WHERE id IN <text_1> AND id NOT IN <image_2>",
+        text("review", "long battery life", k=10),
+        image("bright red", k=5),
+    )
+    res = engine.execute(p)
+    names = [candidate_name(i, e) for i, e in enumerate(p.retrieval_list)]
+    assert names == ["text_1", "image_2"] and list(res.candidates) == names
+    assert [f"<{n}>" for n in names] == [Program.placeholder(i, e) for i, e in enumerate(p.retrieval_list)]
