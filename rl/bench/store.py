@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -20,6 +21,9 @@ MANIFEST = "manifest.json"
 SPLITS = ("train", "test", "ood")
 DEFAULT_SIZES: dict[str, int] = {"train": 20_000, "test": 3_000, "ood": 1_000}
 """Instances per split and domain (the paper's 20k train / 3k test, plus a 1k OOD split)."""
+RELEVANT_CAP = 1_000
+"""Most relevant ids stored with an instance (the gold always among them); ``relevant_n`` is the full
+size and ``relevant_capped`` says the cap cut the stored ids."""
 
 
 def check_sizes(sizes: Mapping[str, int]) -> None:
@@ -54,6 +58,15 @@ class Instance:
     """The condition tree as JSON (see :func:`rl.bench.tree.to_json`)."""
     rewritten: bool = False
     """Whether an LLM endpoint rewrote the templated request."""
+    noisy: bool = False
+    """Whether the request went through the noisy wording family (typos, abbreviations, ...)."""
+    relevant_n: int | None = None
+    """How many documents satisfy the whole condition tree (see :mod:`rl.bench.relevance`); ``None``
+    when the corpus has no label table (real data), so the instance has no relevant set."""
+    relevant_ids: tuple[str, ...] = ()
+    """The relevant documents' ids, sorted, at most :data:`RELEVANT_CAP` of them (the gold among them)."""
+    relevant_capped: bool = False
+    """Whether ``relevant_ids`` holds fewer ids than ``relevant_n`` because of the cap."""
 
     @property
     def program_dict(self) -> dict[str, Any]:
@@ -75,13 +88,27 @@ ARROW_SCHEMA = pa.schema(
         ("operators", pa.list_(pa.string())),
         ("tree", pa.string()),
         ("rewritten", pa.bool_()),
+        ("noisy", pa.bool_()),
+        ("relevant_n", pa.int64()),
+        ("relevant_ids", pa.list_(pa.string())),
+        ("relevant_capped", pa.bool_()),
     ]
 )
+_TUPLES = ("modalities", "operators", "relevant_ids")
 
 
 def _table(instances: Sequence[Instance]) -> pa.Table:
     rows = [asdict(i) for i in instances]
     return pa.Table.from_pylist(rows, schema=ARROW_SCHEMA)
+
+
+def bench_fingerprint(splits: Mapping[str, Sequence[Instance]]) -> str:
+    """A hash of every instance of every split (16 hex digits): equal exactly when the benchmarks are."""
+    digest = hashlib.sha256()
+    for split in sorted(splits):
+        for inst in splits[split]:
+            digest.update(json.dumps([split, asdict(inst)], sort_keys=True, ensure_ascii=False, default=str).encode())
+    return digest.hexdigest()[:16]
 
 
 def write_bench(
@@ -94,7 +121,12 @@ def write_bench(
     with staged_dir(ws.bench_dir(domain)) as tmp:
         for split, instances in splits.items():
             pq.write_table(_table(instances), tmp / f"{split}.parquet", compression="zstd")
-        out = {**manifest, "domain": domain, "splits": {s: len(v) for s, v in splits.items()}}
+        out = {
+            **manifest,
+            "domain": domain,
+            "splits": {s: len(v) for s, v in splits.items()},
+            "fingerprint": bench_fingerprint(splits),
+        }
         atomic_write_json(tmp / MANIFEST, out)
     return out
 
@@ -121,7 +153,4 @@ def load_split(ws: Workspace, domain: str, split: str) -> list[Instance]:
     if not path.is_file():
         raise BenchError(f"the {domain} benchmark has no {split} split", code="bench_split")
     rows = pq.read_table(path).to_pylist()
-    return [
-        Instance(**{**r, "modalities": tuple(r["modalities"]), "operators": tuple(r["operators"])})
-        for r in rows
-    ]
+    return [Instance(**{**r, **{k: tuple(r[k]) for k in _TUPLES if k in r}}) for r in rows]

@@ -1,7 +1,7 @@
 """``prore eval``: evaluate a method on a benchmark split, and compare stored runs.
 
     prore eval ecommerce --method bm25 [--split test|ood] [--limit N] [--k 20]
-    prore eval compare [--domain D] [--split S] [RUN ...]
+    prore eval compare [--domain D] [--split S] [--baseline METHOD] [--allow-mismatch] [RUN ...]
 """
 
 from __future__ import annotations
@@ -57,6 +57,15 @@ def load_instances(cfg: Config, domain: str, split: str) -> list[Any]:
     return instances
 
 
+def benchmark_identity(cfg: Config, domain: str) -> dict[str, Any]:
+    """The workspace benchmark's manifest entries a run records, with its published version."""
+    from rl.bench.store import load_manifest
+
+    ws = Workspace(cfg.workspace)
+    manifest = load_manifest(ws, domain)
+    return {**manifest, "version": ws.bench_dir(domain).name}
+
+
 def eval_settings(args: argparse.Namespace, cfg: Config) -> EvalSettings:
     """The config's ``rl.eval`` section with the flags given on the command line put over it."""
     base = cfg.section(RlSettings).eval
@@ -81,6 +90,7 @@ def _run_eval(args: argparse.Namespace, cfg: Config) -> int:
     if args.limit is not None and args.limit < 1:
         raise EvalError(f"--limit must be positive, got {args.limit}")
     get_method(args.method)  # an unknown method fails before any benchmark or index is opened
+    benchmark = benchmark_identity(cfg, domain)
     instances = spread(load_instances(cfg, domain, split), args.limit)
     run = evaluate(
         cfg,
@@ -91,6 +101,8 @@ def _run_eval(args: argparse.Namespace, cfg: Config) -> int:
         k=settings.k,
         batch_size=settings.batch_size,
         progress=not args.quiet,
+        benchmark=benchmark,
+        meta={"limit": args.limit},
     )
     ws = Workspace(cfg.workspace)
     run_dir = write_run(
@@ -109,7 +121,18 @@ def _run_compare(args: argparse.Namespace, cfg: Config) -> int:
     if args.domain is not None:
         schema_for(args.domain)
     split = check_split(args.split)
-    result = compare(Workspace(cfg.workspace), args.runs, domain=args.domain, split=split)
+    settings = cfg.section(RlSettings).eval
+    result = compare(
+        Workspace(cfg.workspace),
+        args.runs,
+        domain=args.domain,
+        split=split,
+        allow_mismatch=args.allow_mismatch,
+        baseline=args.baseline,
+        resamples=settings.resamples,
+        confidence=settings.confidence,
+        seed=settings.seed,
+    )
     print(result.table)
     print(f"comparison: {result.path}")
     return 0
@@ -138,8 +161,15 @@ def register_eval(sub: Any) -> None:
         d.add_argument("--seed", type=int, default=None, help=f"bootstrap seed (default: rl.eval.seed, {defaults.seed})")
         d.add_argument("--quiet", action="store_true", help="no progress bar")
         d.set_defaults(handler=_run_eval, eval_domain=domain)
-    c = targets.add_parser("compare", help="put stored runs side by side in one table and one figure")
+    c = targets.add_parser(
+        "compare",
+        help="put stored runs side by side, with paired differences against a baseline on shared queries",
+    )
     c.add_argument("runs", nargs="*", metavar="RUN", help="run directories (default: latest run of each method)")
     c.add_argument("--domain", default=None, help="domain whose latest runs to compare")
     c.add_argument("--split", default="test", help="split whose latest runs to compare (default test)")
+    c.add_argument("--baseline", metavar="METHOD", default=None,
+                   help="method the others are paired against (default: the first run)")
+    c.add_argument("--allow-mismatch", action="store_true",
+                   help="compare runs over different benchmarks, index versions or query sets, flagged")
     c.set_defaults(handler=_run_compare)

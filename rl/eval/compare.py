@@ -1,21 +1,26 @@
 """Several stored runs side by side: one markdown table and one figure, the shape of the paper's main table.
 
 Rows are methods; columns are the overall metrics (Hit@1 with its 95% CI), then Hit@1 per level
-and per modality group. The comparison is stored in ``<workspace>/reports/compare/<name>/``.
+and per modality group. Below it, every method against a baseline (the first run, or the one named):
+the mean paired difference of each metric on the queries both scored, with a paired bootstrap CI.
+Runs over different benchmarks, index versions or query sets are refused, unless asked for, and then
+flagged (see :mod:`rl.eval.pairing`). The comparison is stored in ``<workspace>/reports/compare/<name>/``.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from indexing.publish import staged
 from indexing.workspace import Workspace, atomic_write_json, atomic_write_text
+from rl.eval.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
 from rl.eval.errors import EvalError
 from rl.eval.metrics import METRICS
+from rl.eval.pairing import PairedResult, describe, load_queries, mismatches, paired
 from rl.eval.plots import Bar, grouped_bars, metric_label
 from rl.eval.report import SUMMARY, cell, eval_root, latest_runs, load_summary, markdown_table, run_stamp
 from rl.eval.runner import LEVELS, MODALITY_GROUPS
@@ -32,6 +37,10 @@ class Comparison:
     path: Path
     table: str
     runs: tuple[str, ...]
+    paired: tuple[PairedResult, ...] = ()
+    """Every run against the baseline, on shared queries."""
+    mismatches: dict[str, list[Any]] = field(default_factory=dict)
+    """Where the runs differ (empty unless compared with ``allow_mismatch``)."""
 
 
 def resolve_run(ws: Workspace, ref: str) -> Path:
@@ -86,6 +95,26 @@ def comparison_table(summaries: Sequence[Mapping[str, Any]]) -> str:
     return markdown_table(headers, rows)
 
 
+def _delta(iv: Any) -> str:
+    return f"{iv.mean:+.3f} [{iv.low:+.3f}, {iv.high:+.3f}]"
+
+
+def paired_table(results: Sequence[PairedResult], confidence: float = DEFAULT_CONFIDENCE) -> str:
+    """The markdown table of paired differences, one row per run against the baseline."""
+    conf = round(confidence * 100)
+    headers = ["method", "vs", "paired n", *(f"Δ{metric_label(m)} [{conf}% CI]" for m in METRICS), "Hit@1 wins/losses"]
+    rows = [
+        [r.method, r.baseline, str(r.n), *(_delta(r.metrics[m]) for m in METRICS), f"{r.wins}/{r.losses}"]
+        for r in results
+    ]
+    return markdown_table(headers, rows)
+
+
+def _names(summaries: Sequence[Mapping[str, Any]], run_dirs: Sequence[Path]) -> list[str]:
+    names = [s["method"] + (" (gold)" if s.get("uses_gold") else "") for s in summaries]
+    return [f"{n} ({d.name})" if names.count(n) > 1 else n for n, d in zip(names, run_dirs, strict=True)]
+
+
 def _nan_bar() -> Bar:
     nan = float("nan")
     return (nan, nan, nan)
@@ -114,8 +143,18 @@ def compare(
     *,
     domain: str | None = None,
     split: str = "test",
+    allow_mismatch: bool = False,
+    baseline: str | None = None,
+    resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = 0,
 ) -> Comparison:
-    """Compare the runs named by ``refs``, or the latest run of every method for ``domain``/``split``."""
+    """Compare the runs named by ``refs``, or the latest run of every method for ``domain``/``split``.
+
+    Runs that differ in benchmark, index version, query set, gold answers or ``k`` raise
+    :class:`EvalError` (``run_mismatch``) unless ``allow_mismatch``; then the table says so. Paired
+    differences are against the run of method ``baseline`` (default: the first run).
+    """
     if refs:
         run_dirs = [resolve_run(ws, r) for r in refs]
     else:
@@ -128,15 +167,47 @@ def compare(
                 code="no_run",
             )
     summaries = [load_summary(p) for p in run_dirs]
+    queries = [load_queries(p) for p in run_dirs]
+    found = mismatches(summaries, queries)
+    if found and not allow_mismatch:
+        raise EvalError(
+            f"these runs are not comparable: they differ in {describe(found)}; compare runs of one benchmark, "
+            "index and query set, or pass --allow-mismatch to show them flagged (paired differences then "
+            "use the queries they share)",
+            code="run_mismatch",
+        )
+    names = _names(summaries, run_dirs)
+    base = 0
+    if baseline is not None:
+        methods = [s["method"] for s in summaries]
+        if baseline not in methods:
+            raise EvalError(f"no run of method {baseline!r} to compare against; runs: {', '.join(methods)}", code="no_run")
+        base = methods.index(baseline)
+    pairs = paired(names, queries, baseline=base, resamples=resamples, confidence=confidence, seed=seed)
     domains = sorted({s["domain"] for s in summaries})
     splits = sorted({s["split"] for s in summaries})
     label = f"{'+'.join(domains)}-{'+'.join(splits)}"
     table = comparison_table(summaries)
+    if pairs:
+        table += f"\n\nPaired differences against {names[base]} on shared queries:\n\n{paired_table(pairs, confidence)}"
+    if found:
+        table += f"\n\nWARNING: not comparable, the runs differ in {describe(found)}."
     parent = ws.reports_dir / "compare"
     parent.mkdir(parents=True, exist_ok=True)
     final = parent / f"{label}-{run_stamp()}"
     with staged(final) as tmp:
         atomic_write_text(tmp / TABLE, f"# Comparison: {label}\n\n{table}\n")
-        atomic_write_json(tmp / JSON, {"runs": [str(p) for p in run_dirs], "summaries": summaries})
+        atomic_write_json(
+            tmp / JSON,
+            {
+                "runs": [str(p) for p in run_dirs],
+                "summaries": summaries,
+                "paired": [r.as_dict() for r in pairs],
+                "mismatches": found,
+                "bootstrap": {"resamples": resamples, "confidence": confidence, "seed": seed},
+            },
+        )
         _figure(tmp / FIGURE, summaries, f"Hit@1 by level · {label}")
-    return Comparison(path=final, table=table, runs=tuple(str(p) for p in run_dirs))
+    return Comparison(
+        path=final, table=table, runs=tuple(str(p) for p in run_dirs), paired=tuple(pairs), mismatches=found
+    )

@@ -89,6 +89,16 @@ class MethodContext:
         return self._engine
 
     @property
+    def index_version(self) -> str | None:
+        """The index version the methods read: the open engine's, else the domain's published one."""
+        if self._engine is not None:
+            return str(self._engine.handle.version)
+        from indexing.index import read_current
+        from indexing.workspace import Workspace
+
+        return read_current(Workspace(self.cfg.workspace), self.domain)
+
+    @property
     def index(self) -> Any:
         """The engine's index handle (``indexing.index.IndexHandle``), so both share one connection."""
         return self.engine.handle

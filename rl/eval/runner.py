@@ -1,13 +1,18 @@
 """Run one method over benchmark instances and score every query.
 
 Instances go to the method in batches (so engines can batch their vector searches); a tqdm bar
-shows progress. The result is an :class:`EvalRun`: per-query scores plus what produced them.
+shows progress. The result is an :class:`EvalRun`: per-query scores plus what produced them, in
+``meta`` (:func:`run_meta`): the benchmark version, the index version, the split, a hash of the query
+ids and of the gold answers, the method and its settings, so that runs are compared only on the same
+queries (see :mod:`rl.eval.compare`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -87,6 +92,55 @@ class EvalRun:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+def digest(items: Sequence[object]) -> str:
+    """A short stable hash of a list of JSON values (16 hex digits)."""
+    text = json.dumps(list(items), ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def query_digests(qids: Sequence[str], golds: Sequence[str]) -> dict[str, str]:
+    """``ids``: hash of the sorted query ids; ``gold``: hash of the sorted (query id, gold id) pairs."""
+    pairs = sorted(zip(qids, golds, strict=True))
+    return {"ids": digest([q for q, _ in pairs]), "gold": digest([list(p) for p in pairs])}
+
+
+def run_meta(
+    cfg: Config,
+    domain: str,
+    split: str,
+    spec: MethodSpec,
+    instances: Sequence[EvalInstance],
+    *,
+    k: int,
+    batch_size: int,
+    index_version: str | None,
+    benchmark: Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """What a run was computed on and with; two runs compare only where these agree."""
+    bench = dict(benchmark or {})
+    return {
+        "domain": domain,
+        "split": split,
+        "method": spec.name,
+        "benchmark": {
+            "version": bench.get("version"),
+            "fingerprint": bench.get("fingerprint"),
+            "seed": bench.get("seed"),
+            "index_version": bench.get("index_version"),
+            "corpus_fingerprint": bench.get("corpus_fingerprint"),
+        },
+        "index_version": index_version,
+        "queries": {"n": len(instances), **query_digests([i.qid for i in instances], [i.gold_id for i in instances])},
+        "config": {
+            "k": k,
+            "batch_size": batch_size,
+            "embedder": {"text": cfg.embedder.text, "image": cfg.embedder.image},
+            **dict(extra or {}),
+        },
+    }
+
+
 def _score(instances: Sequence[EvalInstance], outcomes: Sequence[Outcome], k: int) -> list[QueryResult]:
     results = []
     for inst, out in zip(instances, outcomes, strict=True):
@@ -139,8 +193,14 @@ def evaluate(
     batch_size: int = DEFAULT_BATCH,
     progress: bool = True,
     ctx: MethodContext | None = None,
+    benchmark: Mapping[str, Any] | None = None,
+    meta: Mapping[str, Any] | None = None,
 ) -> EvalRun:
-    """Evaluate ``method`` (a registered name or a spec) on ``instances``; pass ``ctx`` to reuse open engines."""
+    """Evaluate ``method`` (a registered name or a spec) on ``instances``; pass ``ctx`` to reuse open engines.
+
+    ``benchmark`` is the manifest the instances come from (its version and fingerprint go into the
+    run's ``meta``); ``meta`` adds entries to the recorded config (``--limit``, say).
+    """
     if k < MIN_K:
         raise EvalError(f"--k must be at least {MIN_K} (Hit@3 and NDCG@3 need three ranks), got {k}")
     if batch_size < 1:
@@ -154,6 +214,7 @@ def evaluate(
     t0 = time.perf_counter()
     try:
         outcomes = run_method(spec, context, instances, k=k, batch_size=batch_size, progress=progress)
+        index_version = context.index_version
     finally:
         if own:
             context.close()
@@ -167,4 +228,8 @@ def evaluate(
         started_at=started.isoformat(timespec="seconds"),
         elapsed_s=elapsed,
         uses_gold=spec.uses_gold,
+        meta=run_meta(
+            cfg, domain, split, spec, instances, k=k, batch_size=batch_size, index_version=index_version,
+            benchmark=benchmark, extra=meta,
+        ),
     )

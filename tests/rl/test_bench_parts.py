@@ -172,6 +172,17 @@ def test_splits_round_trip_and_replace_atomically(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("bench/*.partial"))
 
 
+def test_the_manifest_fingerprints_every_instance(tmp_path: Path) -> None:
+    import dataclasses
+
+    splits = {s: [_instance(i, s) for i in range(4)] for s in ("train", "test", "ood")}
+    first = write_bench(Workspace(tmp_path / "a"), "ecommerce", splits, {"seed": 1})["fingerprint"]
+    assert write_bench(Workspace(tmp_path / "b"), "ecommerce", splits, {"seed": 2})["fingerprint"] == first
+    changed = {**splits, "test": [*splits["test"][:3], dataclasses.replace(splits["test"][3], gold_id="P99999")]}
+    assert write_bench(Workspace(tmp_path / "c"), "ecommerce", changed, {"seed": 1})["fingerprint"] != first
+    assert load_manifest(Workspace(tmp_path / "a"), "ecommerce")["fingerprint"] == first
+
+
 def test_bad_split_and_missing_benchmark_are_typed_errors(tmp_path: Path) -> None:
     ws = Workspace(tmp_path)
     with pytest.raises(BenchError) as missing:

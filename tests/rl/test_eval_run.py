@@ -23,6 +23,7 @@ def _quote(value: str) -> str:
 
 
 def _program_instances(cfg: Config, split: str, n: int, offset: int) -> list[Instance]:
+    from serving.dsl import parse_program
     from serving.engine.engine import Engine
 
     engine = Engine.open(cfg, "ecommerce")
@@ -39,7 +40,7 @@ def _program_instances(cfg: Config, split: str, n: int, offset: int) -> list[Ins
                 "retrieval_list": [{"type": "text", "field": "title", "query": title}],
             }
         )
-        top = engine.execute(program, 20).ids
+        top = engine.execute(parse_program(program), 20).ids
         assert top
         out.append(
             Instance(

@@ -1,0 +1,144 @@
+"""Which stored runs may be compared, and paired differences between methods on the queries they share.
+
+Two runs are comparable when they scored the same queries (same ids, same gold answers) of the same
+benchmark version against the same index version, at the same depth ``k``. :func:`mismatches` says
+where a set of runs differs; a run stored without this record (before runs kept it) counts as
+differing, since nothing shows that it agrees.
+
+:func:`paired` puts each run against a baseline on the query ids both scored with the same gold id:
+per query the difference of every metric, and a percentile-bootstrap interval of the mean difference
+that resamples queries (pairs stay together).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rl.eval.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, Interval, paired_difference
+from rl.eval.errors import EvalError
+from rl.eval.metrics import METRICS
+from rl.eval.report import QUERIES
+from rl.eval.runner import query_digests
+
+UNRECORDED = "unrecorded"
+"""The value of an identity field a run did not store."""
+
+FIELDS: tuple[str, ...] = ("domain", "split", "benchmark", "index version", "query ids", "gold answers", "k")
+"""What two runs must share to be compared, in the order mismatches are reported."""
+
+
+def load_queries(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """The per-query records of a stored run, by query id, in stored order."""
+    path = run_dir / QUERIES
+    if not path.is_file():
+        raise EvalError(f"no evaluation run at {run_dir} (missing {QUERIES})", code="no_run")
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return {str(r["qid"]): r for r in records}
+
+
+def identity(summary: Mapping[str, Any], queries: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The fields of :data:`FIELDS` for one run (``gold answers`` is checked per shared query instead)."""
+    meta = summary.get("meta")
+    digests = query_digests(list(queries), [str(q["gold_id"]) for q in queries.values()])
+    if meta is None:
+        bench: Any = UNRECORDED
+        index: Any = UNRECORDED
+    else:
+        recorded = meta.get("benchmark") or {}
+        bench = recorded.get("fingerprint") or recorded.get("version")
+        index = meta.get("index_version")
+    return {
+        "domain": summary["domain"],
+        "split": summary["split"],
+        "benchmark": bench,
+        "index version": index,
+        "query ids": digests["ids"],
+        "k": summary["k"],
+    }
+
+
+def mismatches(
+    summaries: Sequence[Mapping[str, Any]], queries: Sequence[Mapping[str, Mapping[str, Any]]]
+) -> dict[str, list[Any]]:
+    """Each field of :data:`FIELDS` on which the runs differ, with the value of every run."""
+    ids = [identity(s, q) for s, q in zip(summaries, queries, strict=True)]
+    out: dict[str, list[Any]] = {}
+    for name in FIELDS:
+        if name == "gold answers":
+            golds: dict[str, set[str]] = {}
+            for q in queries:
+                for qid, rec in q.items():
+                    golds.setdefault(qid, set()).add(str(rec["gold_id"]))
+            differ = sorted(qid for qid, g in golds.items() if len(g) > 1)
+            if differ:
+                out[name] = [f"{len(differ)} shared queries with another gold id, e.g. {differ[0]}"]
+            continue
+        values = [i[name] for i in ids]
+        if len({json.dumps(v, default=str) for v in values}) > 1 or UNRECORDED in values:
+            out[name] = values
+    return out
+
+
+def describe(found: Mapping[str, Sequence[Any]]) -> str:
+    """``query ids (3 sets), index version (v0001, v0002)``: one line for an error or a note."""
+    parts = []
+    for name, values in found.items():
+        distinct = list(dict.fromkeys(str(v) for v in values))
+        if name == "query ids":
+            parts.append(f"query ids ({len(distinct)} different sets)")
+        else:
+            parts.append(f"{name} ({', '.join(distinct)})")
+    return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class PairedResult:
+    """One run against the baseline on the queries both scored with the same gold id."""
+
+    method: str
+    baseline: str
+    n: int
+    metrics: dict[str, Interval]
+    """Mean of ``run - baseline`` per metric, with its paired bootstrap interval."""
+    wins: int
+    """Queries where the run's Hit@1 beats the baseline's."""
+    losses: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "baseline": self.baseline,
+            "n": self.n,
+            "wins": self.wins,
+            "losses": self.losses,
+            "metrics": {m: iv.as_dict() for m, iv in self.metrics.items()},
+        }
+
+
+def paired(
+    names: Sequence[str],
+    queries: Sequence[Mapping[str, Mapping[str, Any]]],
+    *,
+    baseline: int = 0,
+    resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = 0,
+) -> list[PairedResult]:
+    """Every run but ``baseline`` (an index into ``names``) against it, matched on query ids."""
+    base = queries[baseline]
+    out = []
+    for j, (name, q) in enumerate(zip(names, queries, strict=True)):
+        if j == baseline:
+            continue
+        shared = [qid for qid in base if qid in q and str(q[qid]["gold_id"]) == str(base[qid]["gold_id"])]
+        a = {m: [float(base[qid][m]) for qid in shared] for m in METRICS}
+        b = {m: [float(q[qid][m]) for qid in shared] for m in METRICS}
+        ivs = paired_difference(a, b, n_resamples=resamples, confidence=confidence, seed=seed)
+        wins = sum(y > x for x, y in zip(a["hit@1"], b["hit@1"], strict=True))
+        losses = sum(y < x for x, y in zip(a["hit@1"], b["hit@1"], strict=True))
+        out.append(PairedResult(name, names[baseline], len(shared), ivs, wins, losses))
+    return out
