@@ -49,7 +49,8 @@ def test_the_process_exit_status_is_the_retryable_code(indexed: tuple[Config, st
         cwd=ROOT, env=dict(os.environ), capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 75, done.stderr
-    assert done.stderr.strip().splitlines()[-1].startswith("error store_unavailable: ")
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error store_unavailable: "), done.stderr
 
 
 def test_help_documents_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
