@@ -53,6 +53,26 @@ class StoreUnavailable(StoreError):
     retryable = True
 
 
+class QueryRejected(StoreError):
+    """The store refused a statement for what the statement itself says: its syntax or types, a name it
+    does not know, a value that does not parse, or a cap it ran into. The same statement fails the same
+    way again, so a retry cannot help. ``number`` is the store's own error number (ClickHouse's code)."""
+
+    code = "sql"
+
+    def __init__(self, message: str, *, code: str | None = None, number: int | None = None) -> None:
+        super().__init__(message, code=code)
+        self.number = number
+
+
+class StoreFailure(StoreError):
+    """A store failed for a reason that is not the statement's: a table that vanished, an engine fault,
+    a bug of ours. The whole call fails; retrying it later may help."""
+
+    code = "store_failure"
+    retryable = True
+
+
 class MissingExtra(ProReError):
     """An optional dependency is not installed; the message names the pip extra."""
 

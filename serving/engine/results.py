@@ -18,7 +18,9 @@ class ExecutionError(ProReError):
     """A valid program failed while running: a limit was hit or ClickHouse rejected it.
 
     Codes: ``exec_timeout`` (``max_execution_time``), ``exec_limit`` (rows read, result rows or
-    memory) and ``exec_failed`` (anything else ClickHouse refused, e.g. a type mismatch).
+    memory) and ``exec_failed`` (anything else ClickHouse refused because of the statement, e.g. a
+    type mismatch). A failure that is not the program's raises a retryable
+    :class:`~indexing.errors.StoreFailure` for the whole call instead.
     """
 
     code = "exec_failed"

@@ -9,9 +9,13 @@ Two batched shapes, both returning each program's ids in the program's own row o
   ``SELECT 0, groupArray(id) FROM (<sql_0>) UNION ALL SELECT 1, ...``; ``groupArray`` over a
   subquery keeps the subquery's ``ORDER BY`` order.
 
-A batch that fails is split in halves and retried, down to single programs, which run their own SQL
-exactly as :meth:`Engine.execute` would; so a failing program fails alone, with the same error it
-gets when run by itself, and never takes its neighbours with it.
+A batch the store refuses because of a statement in it (:class:`~indexing.errors.QueryRejected`) is
+split in halves and retried, down to single programs, which run their own SQL exactly as
+:meth:`Engine.execute` would; so a failing program fails alone, with the same error it gets when run by
+itself, and never takes its neighbours with it. A failure that is no program's fault (a table that
+vanished, an engine fault, a bug of ours) is not split: it fails the whole call with a retryable
+:class:`~indexing.errors.StoreFailure` (or :class:`~indexing.errors.StoreUnavailable`), so that a reward
+never scores an infrastructure failure as the programs' failure.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from indexing.errors import ProReError, StoreUnavailable
+from indexing.errors import ProReError, QueryRejected, StoreFailure, StoreUnavailable
+from indexing.stores.clickhouse import LIMIT_FAULTS
 from serving.engine.results import ExecutionError, ExecutionLimits
 
 TUNING: dict[str, Any] = {"compile_expressions": 0}
@@ -31,16 +36,7 @@ times; batched conditions are long and rarely repeat, so compiling them costs fa
 SMALLEST_BATCH = 4
 """Below this size a failing batch runs program by program instead of halving again."""
 
-_LIMIT_NAMES = frozenset(
-    {
-        "TOO_MANY_ROWS",
-        "TOO_MANY_ROWS_OR_BYTES",
-        "TOO_MANY_BYTES",
-        "MEMORY_LIMIT_EXCEEDED",
-        "QUERY_WAS_CANCELLED",
-    }
-)
-_CH_NAME = re.compile(r"\(([A-Z_]{4,})\)")
+_TIMEOUT = 159  # TIMEOUT_EXCEEDED: the program's max_execution_time
 
 
 @dataclass(frozen=True)
@@ -56,22 +52,35 @@ QueryFn = Callable[[str, dict[str, Any]], list[tuple[Any, ...]]]
 
 
 def execution_error(exc: BaseException) -> ExecutionError:
-    """A typed, one-line error from whatever the store raised for a program's SQL."""
-    text = " ".join(str(exc).split())
-    names = _CH_NAME.findall(text)
-    name = names[-1] if names else ""
-    if name == "TIMEOUT_EXCEEDED":
+    """The program's typed, one-line error for a statement the store refused because of what it says
+    (a :class:`~indexing.errors.QueryRejected`; the callers here pass nothing else).
+
+    ``exec_timeout`` for ``max_execution_time``, ``exec_limit`` for the other caps, ``exec_failed`` for
+    the rest of :data:`~indexing.stores.clickhouse.STATEMENT_FAULTS` (types, parsing, unknown names, ...).
+    """
+    number = exc.number if isinstance(exc, QueryRejected) else None
+    if number == _TIMEOUT:
         code = "exec_timeout"
-    elif name in _LIMIT_NAMES:
+    elif number in LIMIT_FAULTS:
         code = "exec_limit"
     else:
         code = "exec_failed"
+    text = " ".join(str(exc).split())
     # ClickHouse repeats "Code: N. DB::Exception:" prefixes; keep the sentence that says what happened.
-    core = re.sub(r"(Code: \d+\. )?DB::Exception: ", "", text)
+    core = re.sub(r"^ClickHouse: ", "", text)
+    core = re.sub(r"(Code: \d+\. )?DB::Exception: ", "", core)
     core = re.sub(r"\s*\(version [^)]*\)", "", core).strip()
     if len(core) > 300:
         core = core[:297] + "..."
     return ExecutionError(f"the program's SQL failed: {core or type(exc).__name__}", code=code)
+
+
+def store_failure(exc: Exception) -> StoreFailure | StoreUnavailable:
+    """What fails the whole call when running a program's SQL failed for a reason that is not the program's."""
+    if isinstance(exc, StoreFailure | StoreUnavailable):
+        return exc
+    detail = exc.one_line() if isinstance(exc, ProReError) else f"{type(exc).__name__}: {exc}"
+    return StoreFailure(f"running the programs' SQL failed, not because of a program: {' '.join(detail.split())[:400]}")
 
 
 class SqlRunner:
@@ -101,10 +110,10 @@ class SqlRunner:
         """Run the job's own SQL alone (the path of a single program)."""
         try:
             rows = self._call(job.sql, 1)
-        except (StoreUnavailable, KeyboardInterrupt):
-            raise
-        except Exception as exc:  # anything ClickHouse refuses is this program's failure alone
+        except QueryRejected as exc:  # the statement's own fault: this program's failure alone
             return execution_error(exc)
+        except Exception as exc:  # the store's or ours: the whole call fails, retryably
+            raise store_failure(exc) from exc
         return tuple(str(r[0]) for r in rows)
 
     # -- batching -----------------------------------------------------------------------------
@@ -128,9 +137,7 @@ class SqlRunner:
         chunk = [jobs[i] for i in idxs]
         try:
             lists = self._parse(shape, chunk)
-        except (StoreUnavailable, KeyboardInterrupt):
-            raise
-        except Exception:
+        except QueryRejected:
             # Someone in this chunk fails; isolate them so the others still get their results.
             if len(idxs) <= SMALLEST_BATCH:
                 for i in idxs:
@@ -151,11 +158,11 @@ class SqlRunner:
         rows = self._call(shape(chunk), len(chunk))
         if shape == self._scan_sql:
             if len(rows) != 1 or len(rows[0]) != len(chunk):
-                raise ProReError(f"filter scan returned {len(rows)} rows for {len(chunk)} programs")
+                raise StoreFailure(f"filter scan returned {len(rows)} rows for {len(chunk)} programs")
             return [tuple(str(x) for x in arr) for arr in rows[0]]
         by_index: dict[int, tuple[str, ...]] = {int(r[0]): tuple(str(x) for x in r[1]) for r in rows}
         if len(by_index) != len(chunk):
-            raise ProReError(f"union returned {len(by_index)} of {len(chunk)} programs")
+            raise StoreFailure(f"union returned {len(by_index)} of {len(chunk)} programs")
         return [by_index[i] for i in range(len(chunk))]
 
     def _scan_sql(self, chunk: Sequence[SqlJob]) -> str:
