@@ -77,8 +77,9 @@ class MilvusConfig:
     """Where vectors live."""
 
     uri: str | None = None
-    """``None`` uses a Milvus Lite file in the workspace; otherwise a server URI such as
-    ``http://milvus:19530``, used as is."""
+    """``None`` uses a Milvus Lite file in the workspace (zero setup; slow past about 100k documents);
+    otherwise a server URI such as ``http://milvus:19530``, used as is, or the local server that
+    ``prore stores up`` starts (``http://127.0.0.1:19530``)."""
     index_type: str = "FLAT"
     """Vector index type. Milvus Lite builds FLAT and AUTOINDEX, plus HNSW, HNSW_SQ, IVF_FLAT and IVF_SQ8
     with faiss-cpu; other types are rejected. A Milvus cluster accepts its full list."""
@@ -87,7 +88,15 @@ class MilvusConfig:
     index_params: dict[str, Any] = field(default_factory=dict)
     """Extra build parameters for the index type, e.g. ``{nlist: 128}`` for IVF_FLAT."""
     search_params: dict[str, Any] = field(default_factory=dict)
-    """Extra search parameters, e.g. ``{nprobe: 16}`` for IVF_FLAT."""
+    """Extra search parameters sent with every search, e.g. ``{radius: 0.2}``; Milvus Lite ignores them."""
+    ef: int | None = None
+    """HNSW search breadth sent with each search (raised to the number of hits asked for); ``None``:
+    the server's default. Larger is more exact and slower."""
+    nprobe: int | None = None
+    """IVF clusters probed per search (at most ``index_params.nlist``); ``None``: the server's default (8)."""
+    timeout_s: float = 10.0
+    """Seconds a Milvus server may take to answer one request (loading a collection: at least 60)
+    before the store counts as unavailable."""
     shards_num: int = 1
     """Shards per collection on a Milvus cluster (ignored by Milvus Lite)."""
 
