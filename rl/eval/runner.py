@@ -22,7 +22,7 @@ from tqdm import tqdm
 from indexing.config import Config
 from rl.eval.errors import EvalError
 from rl.eval.methods import EvalInstance, MethodContext, MethodSpec, Outcome, get_method
-from rl.eval.metrics import DEFAULT_CUTOFF, score_query
+from rl.eval.metrics import DEFAULT_CUTOFF, Relevant, score_queries
 
 LEVELS: tuple[str, ...] = ("L1", "L2", "L3")
 MODALITY_GROUPS: tuple[str, ...] = ("structured", "text", "image", "mixed")
@@ -143,8 +143,11 @@ def run_meta(
 
 def _score(instances: Sequence[EvalInstance], outcomes: Sequence[Outcome], k: int) -> list[QueryResult]:
     results = []
-    for inst, out in zip(instances, outcomes, strict=True):
-        scores = score_query(out.ids, inst.gold_id, cutoff=k)
+    # Gold and graded metrics of every query in one library call (see rl.eval.metrics).
+    all_scores = score_queries(
+        [o.ids for o in outcomes], [i.gold_id for i in instances], [Relevant.of(i) for i in instances], cutoff=k
+    )
+    for inst, out, scores in zip(instances, outcomes, all_scores, strict=True):
         results.append(
             QueryResult(
                 qid=inst.qid,
