@@ -1,0 +1,181 @@
+"""Reconcile, promotion: a succeeded run becomes a ``PlannerService``, which becomes an InferenceService,
+a KEDA ScaledObject and a ServiceMonitor (pure functions).
+
+- **InferenceService** (KServe 0.20, ``Standard`` deployment mode): the predictor is KServe's Hugging Face
+  server with the vLLM backend (OpenAI-compatible, under ``/openai/v1``) on GPU nodes; the project's
+  transformer (the query API: NL in, program, candidates and ranked results out) sits in front of it.
+  ``serving.kserve.io/autoscalerClass: external`` keeps KServe from creating its own HPA, because the
+  ScaledObject owns the predictor's replica count.
+- **ScaledObject**: scales the predictor Deployment (``<name>-predictor``) between the bounds on
+  vLLM's waiting requests (``vllm:num_requests_waiting``), summed over the model's replicas, read from
+  Prometheus.
+- **ServiceMonitor**: has Prometheus scrape the predictor's ``/metrics``, where that metric comes from.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from operators.api import API_VERSION, PLANNER_SERVICE, PlannerServiceSpec
+from operators.errors import SpecError
+from operators.objects import child_metadata
+from operators.schema import dump, load
+from operators.settings import OperatorSettings
+from operators.training import promoted_model_uri, spec_of
+
+ISVC_API_VERSION = "serving.kserve.io/v1beta1"
+KEDA_API_VERSION = "keda.sh/v1alpha1"
+MONITORING_API_VERSION = "monitoring.coreos.com/v1"
+KSERVE_HTTP_PORT = 8080
+
+
+def planner_service(job: dict[str, Any], settings: OperatorSettings | None = None) -> dict[str, Any] | None:
+    """The PlannerService a succeeded RetrievalTrainingJob asks for; None without ``spec.promote``."""
+    spec = spec_of(job)
+    if spec.promote is None:
+        return None
+    p = spec.promote
+    name = p.name or str(job["metadata"]["name"])
+    ps = PlannerServiceSpec(
+        model=promoted_model_uri(job, spec),
+        gpu_type=p.gpu_type or spec.resources.gpu_type,
+        autoscaling=p.autoscaling,
+        transformer=p.transformer,
+        source_job=str(job["metadata"]["name"]),
+    )
+    return {
+        "apiVersion": API_VERSION,
+        "kind": PLANNER_SERVICE.kind,
+        "metadata": child_metadata(job, name, component="planner"),
+        "spec": dump(ps),
+    }
+
+
+def planner_spec(ps: dict[str, Any]) -> PlannerServiceSpec:
+    """The typed spec of a PlannerService, with the checks its CRD schema cannot express."""
+    spec = load(PlannerServiceSpec, ps.get("spec"), "spec")
+    if spec.autoscaling.min_replicas > spec.autoscaling.max_replicas:
+        raise SpecError("minReplicas is above maxReplicas", path="spec.autoscaling")
+    return spec
+
+
+def predictor_name(ps: dict[str, Any]) -> str:
+    """KServe's name of the predictor Deployment and Service (``constants.PredictorServiceName``)."""
+    return f"{ps['metadata']['name']}-predictor"
+
+
+def _gpu_placement(spec: PlannerServiceSpec, settings: OperatorSettings) -> dict[str, Any]:
+    return {"nodeSelector": {settings.gpu_label: spec.gpu_type},
+            "tolerations": [{"key": settings.gpu_resource, "operator": "Exists", "effect": "NoSchedule"}]}  # fmt: skip
+
+
+def inference_service(ps: dict[str, Any], settings: OperatorSettings | None = None) -> dict[str, Any]:
+    """The InferenceService of PlannerService ``ps``."""
+    settings = settings or OperatorSettings()
+    spec = planner_spec(ps)
+    name = str(ps["metadata"]["name"])
+    namespace = ps["metadata"].get("namespace") or "default"
+    gpus = {"cpu": "4", "memory": "32Gi", settings.gpu_resource: spec.gpus}
+    meta = child_metadata(ps, name, component="planner-endpoint")
+    meta["annotations"] = {
+        "serving.kserve.io/deploymentMode": "Standard",
+        "serving.kserve.io/autoscalerClass": "external",
+        "serving.kserve.io/enable-prometheus-scraping": "true",
+    }
+    predictor: dict[str, Any] = {
+        "minReplicas": spec.autoscaling.min_replicas,
+        "maxReplicas": spec.autoscaling.max_replicas,
+        **_gpu_placement(spec, settings),
+        "model": {
+            "modelFormat": {"name": "huggingface"},
+            "runtime": settings.hf_runtime,
+            "storageUri": spec.model,
+            "args": [f"--model_name={spec.served_model_name}", "--backend=vllm",
+                     f"--max_model_len={spec.max_model_len}"],  # fmt: skip
+            "resources": {"requests": dict(gpus), "limits": dict(gpus)},
+        },
+    }
+    out: dict[str, Any] = {"apiVersion": ISVC_API_VERSION, "kind": "InferenceService", "metadata": meta,
+                           "spec": {"predictor": predictor}}  # fmt: skip
+    if spec.transformer:
+        probe = {"httpGet": {"path": "/readyz", "port": KSERVE_HTTP_PORT}, "periodSeconds": 10}
+        live = {"httpGet": {"path": "/healthz", "port": KSERVE_HTTP_PORT}, "periodSeconds": 20}
+        # KServe appends --model_name/--predictor_host to a transformer's args; under `sh -c` they
+        # become positional parameters the script ignores, so the query API keeps its own options.
+        script = "exec " + shlex.join(settings.transformer_command)
+        out["spec"]["transformer"] = {
+            "minReplicas": 1,
+            "maxReplicas": spec.autoscaling.max_replicas,
+            "containers": [{
+                "name": "kserve-container",
+                "image": spec.transformer_image or settings.transformer_image,
+                "command": ["/bin/sh", "-c", script, "transformer"],
+                "env": [
+                    {"name": "PRORE_PLANNER_URL",
+                     "value": f"http://{predictor_name(ps)}.{namespace}.svc.cluster.local/openai/v1"},
+                    {"name": "PRORE_PLANNER_MODEL", "value": spec.served_model_name},
+                ],
+                "ports": [{"name": "http", "containerPort": KSERVE_HTTP_PORT, "protocol": "TCP"}],
+                "readinessProbe": probe,
+                "livenessProbe": live,
+                "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}},
+                "securityContext": {"runAsNonRoot": True, "readOnlyRootFilesystem": True,
+                                    "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+            }],
+        }  # fmt: skip
+    return out
+
+
+def queue_query(ps: dict[str, Any], spec: PlannerServiceSpec) -> str:
+    """PromQL of the waiting requests of this endpoint's model, over all its replicas."""
+    namespace = ps["metadata"].get("namespace") or "default"
+    return f'sum({spec.autoscaling.metric}{{namespace="{namespace}",model_name="{spec.served_model_name}"}})'
+
+
+def scaled_object(ps: dict[str, Any], settings: OperatorSettings | None = None) -> dict[str, Any]:
+    """The KEDA ScaledObject that scales the predictor on vLLM's queue."""
+    settings = settings or OperatorSettings()
+    spec = planner_spec(ps)
+    a = spec.autoscaling
+    return {
+        "apiVersion": KEDA_API_VERSION,
+        "kind": "ScaledObject",
+        "metadata": child_metadata(ps, predictor_name(ps), component="planner-autoscaler"),
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": predictor_name(ps)},
+            "minReplicaCount": a.min_replicas,
+            "maxReplicaCount": a.max_replicas,
+            "pollingInterval": a.polling_interval_seconds,
+            "cooldownPeriod": a.cooldown_seconds,
+            "triggers": [{
+                "type": "prometheus",
+                "metricType": "AverageValue",
+                "metadata": {
+                    "serverAddress": a.prometheus_address or settings.prometheus_address,
+                    "query": queue_query(ps, spec),
+                    "threshold": f"{a.target:g}",
+                },
+            }],
+        },
+    }  # fmt: skip
+
+
+def service_monitor(ps: dict[str, Any]) -> dict[str, Any]:
+    """The ServiceMonitor of the predictor's vLLM metrics."""
+    planner_spec(ps)
+    name = str(ps["metadata"]["name"])
+    return {
+        "apiVersion": MONITORING_API_VERSION,
+        "kind": "ServiceMonitor",
+        "metadata": child_metadata(ps, predictor_name(ps), component="planner-metrics"),
+        "spec": {
+            "selector": {"matchLabels": {"serving.kserve.io/inferenceservice": name, "component": "predictor"}},
+            "endpoints": [{"targetPort": KSERVE_HTTP_PORT, "path": "/metrics", "interval": "15s"}],
+        },
+    }
+
+
+def planner_children(ps: dict[str, Any], settings: OperatorSettings | None = None) -> list[dict[str, Any]]:
+    """Everything a PlannerService owns, in the order they are created."""
+    return [inference_service(ps, settings), scaled_object(ps, settings), service_monitor(ps)]

@@ -1,0 +1,66 @@
+"""The operator's settings: one frozen object, read from the environment its Deployment sets.
+
+Each default is what the chart's operator Deployment passes unless told otherwise
+(``charts/proretrieval/values.yaml``, key ``operator``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+
+from operators.errors import SpecError
+
+ENV_PREFIX = "PRORE_OPERATOR_"
+
+
+@dataclass(frozen=True)
+class OperatorSettings:
+    """Images, node labels and addresses the operator writes into the children it creates."""
+
+    training_image: str = "ghcr.io/proretrieval/proretrieval-train:0.1.0"
+    """Image of the Ray head and workers: Ray, verl, vLLM and this project (its ``prore`` command)."""
+    transformer_image: str = "ghcr.io/proretrieval/proretrieval:0.1.0"
+    """Image of the planner endpoint's transformer (the project's query API)."""
+    s3_image: str = "amazon/aws-cli:2.27.0"
+    """Image of the init container that copies an ``s3://`` base model into each Ray node."""
+    gpu_label: str = "nvidia.com/gpu.product"
+    """Node label whose value names the GPU (GPU feature discovery sets it); workers select on it."""
+    gpu_resource: str = "nvidia.com/gpu"
+    """Extended resource name of a GPU (the NVIDIA device plugin's)."""
+    prometheus_address: str = "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
+    """Prometheus that KEDA queries for vLLM's queue metric (kube-prometheus-stack's service)."""
+    transformer_command: tuple[str, ...] = ("prore", "serve", "--host", "0.0.0.0", "--port", "8080")
+    """The transformer's command: the query API on KServe's port. It reads the predictor's OpenAI
+    base URL and model name from ``PRORE_PLANNER_URL`` and ``PRORE_PLANNER_MODEL``."""
+    hf_runtime: str = "kserve-huggingfaceserver"
+    """ClusterServingRuntime of the predictor: KServe's Hugging Face server, vLLM backend on GPUs."""
+    workspace_mount: str = "/mnt/workspace"
+    """Where the workspace volume is mounted on every Ray node."""
+    checkpoint_mount: str = "/mnt/checkpoints"
+    """Where the checkpoint volume is mounted on every Ray node."""
+    model_mount: str = "/mnt/model"
+    """Where a ``pvc://`` or ``s3://`` base model appears on every Ray node."""
+    status_interval_s: float = 60.0
+    """How often a running job's step is read from the Ray dashboard."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorSettings:
+        """Settings from ``PRORE_OPERATOR_<FIELD>`` variables (``PRORE_OPERATOR_TRAINING_IMAGE``, ...)."""
+        env = os.environ if env is None else env
+        given: dict[str, object] = {}
+        for f in fields(cls):
+            raw = env.get(ENV_PREFIX + f.name.upper())
+            if raw is None:
+                continue
+            if f.type in ("tuple[str, ...]",):
+                given[f.name] = tuple(raw.split())
+            elif f.type in ("float", float):
+                try:
+                    given[f.name] = float(raw)
+                except ValueError:
+                    raise SpecError(f"must be a number, got {raw!r}", path=ENV_PREFIX + f.name.upper()) from None
+            else:
+                given[f.name] = raw
+        return cls(**given)  # type: ignore[arg-type]
