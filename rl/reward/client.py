@@ -1,0 +1,175 @@
+"""An async client of the reward service, with retries: what trainers, the benchmark and verl's
+reward function call.
+
+Scores are deterministic, so any request whose answer did not arrive is safe to send again. The
+client retries connection failures, 429 and 5xx answers, waiting what ``Retry-After`` says or, when
+the service says nothing, an exponential backoff with jitter. A 4xx other than 429 is the caller's
+mistake and raises :class:`~rl.reward.RewardError` at once with the service's one-line reason.
+
+>>> import asyncio
+>>> async def main():  # doctest: +SKIP
+...     async with RewardClient("http://127.0.0.1:8790") as client:
+...         return await client.score_one(completion, domain="ecommerce", instance_id="ecommerce-train-000001")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import os
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from rl.reward.errors import RewardError, RewardUnavailable
+from rl.reward.settings import URL_ENV
+
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+
+
+@dataclass
+class ClientStats:
+    """What a client went through: requests sent, answers that were retried, and why."""
+
+    attempts: int = 0
+    retries: int = 0
+    rejected: int = 0
+    """429 answers."""
+    unavailable: int = 0
+    """Connection failures and 5xx answers."""
+
+
+def retry_after_s(value: str | None) -> float | None:
+    """Seconds a ``Retry-After`` header asks for (delta-seconds or an HTTP date), or None.
+
+    >>> retry_after_s("2"), retry_after_s("0.5"), retry_after_s(None), retry_after_s("soon")
+    (2.0, 0.5, None, None)
+    """
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+class RewardClient:
+    """Scores items through ``POST /v1/score`` on ``base_url`` (default: the ``PRORE_REWARD_URL`` environment)."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        timeout_s: float = 120.0,
+        max_attempts: int = 12,
+        backoff_s: float = 0.05,
+        max_backoff_s: float = 5.0,
+        max_connections: int = 64,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        url = base_url or os.environ.get(URL_ENV)
+        if not url:
+            raise RewardError(f"no reward service URL: pass one or set {URL_ENV}", code="no_reward_url")
+        if max_attempts < 1:
+            raise RewardError(f"max_attempts must be positive, got {max_attempts}", code="bad_reward_config")
+        self.base_url = url.rstrip("/")
+        self.max_attempts = max_attempts
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.stats = ClientStats()
+        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url, timeout=timeout_s, limits=limits, transport=transport
+        )
+
+    async def __aenter__(self) -> RewardClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def score(self, items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Per-item results (terms, total, error, ids, length, timings) for ``items``, in order."""
+        body = {"items": [dict(item) for item in items]}
+        last = "no attempt made"
+        for attempt in range(1, self.max_attempts + 1):
+            self.stats.attempts += 1
+            wait: float | None = None
+            try:
+                response = await self._http.post("/v1/score", json=body)
+            except httpx.TransportError as exc:
+                self.stats.unavailable += 1
+                last = f"{type(exc).__name__}: {exc}"
+            else:
+                if response.status_code == 200:
+                    results: list[dict[str, Any]] = response.json()["results"]
+                    if len(results) != len(items):
+                        raise RewardError(
+                            f"{len(results)} results for {len(items)} items", code="bad_response"
+                        )
+                    return results
+                reason = _reason(response)
+                if response.status_code not in RETRY_STATUSES:
+                    code, detail = reason
+                    raise RewardError(f"the reward service refused the request ({response.status_code}): {detail}",
+                                      code=code)  # fmt: skip
+                if response.status_code == 429:
+                    self.stats.rejected += 1
+                else:
+                    self.stats.unavailable += 1
+                wait = retry_after_s(response.headers.get("Retry-After"))
+                last = f"{response.status_code} {reason[0]}: {reason[1]}"
+            if attempt == self.max_attempts:
+                break
+            self.stats.retries += 1
+            await asyncio.sleep(self._delay(attempt, wait))
+        raise RewardUnavailable(
+            f"the reward service did not answer after {self.max_attempts} attempts ({last})"
+        )
+
+    async def score_one(
+        self,
+        completion: str,
+        *,
+        domain: str,
+        instance_id: str | None = None,
+        gold_id: str | None = None,
+        relevant: Sequence[str] | None = None,
+        budget: int | None = None,
+    ) -> dict[str, Any]:
+        """One completion's result (one request; the service batches it with its neighbours)."""
+        item: dict[str, Any] = {"completion": completion, "domain": domain}
+        for key, value in (("instance_id", instance_id), ("gold_id", gold_id), ("budget", budget)):
+            if value is not None:
+                item[key] = value
+        if relevant is not None:
+            item["relevant"] = list(relevant)
+        return (await self.score([item]))[0]
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        # Jitter spreads callers that were refused together, so they do not come back together.
+        if retry_after is not None:
+            return retry_after + random.uniform(0, self.backoff_s)
+        return random.uniform(0, min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1)))
+
+
+def _reason(response: httpx.Response) -> tuple[str, str]:
+    try:
+        data = response.json()
+    except ValueError:
+        return "http_error", response.text[:200] or response.reason_phrase
+    if isinstance(data, dict):
+        return str(data.get("error", "http_error")), str(data.get("detail", data))
+    return "http_error", str(data)[:200]

@@ -1,0 +1,387 @@
+"""The reward service: ``POST /v1/score``, ``GET /healthz``, ``GET /readyz`` and ``GET /metrics``.
+
+verl calls the reward once per sample from many workers. The service merges the requests that
+arrive within a short window (``window_ms``) into one batch, which :class:`~rl.reward.RewardScorer`
+runs with one ``execute_many`` call per domain; the ``reward_batch_items`` histogram shows how well
+that works. Load is bounded: past ``max_concurrent_requests`` requests in flight or ``max_queue_items``
+items waiting, a caller gets 429 with ``Retry-After``. A bad request is a 4xx whose body is one line:
+``{"error": <code>, "detail": <reason>}``.
+
+Scores are deterministic (see :mod:`rl.reward.scorer`), so a client may retry any request whose
+answer it did not get. The one exception is the service's batch deadline (``batch_timeout_s``),
+a backstop behind the engine's per-program limits: an item answered at the deadline scores ``S_e = 0``
+with ``timed_out`` set.
+
+>>> from rl.reward.service import create_app  # doctest: +SKIP
+>>> app = create_app(ServiceSettings(), RewardScorer.open(cfg, ["ecommerce"]), InstanceIndex())  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel, ConfigDict, Field
+
+from indexing.errors import ProReError
+from indexing.schema import Role, schema_for
+from rl.reward.errors import RewardError, RewardUnavailable
+from rl.reward.instances import InstanceIndex
+from rl.reward.metrics import ServiceMetrics
+from rl.reward.scorer import RewardItem, RewardResult, RewardScorer
+from rl.reward.settings import ServiceSettings
+
+# -- wire format ----------------------------------------------------------------------------------
+
+
+class ScoreItemIn(BaseModel):
+    """One item of ``POST /v1/score``: a completion and what it is scored against."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    completion: str
+    domain: str
+    instance_id: str | None = None
+    """A benchmark instance id: the service looks its gold id (and relevant set) up."""
+    gold_id: str | None = None
+    relevant: list[str] | None = None
+    """Ids that satisfy the request (``satisfy`` accuracy); the gold id counts as relevant too."""
+    budget: int | None = Field(default=None, ge=1)
+    """Length budget of ``S_l`` in the service's unit (``length_unit`` of each result)."""
+
+
+class ScoreRequestIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    items: list[ScoreItemIn] = Field(min_length=1)
+
+
+class Overloaded(Exception):
+    """The service refuses a request now; ``reason`` names the limit it hit."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+# -- coalescing -----------------------------------------------------------------------------------
+
+
+@dataclass
+class _Pending:
+    items: list[RewardItem]
+    future: asyncio.Future[list[RewardResult]]
+
+
+class Coalescer:
+    """Merges concurrent requests into batches and runs them, one at a time, on an engine thread."""
+
+    def __init__(self, scorer: RewardScorer, settings: ServiceSettings) -> None:
+        self.scorer = scorer
+        self.settings = settings
+        self.metrics: ServiceMetrics | None = None
+        self._queue: deque[_Pending] = deque()
+        self._depth = 0
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="reward-engine")
+
+    @property
+    def depth(self) -> int:
+        """Items waiting to be scored."""
+        return self._depth
+
+    def start(self) -> None:
+        self._wake = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="reward-coalescer")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        while self._queue:
+            pending = self._queue.popleft()
+            if not pending.future.done():
+                pending.future.set_exception(RewardUnavailable("the reward service is shutting down"))
+        self._depth = 0
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    async def run_in_engine(self, items: Sequence[RewardItem]) -> list[RewardResult]:
+        """Score ``items`` on the engine thread, outside any batch (warm-up)."""
+        return await asyncio.get_running_loop().run_in_executor(
+            self._executor, self.scorer.score, list(items)
+        )
+
+    async def submit(self, items: list[RewardItem]) -> list[RewardResult]:
+        """Queue ``items`` for the next batch and wait for their results; :class:`Overloaded` when full."""
+        if self._wake is None:
+            raise RewardUnavailable("the reward service is not running")
+        if self._depth + len(items) > self.settings.max_queue_items:
+            raise Overloaded(
+                "queue_full", f"{self._depth} items are waiting; at most {self.settings.max_queue_items}"
+            )
+        future: asyncio.Future[list[RewardResult]] = asyncio.get_running_loop().create_future()
+        self._queue.append(_Pending(items, future))
+        self._depth += len(items)
+        self._wake.set()
+        return await future
+
+    async def _run(self) -> None:
+        assert self._wake is not None
+        window = self.settings.window_ms / 1000
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            if window > 0:
+                await asyncio.sleep(window)  # let the other samples of this step join
+            while self._queue:
+                await self._score(self._take())
+
+    def _take(self) -> list[_Pending]:
+        """Whole requests, up to ``max_batch_items`` (a larger request is a batch of its own)."""
+        batch: list[_Pending] = []
+        size = 0
+        while self._queue and (
+            not batch or size + len(self._queue[0].items) <= self.settings.max_batch_items
+        ):
+            pending = self._queue.popleft()
+            batch.append(pending)
+            size += len(pending.items)
+        self._depth -= size
+        return batch
+
+    async def _score(self, batch: list[_Pending]) -> None:
+        items = [item for pending in batch for item in pending.items]
+        loop = asyncio.get_running_loop()
+        start = time.perf_counter()
+        running = loop.run_in_executor(self._executor, self.scorer.score, items)
+        try:
+            results = await asyncio.wait_for(asyncio.shield(running), self.settings.batch_timeout_s)
+        except TimeoutError:
+            # Answer now; the engine finishes the batch in its thread and the next batch waits for it.
+            results = [self.scorer.unscored(item) for item in items]
+            self._deliver(batch, items, results, time.perf_counter() - start)
+            with contextlib.suppress(Exception):
+                await running
+            return
+        except Exception as exc:
+            for pending in batch:
+                if not pending.future.done():
+                    pending.future.set_exception(exc)
+            return
+        self._deliver(batch, items, results, time.perf_counter() - start)
+
+    def _deliver(
+        self, batch: list[_Pending], items: list[RewardItem], results: list[RewardResult], seconds: float
+    ) -> None:
+        if self.metrics is not None:
+            self.metrics.observe_batch(items, results, seconds, len(batch))
+        at = 0
+        for pending in batch:
+            n = len(pending.items)
+            if not pending.future.done():  # a caller that went away leaves a cancelled future
+                pending.future.set_result(results[at : at + n])
+            at += n
+
+
+# -- the app --------------------------------------------------------------------------------------
+
+
+def _error(status: int, code: str, detail: str, retry_after: int | None = None) -> JSONResponse:
+    headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
+    return JSONResponse(
+        {"error": code, "detail": " ".join(detail.split())}, status_code=status, headers=headers
+    )
+
+
+def _validation_line(exc: RequestValidationError) -> str:
+    errors = exc.errors()
+    if not errors:
+        return "the request body is not valid"
+    first = errors[0]
+    loc = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{loc or 'body'}: {first.get('msg', 'invalid')}{more}"
+
+
+def warmup_items(domains: Sequence[str]) -> list[RewardItem]:
+    """One program per domain that loads its embedder and touches its table."""
+    out = []
+    for domain in domains:
+        schema = schema_for(domain)
+        text = next(f.name for f in schema.fields if f.role == Role.TEXT)
+        program = (
+            f'{{"sql": "SELECT id FROM {schema.table} WHERE id IN <text_1>", '
+            f'"retrieval_list": [{{"type": "text", "field": "{text}", "query": "warm up"}}]}}'
+        )
+        out.append(RewardItem(program, domain, gold_id="-", relevant=frozenset()))
+    return out
+
+
+class ServiceState:
+    """What the routes share: settings, scorer, instances, coalescer, metrics, readiness."""
+
+    def __init__(self, settings: ServiceSettings, scorer: RewardScorer, instances: InstanceIndex) -> None:
+        self.settings = settings
+        self.scorer = scorer
+        self.instances = instances
+        self.coalescer = Coalescer(scorer, settings)
+        self.inflight = 0
+        self.ready = False
+        self.metrics = ServiceMetrics(scorer.cache_stats, lambda: self.coalescer.depth, lambda: self.inflight)
+        self.coalescer.metrics = self.metrics
+
+    def resolve(self, items: Sequence[ScoreItemIn]) -> list[RewardItem]:
+        """Typed items, each checked; the first bad one raises a :class:`RewardError` naming its index."""
+        out = []
+        for i, x in enumerate(items):
+            try:
+                gold = x.gold_id
+                relevant = frozenset(x.relevant) if x.relevant is not None else None
+                if x.instance_id is not None:
+                    answer = self.instances.answer(x.domain, x.instance_id)
+                    if gold is not None and gold != answer.gold_id:
+                        raise RewardError(
+                            f"gold_id {gold!r} is not instance {x.instance_id!r}'s ({answer.gold_id!r})",
+                            code="bad_item",
+                        )
+                    gold = answer.gold_id
+                    relevant = relevant if relevant is not None else answer.relevant
+                item = RewardItem(x.completion, x.domain, gold, relevant, x.budget)
+                self.scorer.check(item)
+            except RewardError as exc:
+                raise RewardError(f"items[{i}]: {exc.message}", code=exc.code) from None
+            out.append(item)
+        return out
+
+
+def create_app(
+    settings: ServiceSettings, scorer: RewardScorer, instances: InstanceIndex | None = None
+) -> FastAPI:
+    """The reward service's ASGI app on an opened scorer (the caller owns and closes the scorer)."""
+    state = ServiceState(settings, scorer, instances or InstanceIndex())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state.coalescer.start()
+        if settings.warmup:
+            await state.coalescer.run_in_engine(warmup_items(sorted(scorer.engines)))
+        state.ready = True
+        try:
+            yield
+        finally:
+            state.ready = False
+            await state.coalescer.stop()
+
+    app = FastAPI(title="ProRetrieval reward service", lifespan=lifespan)
+    app.state.reward = state
+    retry = settings.retry_after_s
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        state.metrics.rejections.labels("bad_request").inc()
+        state.metrics.requests.labels("422").inc()
+        return _error(422, "bad_request", _validation_line(exc))
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    async def readyz() -> JSONResponse:
+        body: dict[str, Any] = {
+            "ready": state.ready,
+            "domains": sorted(scorer.engines),
+            "instances": len(state.instances),
+            "accuracy": scorer.config.accuracy,
+            "length_unit": scorer.unit,
+        }
+        return JSONResponse(body, status_code=200 if state.ready else 503)
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.post("/v1/score")
+    async def score(body: ScoreRequestIn) -> JSONResponse:
+        start = time.perf_counter()
+        response = await _score(body)
+        state.metrics.requests.labels(str(response.status_code)).inc()
+        state.metrics.request_seconds.observe(time.perf_counter() - start)
+        return response
+
+    async def _score(body: ScoreRequestIn) -> JSONResponse:
+        if not state.ready:
+            state.metrics.rejections.labels("not_ready").inc()
+            return _error(503, "not_ready", "the reward service is starting", retry)
+        if len(body.items) > settings.max_request_items:
+            state.metrics.rejections.labels("too_large").inc()
+            return _error(
+                413, "too_large", f"{len(body.items)} items; at most {settings.max_request_items} a request"
+            )
+        if state.inflight >= settings.max_concurrent_requests:
+            state.metrics.rejections.labels("concurrency").inc()
+            return _error(429, "overloaded", f"{state.inflight} requests in flight; retry later", retry)
+        try:
+            items = state.resolve(body.items)
+        except RewardError as exc:
+            state.metrics.rejections.labels("bad_item").inc()
+            return _error(422, exc.code, exc.message)
+        state.inflight += 1
+        try:
+            results = await state.coalescer.submit(items)
+        except Overloaded as exc:
+            state.metrics.rejections.labels(exc.reason).inc()
+            return _error(429, "overloaded", exc.detail, retry)
+        except ProReError as exc:
+            status = 503 if exc.retryable else 500
+            return _error(status, exc.code, exc.message, retry if exc.retryable else None)
+        finally:
+            state.inflight -= 1
+        return JSONResponse({"results": [r.to_dict() for r in results]})
+
+    return app
+
+
+class ServerThread:
+    """Runs an app under uvicorn in a background thread (tests, or a trainer that embeds the service)."""
+
+    def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0) -> None:
+        config = uvicorn.Config(
+            app, host=host, port=port, log_level="warning", lifespan="on", access_log=False
+        )
+        self.server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self.server.run, name="reward-service", daemon=True)
+
+    @property
+    def url(self) -> str:
+        sock = self.server.servers[0].sockets[0]
+        host, port = sock.getsockname()[:2]
+        return f"http://{host}:{port}"
+
+    def start(self, timeout_s: float = 120.0) -> ServerThread:
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self.server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RewardUnavailable("the reward service did not start")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self._thread.join(timeout=60)
