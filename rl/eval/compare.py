@@ -1,7 +1,8 @@
 """Several stored runs side by side: one markdown table and one figure, the shape of the paper's main table.
 
-Rows are methods; columns are the overall metrics (Hit@1 with its 95% CI), then Hit@1 per level
-and per modality group. Below it, every method against a baseline (the first run, or the one named):
+Rows are methods; columns are the overall gold metrics (Hit@1 with its 95% CI), then Hit@1 per level
+and per modality group, then the graded metrics against the relevant sets (P@1 with its CI, P@5,
+nDCG@10, R@10, P@1 per level and modality; "n/a" for a benchmark without relevant sets). Below it, every method against a baseline (the first run, or the one named):
 the mean paired difference of each metric on the queries both scored, with a paired bootstrap CI.
 Runs over different benchmarks, index versions or query sets are refused, unless asked for, and then
 flagged (see :mod:`rl.eval.pairing`). The comparison is stored in ``<workspace>/reports/compare/<name>/``.
@@ -19,7 +20,7 @@ from indexing.publish import staged
 from indexing.workspace import Workspace, atomic_write_json, atomic_write_text
 from rl.eval.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
 from rl.eval.errors import EvalError
-from rl.eval.metrics import METRICS
+from rl.eval.metrics import FOUND_VS_SATISFIED, GRADED, METRICS
 from rl.eval.pairing import PairedResult, describe, load_queries, mismatches, paired
 from rl.eval.plots import Bar, grouped_bars, metric_label
 from rl.eval.report import SUMMARY, cell, eval_root, latest_runs, load_summary, markdown_table, run_stamp
@@ -28,6 +29,8 @@ from rl.eval.runner import LEVELS, MODALITY_GROUPS
 TABLE = "compare.md"
 JSON = "compare.json"
 FIGURE = "compare.png"
+FIGURE_P1 = "compare_p1.png"
+"""P@1 by level (written when a run has relevant sets)."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,8 @@ def resolve_run(ws: Workspace, ref: str) -> Path:
 def _mean(group: Mapping[str, Any] | None, metric: str) -> str:
     if group is None:
         return "–"
+    if metric not in group["metrics"]:
+        return "n/a"  # no relevant sets (a benchmark on real data): not 0
     value = group["metrics"][metric]["mean"]
     return "–" if value is None or math.isnan(value) else f"{value:.3f}"
 
@@ -76,6 +81,10 @@ def comparison_table(summaries: Sequence[Mapping[str, Any]]) -> str:
         *(metric_label(m) for m in METRICS if m != "hit@1"),
         *(f"Hit@1 {lv}" for lv in LEVELS),
         *(f"Hit@1 {m}" for m in mods),
+        "P@1 [95% CI]",
+        *(metric_label(m) for m in GRADED if m != "p@1"),
+        *(f"P@1 {lv}" for lv in LEVELS),
+        *(f"P@1 {m}" for m in mods),
     ]
     rows = []
     for s in summaries:
@@ -90,6 +99,10 @@ def comparison_table(summaries: Sequence[Mapping[str, Any]]) -> str:
                 *(_mean(overall, m) for m in METRICS if m != "hit@1"),
                 *(_mean(s["by_level"].get(lv), "hit@1") for lv in LEVELS),
                 *(_mean(s["by_modality"].get(m), "hit@1") for m in mods),
+                cell(overall["metrics"].get("p@1")),
+                *(_mean(overall, m) for m in GRADED if m != "p@1"),
+                *(_mean(s["by_level"].get(lv), "p@1") for lv in LEVELS),
+                *(_mean(s["by_modality"].get(m), "p@1") for m in mods),
             ]
         )
     return markdown_table(headers, rows)
@@ -120,21 +133,21 @@ def _nan_bar() -> Bar:
     return (nan, nan, nan)
 
 
-def _figure(path: Path, summaries: Sequence[Mapping[str, Any]], title: str) -> None:
+def _figure(path: Path, summaries: Sequence[Mapping[str, Any]], title: str, metric: str = "hit@1") -> None:
     groups = ["overall", *LEVELS]
     series: dict[str, list[Bar]] = {}
     for s in summaries:
         bars: list[Bar] = []
         for g in groups:
             grp = s["overall"] if g == "overall" else s["by_level"].get(g)
-            if grp is None:
+            if grp is None or metric not in grp["metrics"]:
                 bars.append(_nan_bar())
                 continue
-            m = grp["metrics"]["hit@1"]
+            m = grp["metrics"][metric]
             bars.append((m["mean"], m["low"], m["high"]))
         label = s["method"] if len({x["domain"] for x in summaries}) == 1 else f"{s['method']} ({s['domain']})"
         series[label] = bars
-    grouped_bars(path, title=title, groups=groups, series=series, ylabel="Hit@1 (95% CI)")
+    grouped_bars(path, title=title, groups=groups, series=series, ylabel=f"{metric_label(metric)} (95% CI)")
 
 
 def compare(
@@ -196,7 +209,7 @@ def compare(
     parent.mkdir(parents=True, exist_ok=True)
     final = parent / f"{label}-{run_stamp()}"
     with staged(final) as tmp:
-        atomic_write_text(tmp / TABLE, f"# Comparison: {label}\n\n{table}\n")
+        atomic_write_text(tmp / TABLE, f"# Comparison: {label}\n\n{table}\n\n{FOUND_VS_SATISFIED}\n")
         atomic_write_json(
             tmp / JSON,
             {
@@ -208,6 +221,8 @@ def compare(
             },
         )
         _figure(tmp / FIGURE, summaries, f"Hit@1 by level · {label}")
+        if any("p@1" in sm["overall"]["metrics"] for sm in summaries):
+            _figure(tmp / FIGURE_P1, summaries, f"P@1 by level · {label}", metric="p@1")
     return Comparison(
         path=final, table=table, runs=tuple(str(p) for p in run_dirs), paired=tuple(pairs), mismatches=found
     )

@@ -72,6 +72,11 @@ FOUND_VS_SATISFIED = (
     "conditions (by the corpus's facet labels) counts as relevant, so any right answer scores."
 )
 """The two sentences every report prints under its table."""
+GRADED_NA = (
+    "n/a: this benchmark has no relevant sets, because its corpus has no label table "
+    "(a corpus loaded from real data such as ESCI or Enron); they are not 0"
+)
+"""What a report says in place of the graded metrics of such a benchmark."""
 
 
 def rank_of(ranking: Sequence[str], gold: str, cutoff: int = DEFAULT_CUTOFF) -> int | None:

@@ -2,7 +2,9 @@
 
 A run lives in ``<workspace>/reports/eval/<domain>/<split>/<method>/<stamp>/``::
 
-    summary.json     overall, by level (L1/L2/L3) and by modality, each metric with mean, 95% CI and n
+    summary.json     overall, by level (L1/L2/L3) and by modality, each metric with mean, 95% CI and n:
+                     the gold metrics, and the graded ones where the benchmark has relevant sets
+                     (``graded`` says whether it does, and why not)
     summary.md       the same as a markdown table
     queries.jsonl    one line per query: rank of the gold id, every metric, returned ids, error
     by_level.png     bar chart with error bars by level
@@ -24,7 +26,7 @@ from indexing.publish import staged
 from indexing.workspace import Workspace, atomic_write_json, atomic_write_text
 from rl.eval.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, bootstrap_many
 from rl.eval.errors import EvalError
-from rl.eval.metrics import METRICS
+from rl.eval.metrics import ALL_METRICS, FOUND_VS_SATISFIED, GRADED, GRADED_NA, METRICS
 from rl.eval.plots import Bar, grouped_bars, metric_label
 from rl.eval.runner import LEVELS, MODALITY_GROUPS, EvalRun, QueryResult
 
@@ -33,7 +35,8 @@ TABLE = "summary.md"
 QUERIES = "queries.jsonl"
 LEVEL_PNG = "by_level.png"
 MODALITY_PNG = "by_modality.png"
-PLOTTED: tuple[str, ...] = ("hit@1", "hit@3", "mrr", "ndcg@3")
+PLOTTED: tuple[str, ...] = ("hit@1", "hit@3", "mrr", "ndcg@3", "p@1", "p@5", "ndcg@10", "recall@10")
+"""Metrics drawn in the charts (the graded ones only where the run has them)."""
 
 
 def eval_root(ws: Workspace) -> Path:
@@ -41,10 +44,16 @@ def eval_root(ws: Workspace) -> Path:
     return ws.reports_dir / "eval"
 
 
+def has_graded(results: Sequence[QueryResult]) -> bool:
+    """Whether every query was scored against a relevant set."""
+    return bool(results) and all(all(m in r.scores for m in GRADED) for r in results)
+
+
 def _group(results: Sequence[QueryResult], resamples: int, confidence: float, seed: int) -> dict[str, Any]:
-    cols = {m: [r.scores[m] for r in results] for m in METRICS}
+    names = ALL_METRICS if has_graded(results) else METRICS
+    cols = {m: [r.scores[m] for r in results] for m in names}
     ivs = bootstrap_many(cols, n_resamples=resamples, confidence=confidence, seed=seed)
-    return {"n": len(results), "metrics": {m: ivs[m].as_dict() for m in METRICS}}
+    return {"n": len(results), "metrics": {m: ivs[m].as_dict() for m in names}}
 
 
 def summarize(
@@ -69,6 +78,7 @@ def summarize(
         "elapsed_s": round(run.elapsed_s, 3),
         "queries_per_s": round(len(res) / run.elapsed_s, 2) if run.elapsed_s > 0 else None,
         "bootstrap": {"resamples": resamples, "confidence": confidence, "seed": seed},
+        "graded": {"available": True, "reason": None} if has_graded(res) else {"available": False, "reason": GRADED_NA},
         "overall": _group(res, resamples, confidence, seed),
         "by_level": {lv: _group(rs, resamples, confidence, seed) for lv, rs in by_level.items() if rs},
         "by_modality": {g: _group(rs, resamples, confidence, seed) for g, rs in by_mod.items() if rs},
@@ -77,8 +87,10 @@ def summarize(
     }
 
 
-def cell(metric: Mapping[str, Any]) -> str:
+def cell(metric: Mapping[str, Any] | None) -> str:
     """``0.523 [0.491, 0.556]``: a mean with its CI, as in the tables."""
+    if metric is None:
+        return "n/a"
     mean, low, high = metric["mean"], metric["low"], metric["high"]
     return f"{mean:.3f} [{low:.3f}, {high:.3f}]"
 
@@ -99,9 +111,9 @@ def _rows(summary: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
 
 def headline(summary: Mapping[str, Any]) -> str:
     """The run's markdown table: one row per group, every metric with its 95% CI."""
-    headers = ["group", "n", *(metric_label(m) for m in METRICS)]
+    headers = ["group", "n", *(metric_label(m) for m in ALL_METRICS)]
     body = [
-        [name, str(g["n"]), *(cell(g["metrics"][m]) for m in METRICS)] for name, g in _rows(summary)
+        [name, str(g["n"]), *(cell(g["metrics"].get(m)) for m in ALL_METRICS)] for name, g in _rows(summary)
     ]
     return markdown_table(headers, body)
 
@@ -117,7 +129,12 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
         f"cells are mean [{conf}% percentile-bootstrap CI, {summary['bootstrap']['resamples']} resamples].",
         "",
         headline(summary),
+        "",
+        FOUND_VS_SATISFIED,
     ]
+    graded = summary.get("graded") or {}
+    if not graded.get("available", False):
+        lines += ["", f"P@1, P@5, nDCG@10 and R@10: {graded.get('reason') or GRADED_NA}"]
     if summary["errors"]["count"]:
         lines += ["", f"{summary['errors']['count']} queries failed; first: {summary['errors']['examples'][0]}"]
     return "\n".join(lines) + "\n"
@@ -135,7 +152,9 @@ def _plot_groups(path: Path, title: str, groups: Mapping[str, Any]) -> None:
         path,
         title=title,
         groups=[f"{name}\n(n={g['n']})" for name, g in groups.items()],
-        series={metric_label(m): _bars(groups, m) for m in PLOTTED},
+        series={
+            metric_label(m): _bars(groups, m) for m in PLOTTED if all(m in g["metrics"] for g in groups.values())
+        },
     )
 
 
