@@ -10,6 +10,8 @@ paper's (``rl/verl/recipes/defaults.yaml``, read by ``prore train launch`` insid
 here becomes one Hydra override of that command.
 """
 
+# spec_field returns a dataclasses.field that carries its schema in the metadata:
+# ruff: noqa: RUF009
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -272,7 +274,7 @@ def crd(kind: Kind) -> dict[str, Any]:
             "group": GROUP,
             "names": {"kind": kind.kind, "listKind": f"{kind.kind}List", "plural": kind.plural,
                       "singular": kind.kind.lower(), "shortNames": list(kind.short_names),
-                      "categories": ["proretrieval"]},  # fmt: skip
+                      "categories": ["proretrieval"]},
             "scope": "Namespaced",
             "versions": [{
                 "name": VERSION, "served": True, "storage": True,
@@ -281,4 +283,4 @@ def crd(kind: Kind) -> dict[str, Any]:
                 "schema": {"openAPIV3Schema": schema},
             }],
         },
-    }  # fmt: skip
+    }

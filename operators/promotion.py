@@ -92,7 +92,7 @@ def inference_service(ps: dict[str, Any], settings: OperatorSettings | None = No
             "runtime": settings.hf_runtime,
             "storageUri": spec.model,
             "args": [f"--model_name={spec.served_model_name}", "--backend=vllm",
-                     f"--max_model_len={spec.max_model_len}"],  # fmt: skip
+                     f"--max_model_len={spec.max_model_len}"],
             "resources": {"requests": dict(gpus), "limits": dict(gpus)},
         },
     }

@@ -84,7 +84,7 @@ def _type_schema(tp: Any) -> dict[str, Any]:
         return {"type": "array", "items": _type_schema(get_args(tp)[0])}
     if origin is dict:
         return {"type": "object", "additionalProperties": _type_schema(get_args(tp)[1])}
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return openapi(tp)
     raise TypeError(f"no schema for type {tp!r}")
 
