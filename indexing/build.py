@@ -54,6 +54,7 @@ from indexing.index import (
     physical_table,
     read_current,
     read_version,
+    reference_time_text,
     version_name,
 )
 from indexing.publish import READERS, claim, lease_current
@@ -335,6 +336,8 @@ class _Builder:
             "embedder_config": embedder_identity(self.cfg.embedder),
             "settings": self.journal["settings"],
             "published_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            # What "now" means to every program run on this version (the engine pins now() / today() to it).
+            "reference_time": reference_time_text(),
         }
         (self.dir / READERS).touch()
         atomic_write_json(self.dir / VERSION_FILE, meta)

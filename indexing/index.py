@@ -22,6 +22,7 @@ loaded BM25 indexes (a bounded cache) and embedding models with their caches (on
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -105,6 +106,23 @@ def open_index(cfg: Config, domain: str, version: str | None = None) -> IndexHan
         raise
 
 
+REFERENCE_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def reference_time_text(now: datetime.datetime | None = None) -> str:
+    """The ``reference_time`` a build writes into ``version.json``: ``now`` (default: the clock), UTC, to the second."""
+    moment = now or datetime.datetime.now(datetime.UTC)
+    return moment.astimezone(datetime.UTC).strftime(REFERENCE_TIME_FORMAT)
+
+
+def reference_time_of(meta: dict[str, Any]) -> datetime.datetime:
+    """A version's reference time (aware, UTC); versions written before it existed use their ``published_at``."""
+    text = meta.get("reference_time") or meta.get("published_at")
+    if not isinstance(text, str):
+        return datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+    return datetime.datetime.strptime(text, REFERENCE_TIME_FORMAT).replace(tzinfo=datetime.UTC)
+
+
 class IndexHandle:
     """One published version: its SQL table, Milvus collection, BM25 indexes and embedders.
 
@@ -122,6 +140,8 @@ class IndexHandle:
         self.version = version
         self.meta = meta
         self.rows = int(meta.get("rows", 0))
+        self.reference_time = reference_time_of(meta)
+        """The version's "now" (UTC, written at build time): what ``now()`` / ``today()`` mean to its programs."""
         self.table = physical_table(cfg, schema, version)
         self.collection = collection_name(schema, version)
         self._ws = Workspace(cfg.workspace)

@@ -19,7 +19,7 @@ from indexing.index import IndexHandle, open_index
 from indexing.stores.base import Hit
 from serving.dsl import Code, DslError, Program, ValidatedProgram, substitute, validate
 from serving.engine.cache import LRU
-from serving.engine.plan import flatten_self_subqueries, is_plain_filter, stable_order
+from serving.engine.plan import flatten_self_subqueries, is_plain_filter, pin_clock, stable_order
 from serving.engine.ranking import rank_results
 from serving.engine.rerank import Reranker
 from serving.engine.results import STAGES, ExecutionLimits, ExecutionResult, candidate_name
@@ -112,6 +112,8 @@ class Engine:
     ) -> None:
         self.handle = handle
         self.schema = handle.schema
+        self.reference_time = handle.reference_time
+        """What ``now()`` / ``today()`` mean to every program this engine runs (:func:`~serving.engine.plan.pin_clock`)."""
         self.limits = limits or ExecutionLimits.from_config(handle.cfg.clickhouse)
         sizes = caches or CacheSizes()
         self.retriever = Retriever(handle, reranker=reranker, sizes=sizes)
@@ -208,7 +210,8 @@ class Engine:
         requests = tuple(
             RetrievalRequest(e.field, e.mode, e.query, e.k, e.rerank) for e in program.retrieval_list
         )
-        tree = flatten_self_subqueries(stable_order(validated.tree), validated.table)
+        pinned = pin_clock(validated.tree, self.reference_time)
+        tree = flatten_self_subqueries(stable_order(pinned), validated.table)
         return Prepared(validated, dataclasses.replace(validated, tree=tree), requests)
 
     def _execute(self, program_list: Sequence[Program], k: int) -> list[BatchOutcome]:

@@ -20,6 +20,11 @@ parts, so a batch and a single run (or two training steps) could score one progr
 Every ``SELECT id ...`` that has ``ORDER BY`` or ``LIMIT`` therefore ends its order with ``id``:
 ties are broken by id, as the ranking contract breaks them.
 
+:func:`pin_clock` makes ``now()``, ``today()`` and ``yesterday()`` constants: the reference time of the
+index version (UTC, written when the version was built). A program then means the same thing on every
+run, so a cached result never goes stale at midnight and a reward or a gold answer does not depend on
+the day it was computed.
+
 >>> import sqlglot
 >>> tree = sqlglot.parse_one(
 ...     "SELECT id FROM products WHERE price < 9 AND id NOT IN (SELECT id FROM products WHERE rating > 4)",
@@ -29,6 +34,8 @@ ties are broken by id, as the ranking contract breaks them.
 """
 
 from __future__ import annotations
+
+import datetime
 
 from sqlglot import exp
 
@@ -153,4 +160,56 @@ def flatten_self_subqueries(tree: exp.Select, table: str) -> exp.Select:
         cond = _flattenable(node, table)
         if cond is not None:
             node.replace(exp.Paren(this=cond.copy()))
+    return out
+
+
+_CLOCK = frozenset({"now", "today", "yesterday"})
+
+
+def _clock_name(node: exp.Expr) -> str | None:
+    if isinstance(node, exp.Anonymous) and isinstance(node.this, str) and node.this.lower() in _CLOCK:
+        return node.this.lower()
+    if isinstance(node, exp.CurrentTimestamp):
+        return "now"
+    if isinstance(node, exp.CurrentDate):
+        return "today"
+    return None
+
+
+def _pinned(name: str, args: list[exp.Expr], now: datetime.datetime) -> exp.Expr:
+    if name == "now":
+        moment = exp.Anonymous(
+            this="toDateTime",
+            expressions=[exp.Literal.string(now.strftime("%Y-%m-%d %H:%M:%S")), exp.Literal.string("UTC")],
+        )
+        # now(tz) is the same instant shown in tz.
+        return exp.Anonymous(this="toDateTime", expressions=[moment, args[0].copy()]) if args else moment
+    day = now.date() - datetime.timedelta(days=1 if name == "yesterday" else 0)
+    return exp.Anonymous(this="toDate", expressions=[exp.Literal.string(day.isoformat())])
+
+
+def pin_clock(tree: exp.Select, now: datetime.datetime) -> exp.Select:
+    """``tree`` with ``now()`` as ``toDateTime('<now>', 'UTC')`` and ``today()`` / ``yesterday()`` as the
+    ``toDate`` of ``now``'s UTC date and the day before.
+
+    ``now`` is the index version's reference time (:attr:`indexing.index.IndexHandle.reference_time`); a
+    naive ``now`` is taken as UTC. Returns a changed copy, or ``tree`` itself when it reads no clock.
+
+    >>> import sqlglot
+    >>> tree = sqlglot.parse_one("SELECT id FROM emails WHERE date > now() - INTERVAL 7 DAY", read="clickhouse")
+    >>> pin_clock(tree, datetime.datetime(2024, 5, 1, 12, 30)).sql(dialect="clickhouse")
+    "SELECT id FROM emails WHERE date > toDateTime('2024-05-01 12:30:00', 'UTC') - INTERVAL '7' DAY"
+    """
+    if not any(_clock_name(node) for node in tree.walk()):
+        return tree
+    utc = now.astimezone(datetime.UTC) if now.tzinfo else now.replace(tzinfo=datetime.UTC)
+
+    def pin(node: exp.Expr) -> exp.Expr:
+        name = _clock_name(node)
+        if name is None:
+            return node
+        return _pinned(name, list(node.expressions) if isinstance(node, exp.Anonymous) else [], utc)
+
+    out = tree.transform(pin)
+    assert isinstance(out, exp.Select)
     return out
