@@ -50,6 +50,18 @@ def render_documents(text: str, settings: OperatorSettings | None = None) -> lis
     return out
 
 
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (a runtime env, a script) as literal blocks, so they read as written."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
 def to_yaml(objects: Iterable[dict[str, Any]]) -> str:
     """Objects as one multi-document YAML stream."""
-    return yaml.safe_dump_all(list(objects), sort_keys=False, width=110)
+    return yaml.dump_all(list(objects), Dumper=_Dumper, sort_keys=False, width=110)

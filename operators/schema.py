@@ -54,9 +54,9 @@ def spec_field(
 
 
 def json_name(name: str) -> str:
-    """camelCase of a snake_case field name; ``dashboard_url`` style acronyms stay as written."""
+    """camelCase of a snake_case field name; ``url`` is written ``URL`` (``dashboardURL``, as KubeRay spells it)."""
     head, *rest = name.split("_")
-    return head + "".join(w.upper() if w in {"url", "uri", "id"} else w.capitalize() for w in rest)
+    return head + "".join(w.upper() if w == "url" else w.capitalize() for w in rest)
 
 
 def _unwrap_optional(tp: Any) -> tuple[Any, bool]:

@@ -37,6 +37,7 @@ _HINTS = {
     "DeadlineExceeded": "the run passed spec.run.activeDeadlineSeconds",
     "SubmissionFailed": "ray job submit failed: see the submitter Job's log",
     "ValidationFailed": "KubeRay refused the RayJob: see its events",
+    "Failed": "KubeRay marked the RayJob Failed: see kubectl describe rayjob",
 }
 
 

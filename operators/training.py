@@ -11,7 +11,7 @@ Entrypoint, in order (``&&``: a failed step fails the job, and KubeRay retries i
 
 1. ``prore --workspace W train export DOMAIN`` when ``data.export`` (verl's parquet from the benchmark);
 2. ``prore --workspace W train launch ALGORITHM --domain ... --model ... --gpus-per-node G --nodes N
-   --data-dir W/train/DOMAIN --checkpoint-dir C --experiment NAME --reward-url URL [--set KEY=VALUE]...``;
+   --data-dir W/train/DOMAIN --checkpoint-dir C --experiment NAME [--reward-url URL] [--set KEY=VALUE]...`` (no reward for SFT);
 3. with ``promote``: link ``final`` in the run's checkpoint directory to the newest checkpoint's
    Hugging Face directory (verl's ``latest_checkpointed_iteration.txt`` names its step), the model
    directory the PlannerService serves.
@@ -125,7 +125,9 @@ def launch_argv(job: dict[str, Any], spec: RetrievalTrainingJobSpec, settings: O
             "--domain", spec.domain, "--model", model_argument(spec, settings),
             "--gpus-per-node", str(r.gpus_per_node), "--nodes", str(r.nodes),
             "--data-dir", f"{ws}/train/{spec.domain}", "--checkpoint-dir", ckpt,
-            "--experiment", str(job["metadata"]["name"]), "--reward-url", reward_url(job, spec)]  # fmt: skip
+            "--experiment", str(job["metadata"]["name"])]  # fmt: skip
+    if spec.algorithm != "sft":  # SFT has no reward
+        argv += ["--reward-url", reward_url(job, spec)]
     if spec.hyperparameters.dynamic_sampling:
         argv.append("--dynamic-sampling")
     keys = SFT_KEYS if spec.algorithm == "sft" else RL_KEYS
@@ -160,12 +162,13 @@ def entrypoint(job: dict[str, Any], spec: RetrievalTrainingJobSpec, settings: Op
 def runtime_env(job: dict[str, Any], spec: RetrievalTrainingJobSpec, settings: OperatorSettings) -> dict[str, Any]:
     """Ray's runtime environment of the job: the variables every Ray process sees."""
     env = {
-        "PRORE_REWARD_URL": reward_url(job, spec),
         "PRORE_WORKSPACE": StorageUri.parse(spec.data.workspace).under(settings.workspace_mount),
         # prore defaults to offline for laptops and CI; a cluster pulls hf:// models from the hub.
         "HF_HUB_OFFLINE": "0" if spec.model.startswith("hf://") else "1",
         "TOKENIZERS_PARALLELISM": "false",
     }
+    if spec.algorithm != "sft":
+        env["PRORE_REWARD_URL"] = reward_url(job, spec)
     return {"env_vars": env}
 
 

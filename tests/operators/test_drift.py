@@ -1,0 +1,61 @@
+"""The operator and the product cannot drift: the RayJob's entrypoint is a command the real ``prore``
+parses, its ``--set`` keys are the recipes' keys, the checkpoint layout is the recipes', and the chart's
+CRDs are what the typed definitions generate."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import shlex
+
+import pytest
+import yaml
+
+from operators import crdgen
+from operators.settings import OperatorSettings
+from operators.training import RL_KEYS, SFT_KEYS, entrypoint, experiment_dir, launch_argv, spec_of
+from tests.operators.schemas import DATA, PROJECT_CRDS, REPO, UPSTREAM_CRDS
+
+recipes = pytest.importorskip("rl.verl.recipes")
+cli = pytest.importorskip("prore.cli")
+
+JOBS = [REPO / "examples" / "k8s" / "grpo-ecommerce.yaml", REPO / "examples" / "k8s" / "dapo-email.yaml",
+        DATA / "sft-ecommerce.yaml"]  # fmt: skip
+
+
+def test_generated_crds_are_not_stale() -> None:
+    assert crdgen.stale() == [], "run: python -m operators.crdgen"
+    assert sorted(p.name for p in PROJECT_CRDS.glob("*.yaml")) == sorted(crdgen.filename(k) for k in crdgen.KINDS)
+
+
+@pytest.mark.parametrize("path", JOBS, ids=lambda p: p.stem)
+def test_the_entrypoint_is_what_prore_train_launch_prints(path: object) -> None:
+    job = yaml.safe_load(path.read_text())  # type: ignore[attr-defined]
+    spec = spec_of(job)
+    argv = launch_argv(job, spec, OperatorSettings())
+    assert argv[0] == "prore"
+    assert shlex.join(argv) in entrypoint(job, spec, OperatorSettings())
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main([*argv[1:], "--print"]) == 0
+    verl = shlex.split(out.getvalue())
+    assert verl[1:3] == ["-m", "verl.trainer.main_ppo" if spec.algorithm != "sft" else "verl.trainer.sft_trainer_ray"]
+    assert f"trainer.nnodes={spec.resources.nodes}" in verl
+    resolved = recipes.resolve(spec.algorithm, {"checkpoint_dir": "/mnt/checkpoints", "experiment": job["metadata"]["name"]})
+    assert resolved["trainer.default_local_dir"] == f"/mnt/checkpoints/{experiment_dir(job, spec)}"
+
+
+@pytest.mark.parametrize("algorithm", ["sft", "grpo", "dapo"])
+def test_hyperparameter_keys_are_recipe_keys(algorithm: str) -> None:
+    keys = SFT_KEYS if algorithm == "sft" else RL_KEYS
+    recipe = recipes.recipe(algorithm)
+    for hydra_keys in keys.values():
+        for key in hydra_keys:
+            assert key in recipe, f"{key} is not a key of the {algorithm} recipe"
+
+
+def test_upstream_crds_are_the_readme_releases() -> None:
+    readme = (UPSTREAM_CRDS / "README.md").read_text()
+    for path in UPSTREAM_CRDS.glob("*.yaml"):
+        row = next(line for line in readme.splitlines() if line.startswith(f"| `{path.name}`"))
+        assert row.rstrip(" |").endswith(str(path.stat().st_size)), path.name

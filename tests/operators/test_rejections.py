@@ -1,0 +1,108 @@
+"""Bad resources are refused with one clear message: by the CRD schema (the API server) where it can,
+by the operator otherwise."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from operators.errors import SpecError
+from operators.promotion import planner_spec
+from operators.reconcile import check_update
+from operators.render import render_documents
+from operators.training import spec_of
+from tests.operators.schemas import errors_of
+
+GOOD: dict[str, Any] = {
+    "apiVersion": "proretrieval.io/v1alpha1",
+    "kind": "RetrievalTrainingJob",
+    "metadata": {"name": "j", "namespace": "ns"},
+    "spec": {"algorithm": "grpo", "model": "hf://Qwen/Qwen3-4B"},
+}
+
+
+def _with(path: str, value: Any) -> dict[str, Any]:
+    obj = copy.deepcopy(GOOD)
+    *parents, last = path.split(".")
+    node = obj["spec"]
+    for p in parents:
+        node = node.setdefault(p, {})
+    if value is None:
+        node.pop(last)
+    else:
+        node[last] = value
+    return obj
+
+
+def test_the_good_resource_passes_both() -> None:
+    assert errors_of(GOOD) == []
+    spec_of(GOOD)
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "schema_says", "operator_says"),
+    [
+        ("algorithm", "ppo", "'ppo' is not one of ['sft', 'grpo', 'dapo']",
+         "spec.algorithm: must be one of sft, grpo, dapo; got 'ppo'"),
+        ("resources.gpusPerNode", 0, "0 is less than the minimum of 1", "spec.resources.gpusPerNode: must be at least 1, got 0"),
+        ("model", None, "'model' is a required property", "spec.model: is required"),
+        ("model", "Qwen/Qwen3-4B", "does not match", "spec.model: 'Qwen/Qwen3-4B' does not match"),
+        ("checkpoints", "s3://bucket/ckpt", "does not match", "spec.checkpoints: 's3://bucket/ckpt' does not match"),
+        ("resources.nodes", "two", "'two' is not of type 'integer'", "spec.resources.nodes: must be an integer, got 'two'"),
+    ],
+)  # fmt: skip
+def test_rejected_by_schema_and_operator(path: str, value: Any, schema_says: str, operator_says: str) -> None:
+    bad = _with(path, value)
+    errors = errors_of(bad)
+    assert len(errors) == 1 and schema_says in errors[0]
+    with pytest.raises(SpecError) as info:
+        spec_of(bad)
+    assert info.value.one_line().startswith(f"error spec: {operator_says}")
+    assert "\n" not in info.value.one_line()
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        ("hyperparameters.rollouts", 8, "spec.hyperparameters.rollouts: does not apply to sft"),
+        ("hyperparameters.dynamicSampling", True, "spec.hyperparameters.dynamicSampling: dynamic sampling belongs to dapo"),
+        ("overrides", ["trainer.save_freq"], "spec.overrides[0]: 'trainer.save_freq' is not KEY=VALUE"),
+        ("promote", {"autoscaling": {"minReplicas": 5, "maxReplicas": 2}}, "spec.promote.autoscaling: minReplicas is above maxReplicas"),
+    ],
+)  # fmt: skip
+def test_rejected_by_the_operator_where_the_schema_cannot(path: str, value: Any, message: str) -> None:
+    bad = _with(path, value)
+    if path == "hyperparameters.rollouts" or path == "hyperparameters.dynamicSampling":
+        bad["spec"]["algorithm"] = "sft" if path.endswith("rollouts") else "grpo"
+    assert errors_of(bad) == []
+    with pytest.raises(SpecError, match="^" + message.replace("[", r"\[").replace("]", r"\]")):
+        spec_of(bad)
+
+
+def test_unknown_field_is_named() -> None:
+    with pytest.raises(SpecError, match=r"spec.resources.gpus: unknown field; known fields are gpuType"):
+        spec_of(_with("resources.gpus", 8))
+
+
+def test_planner_service_rejections() -> None:
+    ps = {"apiVersion": "proretrieval.io/v1alpha1", "kind": "PlannerService", "metadata": {"name": "p"},
+          "spec": {"model": "pvc://c/m", "autoscaling": {"minReplicas": 3, "maxReplicas": 1}}}  # fmt: skip
+    with pytest.raises(SpecError, match="minReplicas is above maxReplicas"):
+        planner_spec(ps)
+    ps["spec"] = {"gpus": 1}
+    assert errors_of(ps) == ["spec: 'model' is a required property"]
+
+
+def test_render_refuses_other_kinds() -> None:
+    with pytest.raises(SpecError, match=r"expected apiVersion proretrieval\.io/v1alpha1, got 'v1'"):
+        render_documents("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    with pytest.raises(SpecError, match=r"^not YAML"):
+        render_documents("a: [")
+
+
+def test_running_job_spec_is_fixed_except_promotion() -> None:
+    check_update({"algorithm": "grpo"}, {"algorithm": "grpo", "promote": {}})
+    with pytest.raises(SpecError, match=r"spec\.resources: cannot change once the RayJob exists"):
+        check_update({"algorithm": "grpo"}, {"algorithm": "grpo", "resources": {"nodes": 4}})
