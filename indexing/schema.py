@@ -41,6 +41,9 @@ class Field:
     role: Role
     dtype: DType
     doc: str
+    nullable: bool = False
+    """Whether the column may hold NULL (``Nullable(T)`` in ClickHouse); planning passes that are exact
+    only on two-valued conditions check it (:func:`serving.engine.plan.flatten_self_subqueries`)."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,11 @@ class CorpusSchema:
     @property
     def image_fields(self) -> tuple[str, ...]:
         return self.names(Role.IMAGE)
+
+    @property
+    def nullable_fields(self) -> frozenset[str]:
+        """Columns that may hold NULL."""
+        return frozenset(f.name for f in self.fields if f.nullable)
 
     @property
     def vector_fields(self) -> tuple[str, ...]:

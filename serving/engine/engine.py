@@ -211,7 +211,7 @@ class Engine:
             RetrievalRequest(e.field, e.mode, e.query, e.k, e.rerank) for e in program.retrieval_list
         )
         pinned = pin_clock(validated.tree, self.reference_time)
-        tree = flatten_self_subqueries(stable_order(pinned), validated.table)
+        tree = flatten_self_subqueries(stable_order(pinned), validated.table, self.schema.nullable_fields)
         return Prepared(validated, dataclasses.replace(validated, tree=tree), requests)
 
     def _execute(self, program_list: Sequence[Program], k: int) -> list[BatchOutcome]:

@@ -7,9 +7,10 @@ predicate holds exactly when ``c`` holds on the outer row itself, so it becomes 
 ``id NOT IN (...)`` becomes ``NOT (c)``). The rewrite is applied only where it is exact:
 
 * the subquery is a plain filter (:func:`is_plain_filter`) on the corpus table itself, unaliased;
-* ``c`` is built only from nodes that can never be NULL on the corpus's non-nullable columns
-  (comparisons, AND / OR / NOT, LIKE, BETWEEN, arithmetic without modulo, literals, columns, and
-  ``IN`` lists or subqueries), because ``IN`` is two-valued and a NULL ``c`` would not be.
+* ``c`` is built only from nodes that can never be NULL on non-nullable columns (comparisons,
+  AND / OR / NOT, LIKE, BETWEEN, arithmetic without modulo, literals, columns, and ``IN`` lists or
+  subqueries), and reads no column the schema declares nullable (``Field.nullable``), because ``IN``
+  is two-valued and a NULL ``c`` would not be.
 
 Placeholders move with their condition and keep their polarity: the NOT of ``id NOT IN (...)`` stays
 on the path from the placeholder to the WHERE.
@@ -76,11 +77,13 @@ def _reads_only(select: exp.Select, table: str) -> bool:
     )
 
 
-def _never_null(cond: exp.Expr) -> bool:
+def _never_null(cond: exp.Expr, nullable: frozenset[str]) -> bool:
     stack = [cond]
     while stack:
         node = stack.pop()
         if not isinstance(node, _NEVER_NULL) or (isinstance(node, exp.Literal) and node.this is None):
+            return False
+        if isinstance(node, exp.Column) and node.name in nullable:
             return False
         if isinstance(node, exp.In) and node.args.get("query") is not None:
             # `x IN (subquery)` is two-valued whatever the subquery holds; only its left side matters.
@@ -90,7 +93,7 @@ def _never_null(cond: exp.Expr) -> bool:
     return True
 
 
-def _flattenable(node: exp.In, table: str) -> exp.Expr | None:
+def _flattenable(node: exp.In, table: str, nullable: frozenset[str]) -> exp.Expr | None:
     """The condition that replaces ``node``, or None when the rewrite would not be exact."""
     left = node.this
     if not (isinstance(left, exp.Column) and left.name == "id" and left.table in ("", table)):
@@ -100,7 +103,7 @@ def _flattenable(node: exp.In, table: str) -> exp.Expr | None:
     if not isinstance(select, exp.Select) or not is_plain_filter(select) or not _reads_only(select, table):
         return None
     cond = select.args["where"].this
-    return cond if _never_null(cond) else None
+    return cond if _never_null(cond, nullable) else None
 
 
 def _ordered_by_id() -> exp.Ordered:
@@ -147,8 +150,13 @@ def stable_order(tree: exp.Select) -> exp.Select:
     return out
 
 
-def flatten_self_subqueries(tree: exp.Select, table: str) -> exp.Select:
+def flatten_self_subqueries(
+    tree: exp.Select, table: str, nullable: frozenset[str] = frozenset()
+) -> exp.Select:
     """``tree`` with each exact ``id [NOT] IN (SELECT id FROM <table> WHERE c)`` made ``(c)``.
+
+    ``nullable`` names the columns that may hold NULL (:attr:`indexing.schema.CorpusSchema.nullable_fields`);
+    a condition that reads one is left in its subquery.
 
     Returns a changed copy, or ``tree`` itself when it holds no subquery (trees are never changed in place).
     """
@@ -157,7 +165,7 @@ def flatten_self_subqueries(tree: exp.Select, table: str) -> exp.Select:
     out = tree.copy()
     # Breadth-first order reversed visits inner subqueries before the ones that hold them.
     for node in reversed(list(out.find_all(exp.In))):
-        cond = _flattenable(node, table)
+        cond = _flattenable(node, table, nullable)
         if cond is not None:
             node.replace(exp.Paren(this=cond.copy()))
     return out

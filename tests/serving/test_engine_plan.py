@@ -186,6 +186,33 @@ def test_flattened_sql_returns_the_same_rows(
     assert run(engine, flattened) == run(engine, original), (original, flattened)
 
 
+NULLABLE_RATING = dataclasses.replace(
+    PRODUCTS,
+    fields=tuple(dataclasses.replace(f, nullable=True) if f.name == "rating" else f for f in PRODUCTS.fields),
+)
+
+
+def test_a_condition_on_a_nullable_column_stays_in_its_subquery() -> None:
+    # With rating NULL, `id NOT IN (SELECT ... WHERE rating > 4)` keeps the row and `NOT (rating > 4)` does not.
+    nullable = NULLABLE_RATING.nullable_fields
+    assert nullable == {"rating"} and PRODUCTS.nullable_fields == frozenset()
+    for sql in (
+        "SELECT id FROM products WHERE id NOT IN (SELECT id FROM products WHERE rating > 4)",
+        "SELECT id FROM products WHERE id IN (SELECT id FROM products WHERE price < 9 AND rating > 4)",
+    ):
+        tree = select(sql)
+        assert flatten_self_subqueries(tree, "products", nullable).sql(dialect="clickhouse") == tree.sql(
+            dialect="clickhouse"
+        )
+    mixed = select(
+        "SELECT id FROM products WHERE id IN (SELECT id FROM products WHERE price < 9) "
+        "AND id IN (SELECT id FROM products WHERE rating > 4)"
+    )
+    assert flatten_self_subqueries(mixed, "products", nullable).sql(dialect="clickhouse") == (
+        "SELECT id FROM products WHERE (price < 9) AND id IN (SELECT id FROM products WHERE rating > 4)"
+    )
+
+
 def test_engine_runs_the_flattened_plan(engine: Engine) -> None:
     program: dict[str, Any] = {
         "sql": "SELECT id FROM products WHERE id IN (SELECT id FROM products WHERE price < 100 AND id IN <text_1>)",
