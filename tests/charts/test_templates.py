@@ -1,0 +1,159 @@
+"""One unit test per chart template (``test_<template>`` or ``test_<template>__<case>``), asserting on paths
+of the rendered object for given values, as KubeRay's chart tests do."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.charts.chart import container, one, production_values, render
+
+RUN_AS = {"runAsNonRoot": True, "readOnlyRootFilesystem": True}
+
+
+def _hardened(obj: dict[str, Any]) -> None:
+    pod = obj["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    c = container(obj)
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False
+    assert c["resources"]["requests"] and c["resources"]["limits"]
+
+
+def test_reward_deployment() -> None:
+    d = one(render(), "reward-deployment.yaml")
+    c = container(d)
+    assert d["metadata"]["name"] == "pr-proretrieval-reward"
+    assert c["command"] == ["prore", "reward", "serve"]
+    assert c["args"][:4] == ["--host=0.0.0.0", "--port=8790", "--domain=ecommerce", "--domain=email"]
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert "replicas" not in d["spec"]  # the HPA owns the count
+    _hardened(d)
+
+
+def test_reward_deployment__stores_and_fixed_replicas() -> None:
+    values = {"reward": {"autoscaling": {"enabled": False}, "replicas": 3},
+              "stores": {"clickhouseUrl": "http://ch:8123", "milvusUri": "http://mv:19530", "credentialsSecret": "s"}}
+    d = one(render(values), "reward-deployment.yaml")
+    c = container(d)
+    assert d["spec"]["replicas"] == 3
+    assert "--clickhouse-url=http://ch:8123" in c["args"] and "--milvus-uri=http://mv:19530" in c["args"]
+    assert c["envFrom"] == [{"secretRef": {"name": "s"}}]
+
+
+def test_reward_service() -> None:
+    s = one(render(), "reward-service.yaml")
+    assert s["spec"]["ports"][0]["port"] == 8790
+    assert s["spec"]["selector"]["app.kubernetes.io/component"] == "reward"
+
+
+def test_reward_hpa() -> None:
+    h = one(render(), "reward-hpa.yaml")
+    assert [m["type"] for m in h["spec"]["metrics"]] == ["Resource"]
+    prod = one(render(production_values()), "reward-hpa.yaml")
+    queue = prod["spec"]["metrics"][1]
+    assert queue["pods"]["metric"]["name"] == "reward_queue_depth"
+    assert queue["pods"]["target"]["averageValue"] == "1024"
+    assert prod["spec"]["maxReplicas"] == 64
+
+
+def test_reward_pdb() -> None:
+    assert one(render(), "reward-pdb.yaml")["spec"]["minAvailable"] == 1
+    assert render({"reward": {"pdb": {"enabled": False}}})["reward-pdb.yaml"] == []
+
+
+def test_reward_servicemonitor() -> None:
+    sm = one(render(), "reward-servicemonitor.yaml")
+    assert sm["spec"]["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "15s"}]
+
+
+def test_api_deployment() -> None:
+    d = one(render(production_values()), "api-deployment.yaml")
+    c = container(d)
+    assert c["command"] == ["prore", "serve"]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["PRORE_PLANNER_URL"].endswith("/openai/v1") and env["PRORE_PLANNER_MODEL"] == "proretrieval-planner"
+    assert {v["name"] for v in d["spec"]["template"]["spec"]["volumes"]} == {"workspace", "tmp"}
+    _hardened(d)
+
+
+def test_api_service() -> None:
+    assert one(render(), "api-service.yaml")["spec"]["ports"][0]["port"] == 8080
+
+
+def test_api_hpa() -> None:
+    h = one(render({"api": {"autoscaling": {"maxReplicas": 7}}}), "api-hpa.yaml")
+    assert h["spec"]["maxReplicas"] == 7
+    assert h["spec"]["scaleTargetRef"]["name"] == "pr-proretrieval-api"
+
+
+def test_api_ingress() -> None:
+    assert render()["api-ingress.yaml"] == []
+    i = one(render(production_values()), "api-ingress.yaml")
+    assert i["spec"]["ingressClassName"] == "nginx"
+    assert i["spec"]["tls"][0]["secretName"] == "search-example-com-tls"
+    assert i["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]["name"] == "pr-proretrieval-api"
+
+
+def test_api_pdb() -> None:
+    assert one(render(production_values()), "api-pdb.yaml")["spec"]["minAvailable"] == 2
+
+
+def test_api_servicemonitor() -> None:
+    assert render({"api": {"serviceMonitor": {"enabled": False}}})["api-servicemonitor.yaml"] == []
+    assert one(render(), "api-servicemonitor.yaml")["spec"]["endpoints"][0]["path"] == "/metrics"
+
+
+def test_operator_deployment() -> None:
+    d = one(render(), "operator-deployment.yaml")
+    c = container(d)
+    assert c["command"][:3] == ["kopf", "run", "--module=operators.handlers"]
+    assert c["args"] == ["--all-namespaces"]
+    env = {e["name"]: e["value"] for e in c["env"]}
+    assert env["PRORE_OPERATOR_TRAINING_IMAGE"].endswith("proretrieval-train:0.1.0")
+    assert d["spec"]["template"]["spec"]["serviceAccountName"] == "pr-proretrieval-operator"
+    _hardened(d)
+    scoped = container(one(render(production_values()), "operator-deployment.yaml"))
+    assert scoped["args"] == ["--namespace=proretrieval"]
+
+
+def test_operator_rbac() -> None:
+    docs = render()["operator-rbac.yaml"]
+    assert [d["kind"] for d in docs] == ["ServiceAccount", "ClusterRole", "ClusterRoleBinding"]
+    rules = {(g, r): set(rule["verbs"]) for rule in docs[1]["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    assert "create" in rules[("ray.io", "rayjobs")]
+    assert "patch" in rules[("proretrieval.io", "retrievaltrainingjobs/status")]
+    for group, resource in (("serving.kserve.io", "inferenceservices"), ("keda.sh", "scaledobjects"),
+                            ("monitoring.coreos.com", "servicemonitors")):  # fmt: skip
+        assert "delete" not in rules[(group, resource)]  # owner references delete them
+    assert docs[2]["subjects"][0]["namespace"] == "proretrieval"
+
+
+def test_operator_pdb() -> None:
+    assert render()["operator-pdb.yaml"] == []
+    assert one(render({"operator": {"pdb": {"enabled": True}}}), "operator-pdb.yaml")["spec"]["maxUnavailable"] == 1
+
+
+def test_operator_servicemonitor() -> None:
+    docs = render(production_values())["operator-servicemonitor.yaml"]
+    assert [d["kind"] for d in docs] == ["Service", "ServiceMonitor"]
+
+
+def test_workspace_pvc() -> None:
+    pvc = one(render(), "workspace-pvc.yaml")
+    assert pvc["metadata"]["name"] == "proretrieval-workspace"
+    assert pvc["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert pvc["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert render({"workspace": {"create": False}})["workspace-pvc.yaml"] == []
+
+
+def test_indexing_job() -> None:
+    assert render()["indexing-job.yaml"] == []
+    job = one(render(production_values()), "indexing-job.yaml")
+    c = container(job)
+    assert c["command"] == ["prore", "index", "build", "ecommerce", "--no-progress"]
+    assert "--clickhouse-url=http://clickhouse-proretrieval.stores.svc:8123" in c["args"]
+    assert c["args"][-2:] == ["--index-type", "HNSW"]
+    assert job["spec"]["podFailurePolicy"]["rules"][0]["onExitCodes"]["values"] == [2]
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
+    _hardened(job)
