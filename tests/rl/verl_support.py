@@ -43,3 +43,37 @@ def synth_bench(cfg: Config, domain: str, engine: Engine, out: Path, sizes: dict
     ws = Workspace(out)
     synthesize(cfg, domain, SynthConfig(sizes=sizes or SIZES, seed=11, progress=False), out=ws, opener=opener)
     return ws
+
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+"""Qwen's ChatML layout, without tools or thinking."""
+
+
+def tiny_qwen3(out: Path, texts: list[str], *, vocab: int = 1024, with_model: bool = True) -> Path:
+    """A byte-level BPE tokenizer trained on ``texts`` and, with ``with_model``, a randomly initialised
+    Qwen3 of about 0.2M parameters built from a config, both saved in Hugging Face layout under ``out``."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
+
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=specials,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())  # fmt: skip
+    tok.train_from_iterator(texts, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(out)
+    if with_model:
+        cfg = Qwen3Config(
+            vocab_size=len(fast), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+            num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=4096,
+            tie_word_embeddings=False, eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id,
+            bos_token_id=None, torch_dtype="float32",
+        )  # fmt: skip
+        Qwen3ForCausalLM(cfg).save_pretrained(out)
+    return out
