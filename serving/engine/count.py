@@ -9,8 +9,11 @@ from validated programs (for instance the WHERE of a structure-only super-query,
 :func:`serving.dsl.strip_retrievals`), written over the corpus table's name as the programs are; a
 subquery inside a condition names its physical table as substitution renders it.
 
-A batch that fails is split in halves down to single conditions, so a failing condition fails alone
-with its typed error (as in :mod:`serving.engine.sqlrun`), and a store that went away fails the call.
+A batch the store refuses because of a statement in it (:class:`~indexing.errors.QueryRejected`) is
+split in halves down to single conditions, so a failing condition fails alone with its typed error (as
+in :mod:`serving.engine.sqlrun`). Any other failure (a table that vanished, an engine fault, a bug of
+ours) is no condition's fault: it fails the whole call with a retryable
+:class:`~indexing.errors.StoreFailure` (or :class:`~indexing.errors.StoreUnavailable`).
 """
 
 from __future__ import annotations
@@ -20,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from indexing.errors import ProReError, StoreUnavailable
+from indexing.errors import QueryRejected, StoreFailure
 from serving.engine.results import ExecutionError, ExecutionLimits
-from serving.engine.sqlrun import TUNING, execution_error
+from serving.engine.sqlrun import TUNING, execution_error, store_failure
 
 if TYPE_CHECKING:
     from serving.engine.engine import Engine
@@ -71,9 +74,7 @@ class RowCounter:
     def _run(self, conditions: Sequence[exp.Expression], idxs: list[int], out: list[CountOutcome | None]) -> None:
         try:
             counts = self._count([conditions[i] for i in idxs])
-        except (StoreUnavailable, KeyboardInterrupt):
-            raise
-        except Exception as exc:  # someone in this batch fails: isolate them, the others keep their counts
+        except QueryRejected as exc:  # someone in this batch fails: isolate them, the others keep their counts
             if len(idxs) == 1:
                 out[idxs[0]] = execution_error(exc)
                 return
@@ -81,6 +82,8 @@ class RowCounter:
             self._run(conditions, idxs[:half], out)
             self._run(conditions, idxs[half:], out)
             return
+        except Exception as exc:  # the store's or ours (a vanished table, an engine fault): the whole call
+            raise store_failure(exc) from exc
         for i, n in zip(idxs, counts, strict=True):
             out[i] = n
 
@@ -89,7 +92,7 @@ class RowCounter:
         self.calls += 1
         rows = self._query(sql, {**TUNING, **self._limits.settings(len(chunk))})
         if len(rows) != 1 or len(rows[0]) != len(chunk):
-            raise ProReError(f"count scan returned {len(rows)} rows for {len(chunk)} conditions")
+            raise StoreFailure(f"count scan returned {len(rows)} rows for {len(chunk)} conditions")
         return [int(v) for v in rows[0]]
 
 

@@ -13,6 +13,7 @@ from sqlglot import exp
 pytest.importorskip("chdb", reason="needs the clickhouse extra")
 
 from indexing.config import Config
+from indexing.errors import StoreFailure
 from serving.dsl import parse_program, strip_retrievals, validate
 from serving.engine import Engine, ExecutionError
 from serving.engine.count import RowCounter, count_many, count_statement
@@ -89,3 +90,23 @@ def test_the_statement_is_a_tree_and_quotes_its_literals() -> None:
     assert sql == (
         "SELECT countIf(brand = 'x'') OR 1 = 1 OR (''') AS n0 FROM prore.products__v0001 AS products"
     )
+
+
+def test_a_dropped_table_fails_the_call_not_each_condition(engine: Engine) -> None:
+    # A scratch copy of the corpus table, dropped before counting: no condition is at fault.
+    table = f"{engine.handle.table.split('.')[0]}.count_scratch"
+    engine.handle.sql.command(f"CREATE TABLE {table} AS {engine.handle.table}")
+    engine.handle.sql.command(f"INSERT INTO {table} SELECT * FROM {engine.handle.table}")
+
+    def query(sql: str, settings: dict[str, Any]) -> list[tuple[Any, ...]]:
+        rows: list[tuple[Any, ...]] = engine.handle.sql.query(sql, settings=settings)
+        return rows
+
+    counter = RowCounter(query, table, engine.schema.table, engine.limits)
+    conds = [_condition(engine, w) for w in CONDITIONS[:4]]
+    assert counter.count_many(conds) == [_oracle(engine, w) for w in CONDITIONS[:4]]
+    engine.handle.sql.drop_table(table)
+    with pytest.raises(StoreFailure) as info:
+        counter.count_many(conds)
+    assert info.value.retryable and "UNKNOWN_TABLE" in info.value.message
+    assert counter.calls == 2  # one scan, not split condition by condition
