@@ -20,6 +20,11 @@ Modality = Literal["text", "image"]
 Mode = Literal["dense", "sparse", "fuse"]
 
 MODALITIES: tuple[Modality, ...] = get_args(Modality)
+def placeholder_of(modality: str, index: int) -> str:
+    """The placeholder of modality ``modality`` naming entry ``index`` (0-based): ``<text_1>`` for ("text", 0)."""
+    return f"<{modality}_{index + 1}>"
+
+
 ROLE_OF: dict[str, Role] = {"text": Role.TEXT, "image": Role.IMAGE}
 """The schema role of the fields an entry of each modality searches."""
 """Entry types; the placeholder ``<text_k>`` / ``<image_k>`` names its entry's type."""
@@ -75,4 +80,4 @@ class Program:
     @staticmethod
     def placeholder(index: int, entry: Retrieval) -> str:
         """The placeholder naming entry ``index`` (0-based) of the list: ``<text_1>`` for index 0."""
-        return f"<{entry.type}_{index + 1}>"
+        return placeholder_of(entry.type, index)

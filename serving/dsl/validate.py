@@ -27,7 +27,7 @@ from indexing.schema import CorpusSchema
 from serving.dsl.errors import Code, FormatError, ValidationError
 from serving.dsl.limits import DEFAULT_LIMITS, DslLimits
 from serving.dsl.placeholders import PlaceholderUse, placeholder_sites, restore_placeholders
-from serving.dsl.program import MODALITIES, MODES, ROLE_OF, Program, Retrieval
+from serving.dsl.program import MODALITIES, MODES, ROLE_OF, Program, Retrieval, placeholder_of
 from serving.dsl.safety import check_sql
 
 _DIALECT = "clickhouse"
@@ -130,7 +130,7 @@ def _check_entry(entry: Retrieval, index: int, schema: CorpusSchema, limits: Dsl
 
 def _check_uses(uses: list[PlaceholderUse], entries: tuple[Retrieval, ...]) -> None:
     for use in uses:
-        written = f"<{use.modality}_{use.entry + 1}>"
+        written = placeholder_of(use.modality, use.entry)
         if not 0 <= use.entry < len(entries):
             raise ValidationError(
                 f"{written} names entry {use.entry + 1}, but retrieval_list has {len(entries)}",
@@ -141,7 +141,7 @@ def _check_uses(uses: list[PlaceholderUse], entries: tuple[Retrieval, ...]) -> N
         entry = entries[use.entry]
         if entry.type != use.modality:
             raise ValidationError(
-                f"{written} names entry {use.entry + 1}, whose type is {entry.type}; write <{entry.type}_{use.entry + 1}>",
+                f"{written} names entry {use.entry + 1}, whose type is {entry.type}; write {placeholder_of(entry.type, use.entry)}",
                 code=Code.PLACEHOLDER_TYPE_MISMATCH,
                 path="sql",
                 position=use.position,
@@ -150,7 +150,7 @@ def _check_uses(uses: list[PlaceholderUse], entries: tuple[Retrieval, ...]) -> N
     for i in range(len(entries)):
         if i not in used:
             _invalid(
-                f"entry {i + 1} is never used; add `id IN <{entries[i].type}_{i + 1}>` or drop it",
+                f"entry {i + 1} is never used; add `id IN {placeholder_of(entries[i].type, i)}` or drop it",
                 Code.UNUSED_ENTRY,
                 f"retrieval_list[{i}]",
             )
