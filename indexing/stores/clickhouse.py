@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 from indexing.config import ClickHouseConfig, Config
 from indexing.errors import QueryRejected, StoreError, StoreFailure, StoreUnavailable, require
-from indexing.schema import CorpusSchema, DType
+from indexing.schema import CorpusSchema, DType, Field
 from indexing.workspace import Workspace
 
 CLICKHOUSE_TYPES: dict[DType, str] = {
@@ -60,9 +60,16 @@ def ident(name: str) -> str:
     return name
 
 
+def column_type(field: Field) -> str:
+    """The ClickHouse type of a schema field."""
+    base = CLICKHOUSE_TYPES[field.dtype]
+    return f"Nullable({base})" if field.nullable else base
+
+
 def create_table_sql(schema: CorpusSchema, table: str) -> str:
-    """DDL of a corpus table: every schema field, typed, ``MergeTree ORDER BY id``."""
-    cols = ",\n  ".join(f"`{f.name}` {CLICKHOUSE_TYPES[f.dtype]}" for f in schema.fields)
+    """DDL of a corpus table: every schema field, typed (``Nullable(T)`` where the schema says so),
+    ``MergeTree ORDER BY id``."""
+    cols = ",\n  ".join(f"`{f.name}` {column_type(f)}" for f in schema.fields)
     return f"CREATE TABLE IF NOT EXISTS {ident(table)} (\n  {cols}\n) ENGINE = MergeTree ORDER BY id"
 
 

@@ -95,3 +95,15 @@ def test_one_definition_of_the_caps() -> None:
     assert limit_settings(CFG) == limits.settings()
     assert list(limits.settings())[-1] == "readonly"
     assert limits.settings(programs=5000)["max_result_rows"] == 5000
+
+
+def test_nullable_fields_get_nullable_columns() -> None:
+    import dataclasses
+
+    from indexing.schema import PRODUCTS
+    from indexing.stores.clickhouse import create_table_sql
+
+    fields = tuple(dataclasses.replace(f, nullable=True) if f.name == "rating" else f for f in PRODUCTS.fields)
+    schema = dataclasses.replace(PRODUCTS, fields=fields)
+    ddl = create_table_sql(schema, "db.t")
+    assert "`rating` Nullable(Float64)" in ddl and "`price` Float64" in ddl
