@@ -20,8 +20,9 @@ facets appear in reviews only.
 
 **Visual terms.** A product image is a visual description built from a finish, a color, a shape,
 a material and a setting ("matte white over-ear headphones with memory-foam ear cushions on a
-wooden desk"). Each term carries paraphrases, so synthesis can pick a visual phrase out of a
-description (:func:`find_visual`) and reword it.
+wooden desk"). Each term carries query paraphrases split, like a facet's, into ``query_train`` and
+held-out ``query_ood`` ones, so synthesis can pick a visual phrase out of a description
+(:func:`find_visual`) and reword it.
 
 >>> facets("ecommerce")["headphones.noise_cancelling"].polarity
 'pro'
@@ -86,7 +87,15 @@ class VisualTerm:
     kind: str
     """``color``, ``finish``, ``shape``, ``material`` or ``setting``."""
     value: str
-    paraphrases: tuple[str, ...]
+    query_train: tuple[str, ...]
+    """Paraphrases for training and test requests."""
+    query_ood: tuple[str, ...]
+    """Held-out paraphrases, for the OOD split only."""
+
+    @property
+    def paraphrases(self) -> tuple[str, ...]:
+        """Every paraphrase, training ones first."""
+        return self.query_train + self.query_ood
 
 
 @dataclass(frozen=True)
@@ -213,7 +222,13 @@ def _load(domain: str) -> dict[str, Any]:
 
 
 def _terms(kind: str, raw: Mapping[str, Any]) -> tuple[VisualTerm, ...]:
-    return tuple(VisualTerm(kind, str(v), tuple(str(p) for p in ps)) for v, ps in raw.items())
+    out = []
+    for value, ps in raw.items():
+        q, ood = (tuple(str(p) for p in (ps or {}).get(k) or ()) for k in ("q", "ood"))
+        if not q or not ood:
+            raise CorpusError(f"vocabulary visual term {kind} {value!r} needs q and ood paraphrases", code="vocab")
+        out.append(VisualTerm(kind, str(value), q, ood))
+    return tuple(out)
 
 
 def _facet(domain: str, group: str, name: str, raw: Mapping[str, Any], default_pol: str) -> Facet:

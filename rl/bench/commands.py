@@ -16,7 +16,15 @@ from indexing.config import Config
 from indexing.schema import DOMAINS, schema_for
 from indexing.workspace import Workspace
 from rl.bench.rewriter import RewriterConfig
-from rl.bench.store import DEFAULT_SIZES, SPLITS, Instance, check_sizes, load_manifest, load_split
+from rl.bench.store import (
+    DEFAULT_SIZES,
+    RELEVANT_CAP,
+    SPLITS,
+    Instance,
+    check_sizes,
+    load_manifest,
+    load_split,
+)
 
 
 def _synth(args: argparse.Namespace, cfg: Config) -> int:
@@ -44,8 +52,26 @@ def _table(title: str, counts: Counter[str], total: int) -> list[str]:
     return lines
 
 
+def relevance_lines(items: list[Instance]) -> list[str]:
+    """The distribution of relevant-set sizes per level, or why the split has no relevant sets."""
+    from rl.bench.synth import NO_LABELS, size_stats
+
+    if not items or all(i.relevant_n is None for i in items):
+        return [f"relevant sets: n/a ({NO_LABELS})"]
+    lines = [f"relevant-set sizes (documents satisfying the whole request; ids stored up to {RELEVANT_CAP}):"]
+    lines.append(f"  {'level':<6} {'n':>6} {'min':>5} {'median':>7} {'mean':>8} {'p90':>6} {'max':>6} {'=1':>6} {'capped':>7}")
+    for level in sorted({i.level for i in items}):
+        st = size_stats([i.relevant_n for i in items if i.level == level and i.relevant_n is not None])
+        if st["n"]:
+            lines.append(
+                f"  {level:<6} {st['n']:>6} {st['min']:>5} {st['median']:>7} {st['mean']:>8} {st['p90']:>6} "
+                f"{st['max']:>6} {st['single']:>6} {st['capped']:>7}"
+            )
+    return lines
+
+
 def describe(instances: Iterable[Instance], n_examples: int) -> str:
-    """Level, modality, operator and template-family statistics plus ``n_examples`` examples."""
+    """Level, modality, operator, template-family and relevant-set statistics plus ``n_examples`` examples."""
     items = list(instances)
     total = len(items)
     levels = Counter(i.level for i in items)
@@ -59,12 +85,17 @@ def describe(instances: Iterable[Instance], n_examples: int) -> str:
     lines += _table("template families", fams, total)
     if any(i.rewritten for i in items):
         lines.append(f"rewritten by an LLM: {sum(i.rewritten for i in items)}")
+    lines.append(f"noisy wording: {sum(i.noisy for i in items)} ({sum(i.noisy for i in items) / max(total, 1):.1%})")
+    lines.append(f"distinct requests: {len({i.nl for i in items})}, distinct programs: {len({i.program for i in items})}")
+    lines += relevance_lines(items)
     step = max(total // max(n_examples, 1), 1)
     examples = items[::step][:n_examples]
     if examples:
         lines.append("examples:")
     for inst in examples:
-        lines.append(f"  [{inst.qid}] {inst.level} {'+'.join(inst.modalities)} ({inst.family}) gold {inst.gold_id}")
+        noisy = ", noisy" if inst.noisy else ""
+        rel = "" if inst.relevant_n is None else f", {inst.relevant_n} relevant"
+        lines.append(f"  [{inst.qid}] {inst.level} {'+'.join(inst.modalities)} ({inst.family}{noisy}) gold {inst.gold_id}{rel}")
         lines.append(f"    nl:      {inst.nl}")
         lines.append(f"    program: {json.dumps(inst.program_dict, ensure_ascii=False)}")
     return "\n".join(lines)

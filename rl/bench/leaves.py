@@ -1,10 +1,12 @@
 """Step 2 of synthesis: leaf conditions made from one gold document's own fields.
 
 Structured leaves compare a field with a value taken from the gold document (rounded to values a
-person would say: "under $200", "rated 4.5 or higher"). Semantic leaves name a vocabulary facet the
-document carries in a text or image field, said with a query paraphrase (never the document's own
-words); a negated semantic leaf names a facet it lacks. Which leaves hold for the gold document is
-decided here, so every filled tree is true for it by construction.
+person would say: "under $200", "rated 4.5 or higher"); date conditions stay within the corpus's
+dates. Semantic leaves name a vocabulary facet the document carries in a text or image field; a
+negated semantic leaf names a facet it lacks. How a facet is said depends on the template family:
+a *paraphrasing* family uses a query paraphrase (never the document's own words), an *extractive*
+one the document's own phrasing, as an LLM rewriting a program built from the document would. Which
+leaves hold for the gold document is decided here, so every filled tree is true for it by construction.
 """
 
 from __future__ import annotations
@@ -62,6 +64,9 @@ class PhraseBook(Protocol):
     def carried(self, fieldname: str, text: str, category: str | None = None) -> list[str]:
         """Facet keys ``text`` of ``fieldname`` carries (``category`` narrows visual terms)."""
 
+    def found(self, fieldname: str, text: str, category: str | None = None) -> list[tuple[str, str]]:
+        """``(facet key, the text's own words for it)`` for every facet ``text`` carries."""
+
     def doc_phrasings(self, facet: str) -> tuple[str, ...]:
         """The phrasings documents use for ``facet``."""
 
@@ -87,6 +92,8 @@ class DomainFacts:
     """For products: values of brand and color within each category, so alternatives are plausible."""
     facets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Facets found in each text or image field of the corpus (the pool of absent facets)."""
+    dates: Mapping[str, tuple[dt.date, dt.date]] = field(default_factory=dict)
+    """First and last day of each date field in the corpus: date conditions stay within them."""
 
     @property
     def domain(self) -> str:
@@ -189,8 +196,11 @@ class LeafMaker:
         rng: random.Random,
         *,
         ood: bool,
+        extractive: bool = False,
     ) -> None:
         self.facts, self.book, self.ranks, self.doc, self.rng, self.ood = facts, book, ranks, doc, rng, ood
+        self.extractive = extractive
+        """Say facets with the document's own phrasing (an extractive family) instead of paraphrases."""
         self.used_fields: set[str] = set()
         self.used_facets: set[str] = set()
         """Facet parts already said (a visual pair uses both of its terms)."""
@@ -273,6 +283,18 @@ class LeafMaker:
         return Leaf("structured", name, op, values)
 
     def _date(self, name: str, d: dt.date, truth: bool, dtype: DType) -> Leaf | None:
+        leaf = self._date_leaf(name, d, truth, dtype)
+        first, last = self.facts.dates.get(name, (dt.date.min, dt.date.max))
+        if leaf is None:
+            return None
+        if leaf.transform == "year":
+            inside = all(first.year <= int(v) <= last.year for v in leaf.values)  # type: ignore[call-overload]
+        else:
+            inside = all(first <= dt.date.fromisoformat(str(v)) <= last for v in leaf.values)
+        return leaf if inside else None
+
+    def _date_leaf(self, name: str, d: dt.date, truth: bool, dtype: DType) -> Leaf | None:
+        first, last = self.facts.dates.get(name, (dt.date.min, dt.date.max))
         op = self.rng.choices([o for o, _ in DATE_OPS], weights=[w for _, w in DATE_OPS], k=1)[0]
         if self.rng.random() < 0.45:
             years = {
@@ -292,7 +314,8 @@ class LeafMaker:
             month = d.replace(day=1)
             lo = month if self.rng.random() < 0.5 else d - day * self.rng.randint(1, 45)
             hi = (month + 32 * day).replace(day=1) - day if self.rng.random() < 0.5 else d + day * self.rng.randint(1, 45)
-            values = {"between": (lo, hi), "<": (hi + day,), ">=": (lo,), ">": (lo - day,)}[op]
+            lo, hi = max(lo, first), min(hi, last)
+            values = {"between": (lo, hi), "<": (min(hi + day, last),), ">=": (lo,), ">": (max(lo - day, first),)}[op]
         else:
             shift = day * self.rng.randint(20, 120)
             width = day * self.rng.randint(14, 60)
@@ -322,9 +345,9 @@ class LeafMaker:
                 for facet in self.carried(name):
                     if not self._fresh(facet):
                         continue
-                    for phrase in self.book.paraphrases(facet, self.ood):
-                        if phrase.lower() in own:
-                            continue  # the request must never copy the document's words
+                    for phrase in self.phrases(facet, name):
+                        if phrase.lower() in own and not self.extractive:
+                            continue  # a paraphrasing request never copies the document's words
                         r = self.ranks.rank(name, phrase, doc_id)
                         if r is not None and (r == 1 or not top1):
                             options.append((name, facet, phrase, 1.0 / r**2))
@@ -333,7 +356,7 @@ class LeafMaker:
             for name in self.facts.semantic_fields(modality):
                 absent = [f for f in self.facts.facets.get(name, ()) if f not in present and self._fresh(f)]
                 for facet in self.rng.sample(absent, k=min(len(absent), 6)):
-                    for phrase in self.book.paraphrases(facet, self.ood):
+                    for phrase in self.phrases(facet):
                         if self.ranks.rank(name, phrase, doc_id) is None:
                             options.append((name, facet, phrase, 1.0))
         if not options:
@@ -342,12 +365,28 @@ class LeafMaker:
         self.used_facets |= _parts(facet)
         return Leaf(modality, name, "sim", (phrase,), facet=facet)
 
+    def phrases(self, facet: str, fieldname: str | None = None) -> tuple[str, ...]:
+        """How this request may say ``facet``: the split's paraphrases, or (extractive) the document's own
+        phrasing of it in ``fieldname`` where it carries it there, else the vocabulary's document phrasings."""
+        if not self.extractive:
+            return self.book.paraphrases(facet, self.ood)
+        if fieldname is not None:
+            category = self.doc.get("category")
+            own = tuple(
+                words
+                for key, words in self.book.found(fieldname, str(self.doc[fieldname]), None if category is None else str(category))
+                if key == facet
+            )
+            if own:
+                return own
+        return self.book.doc_phrasings(facet)
+
     def alternative(self, leaf: Leaf) -> Leaf | None:
         """Another option beside ``leaf`` under an ``Or``: the same field with another value or facet."""
         if leaf.semantic:
             pool = [f for f in self.facts.facets.get(leaf.field, ()) if self._fresh(f)]
             for facet in self.rng.sample(pool, k=min(len(pool), 4)):
-                phrases = self.book.paraphrases(facet, self.ood)
+                phrases = self.phrases(facet)
                 if phrases:
                     self.used_facets |= _parts(facet)
                     return Leaf(leaf.modality, leaf.field, "sim", (self.rng.choice(phrases),), facet=facet)

@@ -3,10 +3,10 @@
 Text fields carry the vocabulary's facets (:func:`indexing.corpora.vocab.find_facets`); a query says a
 facet with one of its training or OOD paraphrases. Image descriptions carry visual terms
 (:func:`indexing.corpora.vocab.find_visual`); a visual "facet" here is one term (a color, finish,
-shape, material or setting). Pairs of terms were tried and dropped: they rarely rank a document
-first, and each costs a vector search per paraphrase. Visual terms carry no train/OOD split in the
-vocabulary, so this module holds one out: the last paraphrase of each term is OOD, the others are
-for training.
+shape, material or setting), keyed as the corpus's label table keys it
+(:func:`indexing.corpora.labels.visual_key`). Pairs of terms were tried and dropped: they rarely rank
+a document first, and each costs a vector search per paraphrase. Terms carry their train/OOD split of
+paraphrases in the vocabulary, as facets do.
 
 >>> book = PhraseBook("ecommerce")
 >>> book.carried("review", "Honestly, it has excellent ANC.")
@@ -21,21 +21,13 @@ import itertools
 from collections.abc import Mapping
 from functools import cached_property
 
+from indexing.corpora.labels import VISUAL
 from indexing.corpora.vocab import VisualTerm, facets, find_facets, find_visual, product_vocab
 from indexing.schema import schema_for
-
-VISUAL = "visual"
-"""Prefix of visual facet keys, e.g. ``visual:color=red``."""
 
 
 def _term_key(t: VisualTerm) -> str:
     return f"{t.kind}={t.value}"
-
-
-def _split(paraphrases: tuple[str, ...], ood: bool) -> tuple[str, ...]:
-    if len(paraphrases) < 2:
-        return paraphrases if not ood else ()
-    return paraphrases[-1:] if ood else paraphrases[:-1]
 
 
 class PhraseBook:
@@ -83,7 +75,7 @@ class PhraseBook:
             f = facets(self.domain)[facet]
             return f.query_ood if ood else f.query_train
         parts = [self._terms[k] for k in facet.split(":", 1)[1].split("+") if k in self._terms]
-        options = [_split(t.paraphrases, ood) for t in parts]
+        options = [t.query_ood if ood else t.query_train for t in parts]
         if not parts or any(not o for o in options):
             return ()
         return tuple(" ".join(words) for words in itertools.product(*options))

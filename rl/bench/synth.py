@@ -8,35 +8,46 @@ deterministic), then
    ClickHouse for a whole batch in one scan; a candidate whose candidate set is empty or too large
    (see :class:`Thresholds`) is dropped before any vector work;
 2. the survivors run through :meth:`serving.engine.Engine.execute_many`; a candidate is kept only when
-   its gold document comes out strictly first.
+   its gold document comes out strictly first;
+3. the accepted ones get their relevant sets (:mod:`rl.bench.relevance`), one ClickHouse scan per
+   batch, where the corpus has a label table; the gold document must be in its set.
+
+The wording family is drawn before the leaves, since an extractive family says facets with the
+document's own phrasing (:mod:`rl.bench.verbalize`); a share of requests then goes through the noisy
+wording of :mod:`rl.bench.noise`, with a random stream of its own.
 
 Accepted candidates fill the quotas in attempt order, and the splits are written atomically.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import random
+import statistics
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tqdm import tqdm
 
 from indexing.config import Config
-from indexing.schema import schema_for
+from indexing.corpora.files import read_labels
+from indexing.schema import DType, schema_for
 from indexing.workspace import Workspace
 from rl.bench.compile import compile_tree
 from rl.bench.context import BenchContext, open_context
 from rl.bench.errors import BenchError
-from rl.bench.leaves import LeafMaker
+from rl.bench.leaves import DomainFacts, LeafMaker
+from rl.bench.noise import NOISY_SHARE, add_noise, keeps_values
+from rl.bench.relevance import RelevanceJudge, RelevantSet
 from rl.bench.rewriter import Rewriter, RewriterConfig, keeps_anchors
-from rl.bench.store import DEFAULT_SIZES, SPLITS, Instance, check_sizes, write_bench
+from rl.bench.store import DEFAULT_SIZES, RELEVANT_CAP, SPLITS, Instance, check_sizes, write_bench
 from rl.bench.structure import LEVELS, quotas, shape_for
 from rl.bench.tree import Node, leaves, modalities, operators, signed_leaves, to_json
-from rl.bench.verbalize import Family, families, verbalize
+from rl.bench.verbalize import Family, families, family, verbalize
 from serving.dsl.program import Program
 
 L1_FROM_OWNERS = 0.9
@@ -77,6 +88,8 @@ class SynthConfig:
     """Rewrite every accepted request through this endpoint (cached), or keep the templates."""
     progress: bool = True
     """Show tqdm progress bars."""
+    noisy_share: float = NOISY_SHARE
+    """Share of requests of every split that go through the noisy wording (:mod:`rl.bench.noise`)."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +101,8 @@ class Candidate:
     program: Program
     nl: str
     family: str
+    noisy: bool = False
+    relevant: RelevantSet | None = None
 
 
 @dataclass
@@ -116,8 +131,18 @@ def is_first(result: Any, gold_id: str) -> bool:
 
 
 class _SplitRun:
-    def __init__(self, ctx: BenchContext, cfg: SynthConfig, split: str, seen_nl: set[str]) -> None:
+    def __init__(
+        self,
+        ctx: BenchContext,
+        cfg: SynthConfig,
+        split: str,
+        seen_nl: set[str],
+        facts: DomainFacts | None = None,
+        judge: RelevanceJudge | None = None,
+    ) -> None:
         self.ctx, self.cfg, self.split = ctx, cfg, split
+        self.facts = facts or ctx.facts
+        self.judge = judge
         self.ood = split == "ood"
         self.families: tuple[Family, ...] = families(self.ood)
         self.pool = ctx.gold_pool(split)
@@ -136,21 +161,28 @@ class _SplitRun:
 
     def candidate(self, level: int, attempt: int, rng: random.Random, doc: Mapping[str, Any]) -> Candidate | None:
         """The candidate of ``attempt`` from its :meth:`draw`: ``rng`` goes on, ``doc`` is the gold document."""
-        maker = LeafMaker(self.ctx.facts, self.ctx.book, self.ctx.ranks, doc, rng, ood=self.ood)
+        fam = rng.choice(self.families)
+        maker = LeafMaker(self.facts, self.ctx.book, self.ctx.ranks, doc, rng, ood=self.ood, extractive=fam.extractive)
         tree = maker.fill(shape_for(level, rng), level)
         if tree is None:
             self.stats.rejected["no_leaves"] += 1
             return None
-        fam = rng.choice(self.families)
         nl = verbalize(tree, self.ctx.domain, fam, rng)
-        if self.ctx.leaks(nl, doc):
+        if not fam.extractive and self.ctx.leaks(nl, doc):
             self.stats.rejected["copies_document"] += 1
             return None
+        noise_rng = random.Random(f"{self.cfg.seed}:{self.ctx.domain}:{self.split}:{level}:{attempt}:noise")
+        noisy = noise_rng.random() < self.cfg.noisy_share
+        if noisy:
+            values = _anchors(tree)
+            new = add_noise(nl, values, noise_rng, ood=self.ood)
+            noisy = new != nl and keeps_values(new, values)
+            nl = new if noisy else nl
         if nl in self.seen_nl:
             self.stats.rejected["duplicate"] += 1
             return None
         program = compile_tree(tree, self.ctx.schema.table)
-        return Candidate(f"{level}:{attempt}", str(doc["id"]), level, tree, program, nl, fam.name)
+        return Candidate(f"{level}:{attempt}", str(doc["id"]), level, tree, program, nl, fam.name, noisy)
 
     def generate(self, need: Mapping[int, int], yields: Mapping[int, float]) -> list[Candidate]:
         draws: list[tuple[int, int, random.Random, int]] = []
@@ -209,6 +241,19 @@ class _SplitRun:
                 self.stats.rejected["gold_not_first"] += 1
         return kept
 
+    def relevance_filter(self, cands: list[Candidate]) -> list[Candidate]:
+        """The candidates with their relevant sets; one whose gold is not relevant is dropped (a fault
+        between the labels and the facets leaves were made from, counted as ``gold_not_relevant``)."""
+        if self.judge is None or not cands:
+            return cands
+        kept = []
+        for c, rel in zip(cands, self.judge.relevant_sets([(c.tree, c.gold_id) for c in cands]), strict=True):
+            if rel.has_gold:
+                kept.append(replace(c, relevant=rel))
+            else:
+                self.stats.rejected["gold_not_relevant"] += 1
+        return kept
+
     def run(self, size: int) -> list[Candidate]:
         target = quotas(size)
         got: dict[int, list[Candidate]] = {lvl: [] for lvl in LEVELS}
@@ -236,13 +281,18 @@ class _SplitRun:
                     lvl: (self.stats.accepted[lvl] + 1) / (self.stats.attempts[lvl] + 2) for lvl in LEVELS
                 }
                 batch = self.rank_filter(self.super_filter(self.generate(need, yields)))
+                taken: list[Candidate] = []
+                room = dict(need)
                 for c in batch:
-                    if len(got[c.level]) < target[c.level] and c.nl not in self.seen_nl:
-                        got[c.level].append(c)
-                        self.seen_nl.add(c.nl)
-                        self.stats.accepted[c.level] += 1
-                        self.last_accept[c.level] = self.stats.attempts[c.level]
-                        bar.update(1)
+                    if room[c.level] > 0 and c.nl not in self.seen_nl and c.nl not in {t.nl for t in taken}:
+                        taken.append(c)
+                        room[c.level] -= 1
+                for c in self.relevance_filter(taken):
+                    got[c.level].append(c)
+                    self.seen_nl.add(c.nl)
+                    self.stats.accepted[c.level] += 1
+                    self.last_accept[c.level] = self.stats.attempts[c.level]
+                    bar.update(1)
                 bar.set_postfix(accept=f"{sum(self.stats.accepted.values()) / max(sum(self.stats.attempts.values()), 1):.0%}")
         finally:
             bar.close()
@@ -273,9 +323,10 @@ def _instances(
     for n, c in enumerate(cands):
         nl, rewritten = c.nl, False
         if rewrites is not None:
-            # A rewrite that drops a value or copies the document's words is not kept.
+            # A rewrite that drops a value, or copies the document's words into a paraphrasing request, is not kept.
             new = rewrites[n]
-            if new and keeps_anchors(new, _anchors(c.tree)) and not ctx.leaks(new, golds[n]):
+            leaks = not family(c.family).extractive and ctx.leaks(new, golds[n])
+            if new and keeps_anchors(new, _anchors(c.tree)) and not leaks:
                 nl, rewritten = new, True
         out.append(
             Instance(
@@ -291,6 +342,10 @@ def _instances(
                 operators=tuple(operators(c.tree)),
                 tree=json.dumps(to_json(c.tree), ensure_ascii=False),
                 rewritten=rewritten,
+                noisy=c.noisy and not rewritten,
+                relevant_n=None if c.relevant is None else c.relevant.n,
+                relevant_ids=() if c.relevant is None else c.relevant.ids,
+                relevant_capped=c.relevant is not None and c.relevant.capped,
             )
         )
     return out
@@ -317,13 +372,21 @@ def synthesize(
     setup_s = time.perf_counter() - t0
     ws = out or Workspace(cfg.workspace)
     rewriter = Rewriter(scfg.rewriter, ws.cache_dir / "rewriter") if scfg.rewriter else None
+    judge: RelevanceJudge | None = None
     try:
+        facts = replace(ctx.facts, dates=corpus_dates(ctx))
+        # Extractive families search the documents' own phrasings: rank those too.
+        ctx.ranks.fill(ctx.engine, ctx.schema, document_phrase_pairs(ctx), progress=scfg.progress)
+        labels = read_labels(Workspace(cfg.workspace), domain)
+        if labels is not None:
+            handle = ctx.engine.handle
+            judge = RelevanceJudge(handle.sql, handle.table, ctx.schema.table, labels)
         seen: set[str] = set()
         splits: dict[str, list[Instance]] = {}
         stats: dict[str, Any] = {}
         for split in SPLITS:
             t_split = time.perf_counter()
-            run = _SplitRun(ctx, scfg, split, seen)
+            run = _SplitRun(ctx, scfg, split, seen, facts, judge)
             cands = run.run(scfg.sizes[split])
             splits[split] = _instances(ctx, split, cands, rewriter, scfg.progress)
             stats[split] = {**run.stats.as_dict(), "seconds": round(time.perf_counter() - t_split, 2)}
@@ -337,6 +400,13 @@ def synthesize(
             },
             "families": {s: sorted({i.family for i in v}) for s, v in splits.items()},
             "distinct_programs": {s: len({i.program for i in v}) for s, v in splits.items()},
+            "distinct_nl": {s: len({i.nl for i in v}) for s, v in splits.items()},
+            "extractive_share": {
+                s: round(sum(family(i.family).extractive for i in v) / max(len(v), 1), 4) for s, v in splits.items()
+            },
+            "noisy_share": {s: round(sum(i.noisy for i in v) / max(len(v), 1), 4) for s, v in splits.items()},
+            "relevance": relevance_summary(splits, available=judge is not None),
+            "dates": {k: [a.isoformat(), b.isoformat()] for k, (a, b) in facts.dates.items()},
             "distinct_gold": {s: len({i.gold_id for i in v}) for s, v in splits.items()},
             "corpus_fingerprint": ctx.corpus_fingerprint,
             "corpus_rows": ctx.corpus_rows,
@@ -355,4 +425,69 @@ def synthesize(
         }
         return write_bench(ws, domain, splits, manifest)
     finally:
+        if judge is not None:
+            judge.close()
         ctx.close()
+
+
+NO_LABELS = "the corpus has no label table (it was loaded from real data, not generated)"
+"""Why a benchmark has no relevant sets, as manifests and reports say it."""
+
+
+def relevance_summary(splits: Mapping[str, Sequence[Instance]], *, available: bool) -> dict[str, Any]:
+    """Relevant-set sizes per split and level (min, median, mean, p90, max, capped), or why there are none."""
+    if not available:
+        return {"available": False, "reason": NO_LABELS}
+    out: dict[str, Any] = {"available": True, "cap": RELEVANT_CAP, "sizes": {}}
+    for split, items in splits.items():
+        out["sizes"][split] = {
+            level: size_stats([i.relevant_n for i in items if i.level == level and i.relevant_n is not None])
+            for level in sorted({i.level for i in items})
+        }
+    return out
+
+
+def size_stats(sizes: Sequence[int]) -> dict[str, float | int]:
+    """Distribution of relevant-set sizes."""
+    if not sizes:
+        return {"n": 0}
+    ordered = sorted(sizes)
+    return {
+        "n": len(ordered),
+        "min": ordered[0],
+        "median": statistics.median(ordered),
+        "mean": round(statistics.fmean(ordered), 2),
+        "p90": ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))],
+        "max": ordered[-1],
+        "single": sum(1 for x in ordered if x == 1),
+        "capped": sum(1 for x in ordered if x > RELEVANT_CAP),
+    }
+
+
+def corpus_dates(ctx: BenchContext) -> dict[str, tuple[dt.date, dt.date]]:
+    """First and last day of each date field of the corpus (one query on its table)."""
+    names = [f.name for f in ctx.schema.fields if f.dtype in (DType.DATE, DType.DATETIME)]
+    if not names:
+        return {}
+    handle = ctx.engine.handle
+    cols = ", ".join(f"min(toDate(`{n}`)), max(toDate(`{n}`))" for n in names)
+    row = handle.sql.query(f"SELECT {cols} FROM {handle.table}")[0]
+    return {n: (_day(row[2 * j]), _day(row[2 * j + 1])) for j, n in enumerate(names)}
+
+
+def _day(v: Any) -> dt.date:
+    if isinstance(v, dt.datetime):
+        return v.date()
+    if isinstance(v, dt.date):
+        return v
+    return dt.date.fromisoformat(str(v)[:10])
+
+
+def document_phrase_pairs(ctx: BenchContext) -> list[tuple[str, str]]:
+    """Every (field, document phrasing) an extractive request may search."""
+    return [
+        (name, phrase)
+        for name, keys in ctx.facts.facets.items()
+        for key in keys
+        for phrase in ctx.book.doc_phrasings(key)
+    ]

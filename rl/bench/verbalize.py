@@ -1,8 +1,12 @@
 """Step 4 of synthesis: say a condition tree in natural language.
 
 Templates are organized in *families*: a family fixes the sentence frames, the phrasing style of the
-conditions (see :mod:`rl.bench.lexicon`) and how conditions are joined. Families marked ``ood`` are
-used only by the OOD split, so that split tests wordings never seen in training.
+conditions (see :mod:`rl.bench.lexicon`), how conditions are joined and its lexical overlap with the
+documents: an ``extractive`` family says each facet with the document's own phrasing, as an LLM
+rewriting a program built from the document's phrases would (the paper's benchmarks read so); the
+others paraphrase. Families marked ``ood`` are used only by the OOD split, so that split tests
+wordings never seen in training; they all paraphrase, with held-out paraphrases. On top of any
+family, a share of requests goes through the noisy wording of :mod:`rl.bench.noise`.
 
 >>> from rl.bench.tree import And, Leaf, Not
 >>> t = And((Leaf("structured", "brand", "=", ("Sony",)), Leaf("structured", "price", "<", (200,)),
@@ -44,6 +48,8 @@ class Family:
     joiner: str = "prose"
     """``prose`` joins "a, b and c"; ``comma`` joins "a, b, c"; ``semicolon`` joins "a; b; c"."""
     ood: bool = False
+    extractive: bool = False
+    """Say facets with the document's own phrasing instead of a query paraphrase."""
 
 
 FAMILIES: tuple[Family, ...] = (
@@ -58,6 +64,7 @@ FAMILIES: tuple[Family, ...] = (
         "post",
         ("Show me {np} {conds}.", "Find {np} {conds}.", "Get me {np} {conds}.", "List {np} {conds}.",
          "Pull up {np} {conds}."),
+        extractive=True,
     ),
     Family(
         "question",
@@ -65,12 +72,13 @@ FAMILIES: tuple[Family, ...] = (
         ("Do you have any {np} {conds}?", "Are there {np} {conds}?", "Any {np} {conds}?",
          "Which {np} are there {conds}?", "Can you find {np} {conds}?"),
     ),
-    Family("terse", "post", ("{np} {conds}", "{np}: {conds}", "{np} - {conds}"), joiner="comma"),
+    Family("terse", "post", ("{np} {conds}", "{np}: {conds}", "{np} - {conds}"), joiner="comma", extractive=True),
     Family(
         "where",
         "clause",
         ("Find {np} where {conds}.", "{NP} where {conds}.", "Search for {np} where {conds}.",
          "Show {np} where {conds}."),
+        extractive=True,
     ),
     Family(
         "constraints",
@@ -157,11 +165,17 @@ def _image_wording(leaf: Leaf) -> str:
     return wordings.pop() if len(wordings) == 1 else "sim"
 
 
-def leaf_phrase(leaf: Leaf, negated: bool, domain: str, style: str, rng: random.Random) -> str:
-    """One condition in ``style``; ``negated`` says the condition is said negatively."""
+def leaf_phrase(
+    leaf: Leaf, negated: bool, domain: str, style: str, rng: random.Random, *, extractive: bool = False
+) -> str:
+    """One condition in ``style``; ``negated`` says the condition is said negatively. ``extractive``: the
+    phrase is a document's own words (a predicate of "it" for products, a clause for email), said as
+    "that it <phrase>" / "that <phrase>" in prose."""
     words = _words(domain, leaf.field)
     if leaf.semantic:
         p = leaf.phrase
+        if extractive and leaf.modality == "text" and style != "spec":
+            p = f"that it {p}" if domain == "ecommerce" else f"that {p}"
         if style == "spec":
             name = "photo" if leaf.modality == "image" else leaf.field
             return spec_phrase("sim", negated).format(n=name, p=p)
@@ -228,7 +242,7 @@ class _Speaker:
 
     def say(self, node: Node, negated: bool = False) -> str:
         if isinstance(node, Leaf):
-            return leaf_phrase(node, negated, self.domain, self.style, self.rng)
+            return leaf_phrase(node, negated, self.domain, self.style, self.rng, extractive=self.fam.extractive)
         if isinstance(node, Not):
             if isinstance(node.child, Or):
                 return self.say_nor(node.child)

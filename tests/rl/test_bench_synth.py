@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from indexing.config import Config
+from indexing.corpora.files import read_labels
 from indexing.corpora.vocab import facets, find_facets
 from indexing.schema import schema_for
 from indexing.workspace import Workspace
@@ -17,11 +18,13 @@ from prore.cli import main
 from rl.bench import Instance, SynthConfig, load_manifest, load_split, synthesize
 from rl.bench.compile import literal, predicate
 from rl.bench.context import BenchContext
+from rl.bench.noise import keeps_values
 from rl.bench.phrases import PhraseBook
-from rl.bench.store import SPLITS
+from rl.bench.store import RELEVANT_CAP, SPLITS
 from rl.bench.structure import quotas
+from rl.bench.synth import _anchors
 from rl.bench.tree import And, Leaf, Node, Not, Or, signed_leaves
-from rl.bench.verbalize import families
+from rl.bench.verbalize import families, family
 from serving.dsl import parse_program, validate
 from serving.dsl.program import Program, Retrieval
 from serving.engine import Engine
@@ -94,7 +97,7 @@ def test_every_gold_program_validates_and_ranks_its_gold_first(
     schema = schema_for(domain)
     for inst in items:
         validate(parse_program(inst.program), schema)
-    results = engines[domain].execute_many([i.program for i in items], k=5)
+    results = engines[domain].execute_many([parse_program(i.program) for i in items], k=5)
     for inst, res in zip(items, results, strict=True):
         assert not isinstance(res, Exception), (inst.qid, res)
         assert res.ids[0] == inst.gold_id, (inst.qid, inst.program, res.ids)
@@ -123,9 +126,14 @@ def test_ood_uses_held_out_families_and_paraphrases(bench: Workspace, domain: st
         ood = split == "ood"
         for inst in load_split(bench, domain, split):
             assert (inst.family in train_families) != ood
+            extractive = family(inst.family).extractive
+            assert not (ood and extractive)
             for leaf, _ in signed_leaves(_tree(json.loads(inst.tree))):
                 if leaf.semantic:
                     assert leaf.facet is not None
+                    if extractive:  # the document's own words, as an extractive rewrite says them
+                        assert leaf.phrase in book.doc_phrasings(leaf.facet)
+                        continue
                     assert leaf.phrase in book.paraphrases(leaf.facet, ood)
                     assert leaf.phrase not in book.paraphrases(leaf.facet, not ood)
     every_train = {p for f in facets(domain).values() for p in f.query_train}
@@ -139,10 +147,10 @@ def _docs(engine: Engine, ids: list[str]) -> dict[str, dict[str, Any]]:
 
 
 @pytest.mark.parametrize("domain", DOMAINS)
-def test_requests_never_copy_the_gold_documents_words(
+def test_paraphrasing_requests_never_copy_the_gold_documents_words(
     bench: Workspace, engines: dict[str, Engine], domain: str
 ) -> None:
-    items = _all(bench, domain)
+    items = [i for i in _all(bench, domain) if not family(i.family).extractive]
     docs = _docs(engines[domain], [i.gold_id for i in items])
     schema = schema_for(domain)
     checked = 0
@@ -328,3 +336,100 @@ def test_super_counts_are_the_counts_of_the_structure_only_query(
         ids = {str(r[0]) for r in engine.handle.sql.query(stripped)}
         assert count == (len(ids), gold in ids)
     assert got[0] is not None and got[0][1]  # the gold passes its own super-query
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+def test_the_gold_is_in_its_relevant_set_on_every_instance_of_every_split(bench: Workspace, domain: str) -> None:
+    for split in SPLITS:
+        for inst in load_split(bench, domain, split):
+            assert inst.relevant_n is not None and inst.relevant_n >= 1, inst.qid
+            assert inst.gold_id in inst.relevant_ids, inst.qid
+            assert list(inst.relevant_ids) == sorted(set(inst.relevant_ids))
+            assert len(inst.relevant_ids) == min(inst.relevant_n, RELEVANT_CAP)
+            assert inst.relevant_capped == (inst.relevant_n > RELEVANT_CAP)
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+def test_relevant_sets_equal_the_tree_evaluated_document_by_document(
+    bench: Workspace, small_index_cfg: Config, engines: dict[str, Engine], domain: str
+) -> None:
+    """Every document checked one by one against the whole tree: structured leaves through their SQL on
+    the corpus table, semantic leaves by the label table, AND / OR / NOT as sets."""
+    engine = engines[domain]
+    labels = read_labels(Workspace(small_index_cfg.workspace), domain)
+    assert labels is not None
+    carried: dict[tuple[str, str], set[str]] = {}
+    for row in labels.to_pylist():
+        carried.setdefault((row["field"], row["facet"]), set()).add(row["doc_id"])
+    every = {str(r[0]) for r in engine.handle.sql.query(f"SELECT id FROM {engine.handle.table}")}
+
+    def docs(node: Node) -> set[str]:
+        if isinstance(node, Leaf):
+            if node.semantic:
+                return carried.get((node.field, str(node.facet)), set()) & every
+            rows = engine.handle.sql.query(f"SELECT id FROM {engine.handle.table} WHERE {predicate(node)}")
+            return {str(r[0]) for r in rows}
+        if isinstance(node, Not):
+            return every - docs(node.child)
+        parts = [docs(c) for c in node.children]
+        return set.intersection(*parts) if isinstance(node, And) else set.union(*parts)
+
+    items = _all(bench, domain)
+    sizes = set()
+    for inst in items:
+        want = docs(_tree(json.loads(inst.tree)))
+        assert inst.relevant_n == len(want), inst.qid
+        assert set(inst.relevant_ids) == want, inst.qid
+        sizes.add(len(want))
+    assert len(sizes) > 3  # broad and narrow requests alike
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+def test_manifest_reports_wording_and_relevant_sets_and_dates_stay_in_the_corpus(bench: Workspace, domain: str) -> None:
+    import datetime as dt
+
+    manifest = load_manifest(bench, domain)
+    for split, size in SIZES.items():
+        assert manifest["distinct_nl"][split] == size
+        assert 0 < manifest["distinct_programs"][split] <= size
+        assert 0.0 <= manifest["noisy_share"][split] <= 1.0
+    assert manifest["extractive_share"]["ood"] == 0.0 and manifest["extractive_share"]["train"] > 0
+    rel = manifest["relevance"]
+    assert rel["available"] and rel["cap"] == RELEVANT_CAP
+    assert sum(st["n"] for st in rel["sizes"]["test"].values()) == SIZES["test"]
+    first, last = (dt.date.fromisoformat(d) for d in next(iter(manifest["dates"].values())))
+    name = next(iter(manifest["dates"]))
+    for inst in _all(bench, domain):
+        for leaf, _ in signed_leaves(_tree(json.loads(inst.tree))):
+            if leaf.field == name and leaf.transform == "year":
+                assert all(first.year <= int(v) <= last.year for v in leaf.values), inst.qid
+            elif leaf.field == name:
+                assert all(first <= dt.date.fromisoformat(str(v)) <= last for v in leaf.values), inst.qid
+
+
+def test_noisy_wording_reaches_a_share_of_the_requests_and_keeps_every_value(
+    small_index_cfg: Config, engines: dict[str, Engine], tmp_path: Path
+) -> None:
+    ws = Workspace(tmp_path)
+    scfg = SynthConfig(sizes={"train": 12, "test": 6, "ood": 6}, seed=5, progress=False, noisy_share=0.5)
+    manifest = synthesize(small_index_cfg, "ecommerce", scfg, out=ws, opener=_opener(engines["ecommerce"]))
+    items = _all(ws, "ecommerce")
+    noisy = [i for i in items if i.noisy]
+    assert noisy and len(noisy) < len(items)
+    assert manifest["noisy_share"]["train"] == round(sum(i.noisy for i in load_split(ws, "ecommerce", "train")) / 12, 4)
+    for inst in noisy:
+        tree = _tree(json.loads(inst.tree))
+        assert keeps_values(inst.nl, _anchors(tree)), inst.nl
+        for leaf, _ in signed_leaves(tree):
+            for v in leaf.values:
+                if isinstance(v, int | float) and not isinstance(v, bool):
+                    assert f"{v:g}".rstrip("0").rstrip(".") in inst.nl.replace(",", ""), (inst.nl, v)
+
+
+def test_bench_show_reports_relevant_set_sizes_per_level(
+    bench: Workspace, capsys: pytest.CaptureFixture[str], small_index_cfg: Config
+) -> None:
+    assert main(["--workspace", str(bench.root), "bench", "show", "ecommerce", "--n", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "relevant-set sizes" in out and "noisy wording" in out and "distinct programs" in out
+    assert any(line.strip().startswith("L1 ") for line in out.splitlines())
