@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from indexing import commands as indexing_commands
 from indexing.errors import ProReError
 from prore import config as prore_config
+from prore import k8s as k8s_commands
 from prore.config import load_config
 from rl import commands as rl_commands
 from serving import commands as serving_commands
@@ -87,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     serving_commands.register(sub)
     rl_commands.register(sub)
     prore_config.register(sub)
+    k8s_commands.register(sub)
     # The layers register their commands without knowing the global options; add them to each here.
     for command in _command_parsers(parser):
         _add_global_options(command, after_command=True)
