@@ -8,7 +8,15 @@ import pytest
 
 from indexing.corpora import generate
 from indexing.schema import DOMAINS, Role, schema_for
-from rl.prompt import EXAMPLE_PROGRAMS, PROFILES, PromptConfig, PromptError, example_values, messages, system_prompt
+from rl.prompt import (
+    EXAMPLE_PROGRAMS,
+    PROFILES,
+    PromptConfig,
+    PromptError,
+    example_values,
+    messages,
+    system_prompt,
+)
 from serving.dsl import DEFAULT_LIMITS, parse_program, validate
 
 
