@@ -97,7 +97,7 @@ def _batch(samples: list[tuple[dict[str, Any], str]], model: Path) -> Any:
     tok = hf_tokenizer(str(model))
     p_ids = [tok.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=True) for r, _ in samples]
     p_ids = [list(x["input_ids"]) if not isinstance(x, list) else x for x in p_ids]
-    r_ids = [tok.encode(c, add_special_tokens=False) + [tok.eos_token_id] for _, c in samples]
+    r_ids = [[*tok.encode(c, add_special_tokens=False), tok.eos_token_id] for _, c in samples]
     P, R = max(map(len, p_ids)), max(map(len, r_ids))
     pad = tok.pad_token_id
     prompts = torch.tensor([[pad] * (P - len(x)) + x for x in p_ids])
