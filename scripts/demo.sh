@@ -40,7 +40,7 @@ for d in ecommerce email; do
   $PRORE bench show "$d" --n 2
 done
 
-step "6/6 baselines on the test split, then side by side"
+step "6/6 baselines on the test split (gold metrics Hit@1..NDCG@3, graded metrics P@1..R@10), then side by side"
 for d in ecommerce email; do
   for m in $METHODS; do
     $PRORE eval "$d" --method "$m" --split test
@@ -48,4 +48,6 @@ for d in ecommerce email; do
   $PRORE eval compare --domain "$d" --split test
 done
 echo
+echo "Hit@1, Hit@3, MRR and NDCG@3: did the method find the gold document (the one the gold program ranks first)?"
+echo "P@1, P@5, nDCG@10 and R@10: did it satisfy the request (any document meeting all its conditions counts)?"
 echo "Reports (markdown, JSON, PNG charts) are under ${PRORE_WORKSPACE:-workspace}/reports/."
