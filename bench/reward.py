@@ -1,0 +1,435 @@
+"""Reward service throughput on one DAPO-scale step, side by side with verl's naive per-sample loop.
+
+One step is 512 prompts x 16 samples = 8,192 rollouts. They come from the workspace's benchmark
+instances when one is built (train split), otherwise from programs generated against a generated
+corpus (the gold id is the program's first result). Samples of a prompt repeat the way a policy's
+do: the gold program several times (bare, after a ``<think>`` block, in a json fence), a common
+wrong answer a few times, distinct variants (other phrases, widths, modes, levels), invalid programs
+(unknown column, unknown field, misplaced placeholder), garbage, and over-long thinking.
+
+1. ``service``: ``prore reward serve`` in its own process; 8 concurrent clients (verl's reward
+   workers), each with many requests in flight, one sample per request, as verl's reward loop sends
+   them. The service coalesces them into ``execute_many`` batches.
+2. ``one by one``: the same rollouts through the same reward (:class:`rl.reward.RewardScorer`, its
+   engine's caches on) one call per sample, in a loop: what a plain ``compute_score`` does.
+
+Both start from a freshly opened engine (cold caches, models loaded). Reports programs/s, the
+ratio, p50/p99 per request, the batch sizes the service formed, peak memory of each process, and
+whether both paths gave every rollout the same score. Prints a table; writes
+``bench/results/reward.json``. ``--quick`` uses a 1,000-product corpus and 64 prompts for the
+one-by-one loop (the service still scores all 8,192).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import resource
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from machine import machine  # noqa: E402
+
+DEFAULT_OUT = ROOT / "bench" / "results" / "reward.json"
+DEFAULT_WORKSPACE = ROOT / "bench" / "results" / "workspace" / "reward"
+PROMPTS, SAMPLES, CLIENTS = 512, 16, 8
+GOALS = {"step_s": 10.0, "ratio_vs_one_by_one": 30.0}
+DOMAIN = "ecommerce"
+
+
+def config(workspace: Path) -> Any:
+    from indexing.config import Config, EmbedderConfig
+
+    return Config(workspace=workspace, embedder=EmbedderConfig(text="minilm", image="minilm"))
+
+
+# -- rollouts (built in a child process: chDB binds one path per process) ----------------------------
+
+
+def lit(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def wrap(program: dict[str, Any], style: int, rng: random.Random) -> str:
+    text = json.dumps(program, ensure_ascii=False)
+    if style == 0:
+        return text
+    if style == 1:
+        return f"<think>{rng.choice(['cheap', 'a brand and a phrase', 'exclude the look'])}</think>\n{text}"
+    if style == 2:
+        return f"```json\n{text}\n```"
+    return (
+        "<think>"
+        + " ".join(rng.choice(["let", "me", "think", "about", "price"]) for _ in range(700))
+        + "</think>"
+        + text
+    )
+
+
+def invalid(program: dict[str, Any], kind: int) -> dict[str, Any]:
+    bad = json.loads(json.dumps(program))
+    if kind == 0:
+        bad["sql"] = bad["sql"].replace(
+            "DISTINCT id FROM products WHERE", "DISTINCT id FROM products WHERE colour = 'red' AND", 1
+        )
+    elif kind == 1:
+        bad["retrieval_list"][0]["field"] = "reviews"
+    else:
+        bad["sql"] = bad["sql"].replace("id IN <text_1>", "<text_1> IN id", 1)
+    return bad
+
+
+def garbage(program: dict[str, Any], kind: int) -> str:
+    text = json.dumps(program)
+    return ["Here is the program: " + text, text[: len(text) // 2], "I cannot help with that."][kind]
+
+
+def build_rollouts(workspace: Path, size: int, seed: int) -> dict[str, Any]:
+    """Build the corpus and index if needed, then 512 x 16 rollouts with their gold ids."""
+    import engine as engine_bench  # bench/engine.py: the L1/L2/L3 program shapes
+
+    from indexing.build import build_index
+    from indexing.corpora import generate, generator_version
+    from indexing.corpora.files import write_corpus
+    from indexing.schema import PRODUCTS
+    from indexing.workspace import Workspace
+    from rl.bench.errors import BenchError
+    from rl.bench.store import load_split
+    from serving.dsl import parse_program
+    from serving.engine import Engine, ExecutionResult
+
+    cfg = config(workspace)
+    ws = Workspace(workspace)
+    manifest = ws.corpus_dir(DOMAIN) / "manifest.json"
+    if not manifest.is_file() or json.loads(manifest.read_text()).get("rows") != size:
+        meta = {"generator": DOMAIN, "generator_version": generator_version(DOMAIN), "size": size, "seed": 0}
+        write_corpus(ws, PRODUCTS, generate(DOMAIN, size, seed=0), meta)
+    build_index(cfg, DOMAIN, progress=sys.stderr.isatty())
+    eng = Engine.open(cfg, DOMAIN)
+    rng = random.Random(seed)
+    prompts: list[tuple[dict[str, Any], str, list[dict[str, Any]]]] = []
+    source = "generated programs"
+    try:
+        instances = load_split(ws, DOMAIN, "train")
+        source = "benchmark instances (train split)"
+        for inst in rng.sample(instances, min(PROMPTS, len(instances))):
+            prompts.append((inst.program_dict, inst.gold_id, []))
+    except BenchError:
+        pass
+    docs = engine_bench.sample_docs(eng, 2 * PROMPTS + 8, seed=seed)
+    variants: list[dict[str, Any]] = [
+        {},
+        {"k": 10},
+        {"mode": "fuse"},
+        {"mode": "sparse"},
+        {"k": 20, "rerank": 5},
+    ]
+    i = 0
+    while len(prompts) < PROMPTS:
+        d, other = docs[i % len(docs)], docs[(i + 1) % len(docs)]
+        prog = engine_bench.program(rng.choice((1, 2, 2, 3)), d, other, random.Random(f"{seed}-{i}"))
+        i += 1
+        result = eng.execute(parse_program(prog), k=20)
+        if result.ids:
+            prompts.append((prog, result.ids[0], []))
+    rollouts: list[dict[str, Any]] = []
+    for n, (gold_prog, gold_id, _) in enumerate(prompts):
+        prng = random.Random(f"{seed}-p{n}")
+        d, other = docs[n % len(docs)], docs[(n + 3) % len(docs)]
+        wrong = engine_bench.program(prng.choice((1, 2, 3)), d, other, prng, **prng.choice(variants))
+        samples: list[str] = [wrap(gold_prog, s % 3, prng) for s in range(5)]
+        samples += [wrap(wrong, 0, prng)] * 4
+        for _ in range(4):
+            samples.append(
+                wrap(
+                    engine_bench.program(prng.choice((1, 2, 3)), d, other, prng, **prng.choice(variants)),
+                    0,
+                    prng,
+                )
+            )
+        samples.append(json.dumps(invalid(gold_prog, prng.randrange(3))))
+        samples.append(
+            garbage(gold_prog, prng.randrange(3)) if prng.random() < 0.5 else json.dumps(invalid(wrong, 0))
+        )
+        samples.append(wrap(gold_prog, 3, prng))  # right, but thinks far too long
+        prng.shuffle(samples)
+        rollouts += [{"completion": c, "domain": DOMAIN, "gold_id": gold_id, "prompt": n} for c in samples]
+    checked = eng.execute_many([parse_program(p) for p, _, _ in prompts[:8]], k=20)
+    assert all(isinstance(r, ExecutionResult) for r in checked)
+    eng.close()
+    completions = [r["completion"] for r in rollouts]
+    return {
+        "source": source,
+        "rollouts": rollouts,
+        "distinct_completions": len(set(completions)),
+        "corpus_docs": size,
+    }
+
+
+# -- the one-by-one loop (a child process) ----------------------------------------------------------
+
+
+def one_by_one(workspace: Path, rollouts_file: Path, prompts: int) -> dict[str, Any]:
+    from rl.reward import RewardItem, RewardScorer
+    from rl.reward.service import warmup_items
+
+    items = [r for r in json.loads(rollouts_file.read_text())["rollouts"] if r["prompt"] < prompts]
+    scorer = RewardScorer.open(config(workspace), [DOMAIN])
+    scorer.score(warmup_items([DOMAIN]))
+    latencies, keys = [], []
+    start = time.perf_counter()
+    for r in items:
+        t = time.perf_counter()
+        res = scorer.score([RewardItem(r["completion"], r["domain"], r["gold_id"])])[0]
+        latencies.append((time.perf_counter() - t) * 1000)
+        keys.append(key(res.to_dict()))
+    elapsed = time.perf_counter() - start
+    scorer.close()
+    return {"n": len(items), "elapsed_s": elapsed, "latencies_ms": latencies, "keys": keys,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # fmt: skip
+
+
+def key(result: dict[str, Any]) -> str:
+    return json.dumps({k: v for k, v in result.items() if k != "timings"}, sort_keys=True)
+
+
+# -- the service path (this process: clients; a child: the service) ---------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def peak_rss_mb(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+async def run_clients(url: str, rollouts: Sequence[dict[str, Any]], in_flight: int) -> dict[str, Any]:
+    from rl.reward.client import RewardClient
+
+    latencies: list[float] = []
+    keys: list[str | None] = [None] * len(rollouts)
+
+    async def worker(c: int, client: RewardClient) -> None:
+        gate = asyncio.Semaphore(in_flight)
+
+        async def one(i: int) -> None:
+            r = rollouts[i]
+            async with gate:
+                t = time.perf_counter()
+                res = await client.score_one(r["completion"], domain=r["domain"], gold_id=r["gold_id"])
+                latencies.append((time.perf_counter() - t) * 1000)
+            keys[i] = key(res)
+
+        await asyncio.gather(*(one(i) for i in range(c, len(rollouts), CLIENTS)))
+
+    clients = [RewardClient(url, max_connections=in_flight) for _ in range(CLIENTS)]
+    start = time.perf_counter()
+    await asyncio.gather(*(worker(c, client) for c, client in enumerate(clients)))
+    elapsed = time.perf_counter() - start
+    retries = sum(c.stats.retries for c in clients)
+    for c in clients:
+        await c.aclose()
+    return {"elapsed_s": elapsed, "latencies_ms": latencies, "keys": keys, "client_retries": retries}
+
+
+def scrape(url: str) -> dict[str, float]:
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(url + "/metrics").text
+    out: dict[str, float] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
+            out[s.name + (f"{{{labels}}}" if labels else "")] = s.value
+    return out
+
+
+def service_run(
+    workspace: Path, rollouts: list[dict[str, Any]], in_flight: int, window_ms: float
+) -> dict[str, Any]:
+    import httpx
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    cmd = [sys.executable, "-m", "prore", "--workspace", str(workspace), "--embedder", "minilm",
+           "reward", "serve", "--domain", DOMAIN, "--port", str(port), "--window-ms", str(window_ms)]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            if proc.poll() is not None:
+                raise SystemExit(
+                    f"the reward service exited: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}"
+                )
+            try:
+                if httpx.get(url + "/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise SystemExit("the reward service did not get ready within 300 s")
+            time.sleep(0.2)
+        out = asyncio.run(run_clients(url, rollouts, in_flight))
+        metrics = scrape(url)
+        out["peak_rss_mb"] = peak_rss_mb(proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    count = metrics.get("reward_batch_items_count", 0.0)
+    out["batches"] = count
+    out["mean_batch_items"] = metrics.get("reward_batch_items_sum", 0.0) / count if count else 0.0
+    out["mean_batch_requests"] = metrics.get("reward_batch_requests_sum", 0.0) / count if count else 0.0
+    out["batch_seconds_sum"] = metrics.get("reward_batch_seconds_sum", 0.0)
+    out["cache_hit_rate"] = {k.split("cache=")[1].split(",")[0].rstrip("}"): v for k, v in metrics.items()
+                             if k.startswith("reward_engine_cache_hit_rate")}  # fmt: skip
+    out["layer_pass_rate"] = {k.split("layer=")[1].rstrip("}"): v for k, v in metrics.items()
+                              if k.startswith("reward_layer_pass_rate")}  # fmt: skip
+    return out
+
+
+# -- report ---------------------------------------------------------------------------------------
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, int(q * len(ordered) + 0.999999) - 1))]
+
+
+def summary(run: dict[str, Any], n: int) -> dict[str, Any]:
+    lat = run.pop("latencies_ms")
+    run.pop("keys", None)
+    return {**run, "n": n, "programs_per_s": n / run["elapsed_s"], "p50_ms": statistics.median(lat),
+            "p99_ms": pct(lat, 0.99)}  # fmt: skip
+
+
+def table(results: dict[str, Any]) -> str:
+    s, o = results["service"], results["one_by_one"]
+    lines = [f"{PROMPTS} prompts x {SAMPLES} samples = {s['n']} rollouts from {results['rollouts']['source']} "
+             f"({results['rollouts']['distinct_completions']} distinct completions, {results['rollouts']['corpus_docs']} docs)",
+             f"{'path':<22} {'items':>6} {'seconds':>8} {'programs/s':>11} {'p50 ms':>8} {'p99 ms':>9} {'peak MB':>8}"]  # fmt: skip
+    for label, r in ((f"service, {CLIENTS} clients", s), ("one by one", o)):
+        lines.append(f"{label:<22} {r['n']:>6} {r['elapsed_s']:>8.2f} {r['programs_per_s']:>11.1f} "
+                     f"{r['p50_ms']:>8.2f} {r['p99_ms']:>9.2f} {r['peak_rss_mb'] or 0:>8.0f}")  # fmt: skip
+    lines.append(
+        f"ratio (programs/s, service / one by one): {results['ratio']:.1f}x; same scores: {results['agree']}"
+    )
+    lines.append(f"service batches: {s['batches']:.0f}, mean {s['mean_batch_items']:.1f} items "
+                 f"({s['mean_batch_requests']:.1f} requests) each; {s['batch_seconds_sum']:.2f} s in the engine; "
+                 f"client retries {s['client_retries']}")  # fmt: skip
+    lines.append("layer pass rates: " + ", ".join(f"{k} {v:.2f}" for k, v in s["layer_pass_rate"].items()))
+    lines.append(
+        "cache hit rates: " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(s["cache_hit_rate"].items()))
+    )
+    lines.append(f"client process peak memory: {results['client_peak_rss_mb']:.0f} MB")
+    for goal, (value, target, met) in results["goals"].items():
+        lines.append(
+            f"goal {goal:<28} target {target:>6.1f}  reached {value:>8.2f}  {'met' if met else 'NOT met'}"
+        )
+    m = results["machine"]
+    lines.append(f"machine: {m['cores']} cores, {m['cpu']}, load {m['load_avg_1m_at_start']:.1f}")
+    return "\n".join(lines)
+
+
+def child(mode: str, args: argparse.Namespace) -> int:
+    if mode == "build":
+        data = build_rollouts(args.workspace, args.docs, args.seed)
+        args.rollouts.write_text(json.dumps(data))
+    else:
+        print(json.dumps(one_by_one(args.workspace, args.rollouts, args.loop_prompts)))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument(
+        "--quick", action="store_true", help="a 1,000-product corpus; the one-by-one loop on 64 prompts"
+    )
+    parser.add_argument(
+        "--workspace", type=Path, default=DEFAULT_WORKSPACE, help="where the corpus and index live"
+    )
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON results file")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--in-flight", type=int, default=128, help="requests each client keeps in flight (default 128)"
+    )
+    parser.add_argument(
+        "--window-ms", type=float, default=5.0, help="the service's coalescing window (default 5)"
+    )
+    parser.add_argument("--child", choices=("build", "loop"), help=argparse.SUPPRESS)
+    parser.add_argument("--docs", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--loop-prompts", type=int, default=PROMPTS, help=argparse.SUPPRESS)
+    parser.add_argument("--rollouts", type=Path, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        return child(args.child, args)
+
+    docs = 1000 if args.quick else 3000
+    loop_prompts = 64 if args.quick else PROMPTS
+    workspace = args.workspace / f"products-{docs}"
+    workspace.mkdir(parents=True, exist_ok=True)
+    rollouts_file = workspace / "rollouts.json"
+    me = [sys.executable, str(Path(__file__).resolve())]
+    common = ["--workspace", str(workspace), "--rollouts", str(rollouts_file), "--seed", str(args.seed)]
+    print("building the corpus, index and rollouts (reused when present)", file=sys.stderr)
+    subprocess.run([*me, "--child", "build", "--docs", str(docs), *common], check=True)
+    data = json.loads(rollouts_file.read_text())
+    rollouts = data["rollouts"]
+    results: dict[str, Any] = {"quick": args.quick, "machine": machine(), "in_flight_per_client": args.in_flight,
+                               "window_ms": args.window_ms}  # fmt: skip
+    results["rollouts"] = {k: v for k, v in data.items() if k != "rollouts"}
+    print(f"service: {len(rollouts)} rollouts, {CLIENTS} clients", file=sys.stderr)
+    service = service_run(workspace, rollouts, args.in_flight, args.window_ms)
+    print(f"one by one: {loop_prompts * SAMPLES} rollouts", file=sys.stderr)
+    loop_out = subprocess.run([*me, "--child", "loop", "--loop-prompts", str(loop_prompts), *common],
+                              check=True, capture_output=True, text=True).stdout  # fmt: skip
+    loop = json.loads(loop_out.strip().splitlines()[-1])
+    subset = [i for i, r in enumerate(rollouts) if r["prompt"] < loop_prompts]
+    results["agree"] = all(service["keys"][i] == loop["keys"][j] for j, i in enumerate(subset))
+    results["service"] = summary(service, len(rollouts))
+    results["one_by_one"] = summary(loop, loop["n"])
+    results["ratio"] = results["service"]["programs_per_s"] / results["one_by_one"]["programs_per_s"]
+    results["client_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    step_s = results["service"]["elapsed_s"]
+    results["goals"] = {
+        "step seconds (8,192 rollouts)": (step_s, GOALS["step_s"], step_s <= GOALS["step_s"]),
+        "x one by one": (
+            results["ratio"],
+            GOALS["ratio_vs_one_by_one"],
+            results["ratio"] >= GOALS["ratio_vs_one_by_one"],
+        ),
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    print(table(results))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
