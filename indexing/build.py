@@ -1,7 +1,7 @@
 """Versioned, resumable, atomically published index builds: corpus -> ClickHouse, Milvus and BM25.
 
-A build writes version ``vNNNN``: ClickHouse table ``<db>.<table>__vNNNN``, Milvus collection
-``<table>__vNNNN`` and BM25 indexes in ``indexes/<domain>/vNNNN/bm25/``. It then checks that every
+A build writes version ``vNNNN``: ClickHouse table ``<db>.<table>__vNNNN``, one Milvus collection
+per vector field ``<table>__vNNNN__<field>`` (see :mod:`indexing.stores.milvus`) and BM25 indexes in ``indexes/<domain>/vNNNN/bm25/``. It then checks that every
 store holds exactly the corpus rows, writes ``version.json`` and only then switches ``CURRENT``.
 The previously published version is kept, and so is every version an open
 :class:`~indexing.index.IndexHandle` leases (see :mod:`indexing.publish`); older ones are dropped.
@@ -63,7 +63,14 @@ from indexing.schema import CorpusSchema, Role, schema_for
 from indexing.stores import bm25 as bm25_store
 from indexing.stores.bm25 import STEMMER_LANGUAGE, STOPWORDS, Bm25Index
 from indexing.stores.clickhouse import ChdbStore, ClickHouseServerStore, make_sql_store
-from indexing.stores.milvus import MilvusStore, check_index_config, is_lite, make_vector_store, milvus_uri
+from indexing.stores.milvus import (
+    MILVUS_LAYOUT,
+    MilvusStore,
+    check_index_config,
+    is_lite,
+    make_vector_store,
+    milvus_uri,
+)
 from indexing.workspace import Workspace, atomic_write_json, atomic_write_text
 
 JOURNAL = "journal.json"
@@ -141,6 +148,7 @@ def build_settings(
         "corpus": {"fingerprint": manifest.get("fingerprint"), "rows": manifest.get("rows")},
         "embedders": {r.value: {"name": e.name, "dim": e.dim} for r, e in embedders.items()},
         "milvus": {
+            "layout": MILVUS_LAYOUT,
             "index_type": cfg.milvus.index_type,
             "metric_type": cfg.milvus.metric_type,
             "index_params": cfg.milvus.index_params,
@@ -369,7 +377,9 @@ def store_counts(
     exists = sql.table_exists(table)
     counts["clickhouse"] = sql.count(table) if exists else 0
     counts["clickhouse_ids"] = sql.distinct_ids(table) if exists else 0
-    counts["milvus"] = vec.count(collection) if vec.has_collection(collection) else 0
+    # Entities in every field's collection; 0 unless each vector field has its collection.
+    whole = set(vec.collection_fields(collection)) == set(schema.vector_fields)
+    counts["milvus"] = vec.count(collection) if whole else 0
     for f in schema.vector_fields:
         ids_file = bm25_dir(ws, schema.domain, version, f) / bm25_store.IDS_FILE
         counts[f"bm25.{f}"] = len(json.loads(ids_file.read_text())) if ids_file.is_file() else 0
@@ -388,9 +398,9 @@ def _is_built(
     meta = read_version(ws, schema.domain, version)
     if meta is None or meta.get("build_key") != key:
         return False
-    return sql.table_exists(physical_table(cfg, schema, version)) and vec.has_collection(
-        collection_name(schema, version)
-    )
+    return sql.table_exists(physical_table(cfg, schema, version)) and set(
+        vec.collection_fields(collection_name(schema, version))
+    ) == set(schema.vector_fields)
 
 
 def list_versions(ws: Workspace, domain: str) -> list[str]:

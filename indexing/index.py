@@ -50,7 +50,8 @@ def physical_table(cfg: Config, schema: CorpusSchema, version: str) -> str:
 
 
 def collection_name(schema: CorpusSchema, version: str) -> str:
-    """Milvus collection of a version, e.g. ``products__v0002``."""
+    """Milvus name of a version, e.g. ``products__v0002``; each vector field has its own collection
+    under it (``products__v0002__title``, see :func:`indexing.stores.milvus.field_collection`)."""
     return f"{schema.table}__{version}"
 
 
@@ -124,7 +125,8 @@ def reference_time_of(meta: dict[str, Any]) -> datetime.datetime:
 
 
 class IndexHandle:
-    """One published version: its SQL table, Milvus collection, BM25 indexes and embedders.
+    """One published version: its SQL table, Milvus collections (one per vector field), BM25 indexes
+    and embedders.
 
     Safe to share between threads. See the module docstring for what it holds and releases.
     """
@@ -142,6 +144,7 @@ class IndexHandle:
         self.rows = int(meta.get("rows", 0))
         self.reference_time = reference_time_of(meta)
         """The version's "now" (UTC, written at build time): what ``now()`` / ``today()`` mean to its programs."""
+        _check_layout(schema, version, meta)
         self.table = physical_table(cfg, schema, version)
         self.collection = collection_name(schema, version)
         self._ws = Workspace(cfg.workspace)
@@ -262,6 +265,19 @@ class IndexHandle:
                 code="not_vector_field",
             )
         return role
+
+
+def _check_layout(schema: CorpusSchema, version: str, meta: dict[str, Any]) -> None:
+    """Refuse a version whose vectors are in the layout of earlier builds (one Milvus collection)."""
+    from indexing.stores.milvus import MILVUS_LAYOUT
+
+    milvus = (meta.get("settings") or {}).get("milvus") or {}
+    if "settings" in meta and milvus.get("layout") != MILVUS_LAYOUT:
+        raise StoreError(
+            f"{schema.domain} index {version} keeps its vectors in one Milvus collection, the layout of "
+            f"earlier builds; run: prore index build {schema.domain}",
+            code="index_outdated",
+        )
 
 
 def embedder_config_of(current: EmbedderConfig, meta: dict[str, Any]) -> EmbedderConfig:

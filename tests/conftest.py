@@ -1,4 +1,4 @@
-"""Shared fixtures: one workspace and one chDB path per test process, small indexed corpora, a Milvus server.
+"""Shared fixtures: one workspace and one chDB path per test process, small indexed corpora, Milvus servers.
 
 chDB binds one path per process, so every test that touches ClickHouse in-process uses the
 session's chDB path: :func:`workspace_config` gives a fresh workspace that shares it and keeps
@@ -128,6 +128,22 @@ def milvus_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             proc.kill()
             proc.wait()
         log.close()
+
+
+@pytest.fixture(scope="session")
+def milvus_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """URI of a real Milvus standalone server (the ``milvus`` package's 2.3.5 binary, about 10 s to start),
+    started once per test process on a free localhost port in a temporary directory, stopped at the end."""
+    pytest.importorskip("milvus", reason="the Milvus server is not installed (pip install 'proretrieval[milvus-server]')")
+    pytest.importorskip("pymilvus", reason="pymilvus is not installed (pip install 'proretrieval[milvus]')")
+    from indexing.stores import server
+
+    root = tmp_path_factory.mktemp("milvus-standalone")
+    info = server.start(root, port=server.free_port())
+    try:
+        yield info.uri or ""
+    finally:
+        server.stop(root, timeout_s=10)
 
 
 _WORDS = {

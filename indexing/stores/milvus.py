@@ -1,21 +1,45 @@
 """Milvus through pymilvus' MilvusClient: a Milvus Lite directory in the workspace, or a server URI.
 
-One collection per corpus version. Its fields:
+**Layout.** One collection per (corpus version, vector field): ``<table>__vNNNN__<field>``, e.g.
+``products__v0002__title``. Milvus 2.3 allows one vector field per collection; Milvus Lite, 2.3 and
+2.5/2.6 clusters all take this layout, and a search touches only the field it asks for. The callers
+name the version's collection (``products__v0002``) and a schema field; the store maps them to the
+field's collection (:func:`field_collection`). Each field's collection holds:
 
 * ``id``: VARCHAR primary key, so a re-sent row replaces the old one (upserts are idempotent);
-* ``<field>_vec``: one FLOAT_VECTOR per text and image field of the schema;
+* ``<field>_vec``: the FLOAT_VECTOR of that text or image field;
 * every structured field, mirrored as a scalar so filters can be pushed into vector search:
   strings as VARCHAR, ints as INT64, floats as DOUBLE, bools as BOOL, and **dates and datetimes
   as INT64 Unix epoch seconds (UTC; a date is its midnight)**, e.g. ``release_date >= 1704067200``.
 
-Text fields are not mirrored: ClickHouse holds them. Milvus Lite runs in-process (pymilvus starts it
-for a ``*.db`` path); ``milvus-lite server --data-dir DIR --port P`` serves the same engine over gRPC.
+Text fields are not mirrored: ClickHouse holds them. Searches ask for ``output_fields=["id"]`` only.
+
+**Deployments.**
+
+* *Milvus Lite* (the default: ``milvus.uri`` unset, a ``milvus.db`` directory in the workspace) runs
+  in-process with no setup. It is a Python engine: each search loops over every row in Python
+  (about 1 ms at 3k rows, 40 ms at 100k, 430 ms at 1M), and it ignores search parameters.
+* *A local Milvus server* (``prore stores up``, see :mod:`indexing.stores.server`) is the real C++
+  standalone server: about 4 ms per HNSW search at 100k rows. Switch to it from about 100k documents,
+  or to measure search parameters (``ef``, ``nprobe``), and point the engine at it with
+  ``--milvus-uri http://127.0.0.1:PORT``.
+* *A cluster* (``milvus.uri: http://milvus:19530``) takes the same layout.
+
+``milvus-lite server --data-dir DIR --port P`` also serves Milvus Lite's engine over gRPC.
+
+**A server that goes away.** Every request to a server carries ``milvus.timeout_s``; a server that
+does not answer in time, or cannot be reached, is a :class:`~indexing.errors.StoreUnavailable`
+(retryable), never a hang. The next request connects again, and collections the restarted server
+has not loaded yet are loaded again, so the store works once the server is back.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import re
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -42,11 +66,24 @@ METRICS = ("IP", "COSINE", "L2")
 UPSERT_BATCH = 1000
 """Rows per upsert request: a few MB per gRPC message, far below its limit."""
 VARCHAR_MAX = 4096
+MILVUS_LAYOUT = "collection_per_field"
+"""The layout of a version's vectors, recorded in its build settings (earlier builds: one collection)."""
+FIELD_SEP = "__"
+"""Between a version's collection name and a field name in a field's collection name."""
 
 
 def vector_field(field: str) -> str:
     """Name of the Milvus vector field of schema field ``field``."""
     return f"{field}_vec"
+
+
+def field_collection(collection: str, field: str) -> str:
+    """The Milvus collection that holds schema field ``field`` of a version's ``collection``.
+
+    >>> field_collection("products__v0002", "title")
+    'products__v0002__title'
+    """
+    return f"{collection}{FIELD_SEP}{field}"
 
 
 def is_lite(uri: str) -> bool:
@@ -75,29 +112,83 @@ def check_index_config(cfg: MilvusConfig, *, lite: bool) -> None:
         raise ConfigError(f"metric {cfg.metric_type!r} is not supported; choose one of {', '.join(METRICS)}")
 
 
-class _Connection:
-    """One pymilvus client on one URI and the collections it has loaded; shared by the stores on that URI."""
+def search_params(cfg: MilvusConfig, k: int) -> dict[str, Any]:
+    """The ``params`` of one search of ``k`` hits: ``search_params``, plus ``ef`` for HNSW indexes and
+    ``nprobe`` for IVF indexes when configured.
 
-    def __init__(self, uri: str) -> None:
+    HNSW needs ``ef >= k`` (Milvus 2.4+ rejects a smaller one), so ``ef`` is raised to ``k``.
+
+    >>> search_params(MilvusConfig(index_type="HNSW", ef=64), 100)
+    {'ef': 100}
+    >>> search_params(MilvusConfig(index_type="IVF_FLAT", nprobe=16, ef=64), 10)
+    {'nprobe': 16}
+    """
+    params = dict(cfg.search_params)
+    kind = cfg.index_type.upper()
+    if kind.startswith("HNSW"):
+        if cfg.ef is not None:
+            params["ef"] = cfg.ef
+        if "ef" in params:
+            params["ef"] = max(int(params["ef"]), k)
+    elif kind.startswith("IVF") and cfg.nprobe is not None:
+        params["nprobe"] = cfg.nprobe
+    return params
+
+
+class _Connection:
+    """One pymilvus client on one URI and the collections it has loaded; shared by the stores on that URI.
+
+    After a request finds the server unreachable the connection is *stale*: the next request opens a
+    new client first (and forgets what was loaded, since a restarted server may not have it loaded).
+    """
+
+    def __init__(self, uri: str, timeout_s: float) -> None:
+        self.uri = uri
+        self.timeout_s = timeout_s
+        self.loaded: set[str] = set()
+        self.lock = threading.Lock()
+        self.refs = 0
+        self.closed = False
+        self.stale = False
+        self.client: Any = self._connect()
+
+    def _connect(self) -> Any:
         pymilvus: Any = require("pymilvus", "milvus")
         # pymilvus pings every 10 s even when idle; Milvus Lite's gRPC server, embedded or in server
         # mode, keeps gRPC's default policy and answers such pings with GOAWAY (too_many_pings), which
         # drops the connection. Rare pings only on open calls are acceptable to every Milvus server.
         options = {"grpc.keepalive_time_ms": 600_000, "grpc.keepalive_permit_without_calls": False}
+        # A server connection is this store's own (not pymilvus' shared one), so that reconnecting
+        # replaces it without touching other clients of the process.
+        extra = {} if is_lite(self.uri) else {"dedicated": True}
         try:
-            self.client: Any = pymilvus.MilvusClient(uri=uri, grpc_options=options)
+            return pymilvus.MilvusClient(uri=self.uri, grpc_options=options, timeout=self.timeout_s, **extra)
         except Exception as exc:
-            raise _error(exc, f"cannot connect to Milvus at {uri}") from None
-        self.uri = uri
-        self.loaded: set[str] = set()
-        self.lock = threading.Lock()
-        self.refs = 0
-        self.closed = False
+            raise _error(exc, f"cannot connect to Milvus at {self.uri}") from None
+
+    def current(self) -> Any:
+        """The client, connecting again first if the last request found the server gone."""
+        with self.lock:
+            if self.stale and not self.closed:
+                old, self.client = self.client, None
+                with contextlib.suppress(Exception):
+                    old.close()
+                self.client = self._connect()  # raises StoreUnavailable while the server is down
+                self.loaded.clear()
+                self.stale = False
+            return self.client
+
+    def mark_stale(self) -> None:
+        with self.lock:
+            self.stale = True
+            self.loaded.clear()
 
     def close(self) -> None:
         """Close the client; for Milvus Lite also stop its in-process server and free its directory."""
         self.closed = True
-        self.client.close()
+        if self.client is not None:
+            with contextlib.suppress(Exception):
+                self.client.close()
         if is_lite(self.uri):
             manager: Any = require("milvus_lite.server_manager", "milvus")
             manager.server_manager_instance.release_server(self.uri)
@@ -107,11 +198,11 @@ _CONNECTIONS: dict[str, _Connection] = {}
 _CONNECTIONS_LOCK = threading.Lock()
 
 
-def _acquire(uri: str) -> _Connection:
+def _acquire(uri: str, timeout_s: float) -> _Connection:
     with _CONNECTIONS_LOCK:
         conn = _CONNECTIONS.get(uri)
         if conn is None:
-            conn = _Connection(uri)
+            conn = _Connection(uri, timeout_s)
             _CONNECTIONS[uri] = conn
         conn.refs += 1
         return conn
@@ -134,11 +225,13 @@ def open_connections() -> dict[str, int]:
 
 
 class MilvusStore:
-    """Collections of one corpus version each; see the module docstring for their fields.
+    """The collections of corpus versions, one per (version, vector field); see the module docstring.
 
-    Every store on one URI shares the process's one client for it (reference-counted): the client
-    is opened with the first store and closed, with Milvus Lite's in-process server, when the last
-    store is closed. Close each store when done with it (``close()`` or a ``with`` block).
+    Methods take a version's collection name and, where it matters, a schema field. Every store on
+    one URI shares the process's one client for it (reference-counted): the client is opened with
+    the first store (with that store's ``timeout_s``) and closed, with Milvus Lite's in-process
+    server, when the last store is closed. Close each store when done with it (``close()`` or a
+    ``with`` block).
     """
 
     def __init__(self, uri: str, cfg: MilvusConfig | None = None) -> None:
@@ -148,46 +241,56 @@ class MilvusStore:
         pymilvus: Any = require("pymilvus", "milvus")
         self._pm = pymilvus
         # Failures are re-raised as typed errors; pymilvus would also log each with a traceback.
-        logging.getLogger("pymilvus.decorators").setLevel(logging.CRITICAL)
+        for name in ("pymilvus.decorators", "pymilvus.client.connection_manager"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
         if self.lite:
             Path(uri).parent.mkdir(parents=True, exist_ok=True)
-        self._conn: _Connection | None = _acquire(uri)
-        self._client = self._conn.client
+        self._timeout = None if self.lite else self.cfg.timeout_s
+        self._conn: _Connection | None = _acquire(uri, self.cfg.timeout_s)
 
     @property
     def closed(self) -> bool:
         return self._conn is None or self._conn.closed
 
     def create_collection(self, name: str, schema: CorpusSchema, dims: Mapping[str, int]) -> None:
-        """Create ``name`` for ``schema`` unless it exists; ``dims`` maps each vector field to its size."""
+        """Create the collection of every vector field of ``schema`` that does not exist yet.
+
+        ``dims`` maps each vector field to its size.
+        """
         check_index_config(self.cfg, lite=self.lite)
-        if self.has_collection(name):
-            return
         dt = self._pm.DataType
         types = {DType.STRING: dt.VARCHAR, DType.INT: dt.INT64, DType.FLOAT: dt.DOUBLE, DType.BOOL: dt.BOOL}
-        sch = self._pm.MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
-        sch.add_field("id", dt.VARCHAR, is_primary=True, max_length=256)
-        for fname in schema.structured_fields:
-            if fname == "id":
+        existing = set(self.list_collections(name + FIELD_SEP))
+        shards = {} if self.lite else {"shards_num": self.cfg.shards_num}
+        for field in schema.vector_fields:
+            physical = field_collection(name, field)
+            if physical in existing:
                 continue
-            kind = types.get(schema.field(fname).dtype, dt.INT64)  # dates and datetimes: epoch seconds
-            extra = {"max_length": VARCHAR_MAX} if kind == dt.VARCHAR else {}
-            sch.add_field(fname, kind, **extra)
-        params = self._client.prepare_index_params()
-        for fname in schema.vector_fields:
-            sch.add_field(vector_field(fname), dt.FLOAT_VECTOR, dim=int(dims[fname]))
+            sch = self._pm.MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False)
+            sch.add_field("id", dt.VARCHAR, is_primary=True, max_length=256)
+            for fname in schema.structured_fields:
+                if fname == "id":
+                    continue
+                kind = types.get(schema.field(fname).dtype, dt.INT64)  # dates and datetimes: epoch seconds
+                extra = {"max_length": VARCHAR_MAX} if kind == dt.VARCHAR else {}
+                sch.add_field(fname, kind, **extra)
+            sch.add_field(vector_field(field), dt.FLOAT_VECTOR, dim=int(dims[field]))
+            params = self._call(lambda c: c.prepare_index_params())
             params.add_index(
-                field_name=vector_field(fname),
+                field_name=vector_field(field),
                 index_type=self.cfg.index_type,
                 metric_type=self.cfg.metric_type,
                 params=dict(self.cfg.index_params),
             )
-        extra_args = {} if self.lite else {"shards_num": self.cfg.shards_num}
-        self._call(lambda: self._client.create_collection(name, schema=sch, **extra_args))
-        # pymilvus polls every index of a new collection with a 0.5 s sleep; on an empty collection
-        # there is nothing to wait for (2 s per collection saved).
-        self._call(lambda: self._client.create_index(name, params, sync=False))
-        self._ensure_loaded(name)
+            self._call(
+                lambda c, s=sch, p=physical: c.create_collection(p, schema=s, timeout=self._timeout, **shards)
+            )
+            # pymilvus polls every index of a new collection with a 0.5 s sleep; on an empty collection
+            # there is nothing to wait for (2 s per collection saved).
+            self._call(
+                lambda c, p=physical, ip=params: c.create_index(p, ip, sync=False, timeout=self._timeout)
+            )
+        self._ensure_loaded(*(field_collection(name, f) for f in schema.vector_fields))
 
     def upsert(self, name: str, schema: CorpusSchema, data: pa.Table, vectors: Mapping[str, Vectors]) -> None:
         """Insert or replace the rows of ``data`` (structured columns) with their ``vectors`` by field."""
@@ -198,13 +301,12 @@ class MilvusStore:
                 raise StoreError(f"{vectors[f].shape[0]} vectors for {n} rows on field {f}")
         for start in range(0, n, UPSERT_BATCH):
             stop = min(start + UPSERT_BATCH, n)
-            rows: list[dict[str, Any]] = []
-            for i in range(start, stop):
-                row: dict[str, Any] = {f: vals[i] for f, vals in columns.items()}
-                for f in schema.vector_fields:
-                    row[vector_field(f)] = vectors[f][i]
-                rows.append(row)
-            self._call(lambda rows=rows: self._client.upsert(name, rows))
+            scalars = [{f: vals[i] for f, vals in columns.items()} for i in range(start, stop)]
+            for f in schema.vector_fields:
+                vec, block = vector_field(f), vectors[f]
+                rows = [{**row, vec: block[start + j]} for j, row in enumerate(scalars)]
+                physical = field_collection(name, f)
+                self._call(lambda c, p=physical, r=rows: c.upsert(p, r, timeout=self._timeout))
 
     def search(
         self,
@@ -215,20 +317,29 @@ class MilvusStore:
         *,
         filter: str | None = None,
     ) -> list[list[Hit]]:
-        """Top-``k`` ids per row of ``vectors`` on schema field ``field``, all rows in one request."""
+        """Top-``k`` ids per row of ``vectors`` on schema field ``field``, all rows in one request.
+
+        The search parameters are :func:`search_params` of the store's config.
+        """
         if len(vectors) == 0:
             return []
-        self._ensure_loaded(collection)
-        params = {"metric_type": self.cfg.metric_type, "params": dict(self.cfg.search_params)}
-        res = self._call(
-            lambda: self._client.search(
-                collection,
-                data=[np.asarray(v, dtype=np.float32) for v in vectors],
+        physical = field_collection(collection, field)
+        params = {"metric_type": self.cfg.metric_type, "params": search_params(self.cfg, k)}
+        data = [np.asarray(v, dtype=np.float32) for v in vectors]
+        res = self._loaded_call(
+            physical,
+            lambda c: c.search(
+                physical,
+                data=data,
                 anns_field=vector_field(field),
                 limit=k,
                 filter=filter or "",
-                output_fields=[],
+                # Milvus Lite returns every field, vectors included, for an empty list.
+                output_fields=["id"],
                 search_params=params,
+                # Sees this process's own writes; no wait for anyone else's (Strong costs a time tick).
+                consistency_level="Session",
+                timeout=self._timeout,
             ),
             code="vector_search",
         )
@@ -240,36 +351,103 @@ class MilvusStore:
         """Stored vectors of ``ids`` on schema field ``field``; unknown ids are absent from the result."""
         if not ids:
             return {}
-        self._ensure_loaded(collection)
+        physical = field_collection(collection, field)
         name = vector_field(field)
-        rows = self._call(lambda: self._client.get(collection, ids=list(ids), output_fields=[name]))
+        rows = self._loaded_call(
+            physical,
+            lambda c: c.get(
+                physical,
+                ids=list(ids),
+                output_fields=[name],
+                consistency_level="Session",
+                timeout=self._timeout,
+            ),
+        )
         return {str(r["id"]): np.asarray(r[name], dtype=np.float32) for r in rows}
 
     def count(self, collection: str) -> int:
-        """Entities in ``collection`` (strongly consistent: counts what was written)."""
-        self._ensure_loaded(collection)
-        rows = self._call(
-            lambda: self._client.query(collection, filter="", output_fields=["count(*)"], consistency_level="Strong")
+        """Entities of ``collection`` present in every field's collection (strongly consistent); 0 if none."""
+        counts = self.field_counts(collection)
+        return min(counts.values()) if counts else 0
+
+    def field_counts(self, collection: str) -> dict[str, int]:
+        """Entities per field of ``collection`` (strongly consistent: counts what was written)."""
+        counts: dict[str, int] = {}
+        for field in self.collection_fields(collection):
+            physical = field_collection(collection, field)
+            rows = self._loaded_call(
+                physical,
+                lambda c, p=physical: c.query(
+                    p,
+                    filter="",
+                    output_fields=["count(*)"],
+                    consistency_level="Strong",
+                    timeout=self._timeout,
+                ),
+            )
+            counts[field] = int(rows[0]["count(*)"]) if rows else 0
+        return counts
+
+    def collection_fields(self, collection: str) -> list[str]:
+        """The schema fields ``collection`` has a collection for, sorted."""
+        prefix = collection + FIELD_SEP
+        return sorted(
+            n[len(prefix) :] for n in self.list_collections(prefix) if FIELD_SEP not in n[len(prefix) :]
         )
-        return int(rows[0]["count(*)"]) if rows else 0
 
     def has_collection(self, name: str) -> bool:
-        return bool(self._call(lambda: self._client.has_collection(name)))
+        """Whether ``name`` has the collection of at least one field."""
+        return bool(self.collection_fields(name))
 
     def list_collections(self, prefix: str = "") -> list[str]:
-        names = self._call(lambda: self._client.list_collections())
+        """Names of the Milvus collections (one per version and field) that start with ``prefix``."""
+        names = self._call(lambda c: c.list_collections(timeout=self._timeout))
         return sorted(str(n) for n in names if str(n).startswith(prefix))
 
     def drop_collection(self, name: str) -> None:
+        """Drop the collection of every field of ``name`` (and a single collection of that name, the
+        layout of earlier builds)."""
         conn = self._open()
-        with conn.lock:
-            conn.loaded.discard(name)
-        if self.has_collection(name):
-            self._call(lambda: self._client.drop_collection(name))
+        prefix = name + FIELD_SEP
+        doomed = [
+            n
+            for n in self.list_collections(name)
+            if n == name or (n.startswith(prefix) and FIELD_SEP not in n[len(prefix) :])
+        ]
+        for physical in doomed:
+            with conn.lock:
+                conn.loaded.discard(physical)
+            self._call(lambda c, p=physical: c.drop_collection(p, timeout=self._timeout))
 
-    def flush(self, name: str) -> None:
-        """Persist buffered writes (a no-op cost on Milvus Lite, a seal on a server)."""
-        self._call(lambda: self._client.flush(name))
+    def flush(self, name: str, *, wait_indexed_s: float = 3600.0) -> None:
+        """Persist buffered writes of every field's collection; on a server, also wait (up to
+        ``wait_indexed_s``) until their indexes cover every row, so searches use the index."""
+        fields = self.collection_fields(name)
+        for field in fields:
+            physical = field_collection(name, field)
+            self._call(
+                lambda c, p=physical: c.flush(p, timeout=None if self.lite else max(self.cfg.timeout_s, 60.0))
+            )
+        if self.lite:
+            return
+        deadline = time.monotonic() + wait_indexed_s
+        for field in fields:
+            physical = field_collection(name, field)
+            while not self._indexed(physical, vector_field(field)):
+                if time.monotonic() > deadline:
+                    raise StoreUnavailable(
+                        f"Milvus did not finish indexing {physical} within {wait_indexed_s:.0f} s"
+                    )
+                time.sleep(0.5)
+
+    def release(self, name: str) -> None:
+        """Release every field's collection of ``name`` from the server's memory; the next search loads it again."""
+        conn = self._open()
+        for field in self.collection_fields(name):
+            physical = field_collection(name, field)
+            with conn.lock:
+                conn.loaded.discard(physical)
+            self._call(lambda c, p=physical: c.release_collection(p, timeout=self._timeout))
 
     def close(self) -> None:
         """Release this store's share of the client; the last store on a URI closes it. Twice is harmless."""
@@ -283,33 +461,82 @@ class MilvusStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _indexed(self, physical: str, index_name: str) -> bool:
+        info = self._call(lambda c: c.describe_index(physical, index_name, timeout=self._timeout)) or {}
+        if str(info.get("state", "")) == "Failed":
+            raise StoreError(f"Milvus failed to index {physical}: {info.get('index_state_fail_reason', '')}")
+        total, indexed = int(info.get("total_rows", 0) or 0), int(info.get("indexed_rows", 0) or 0)
+        return int(info.get("pending_index_rows", 0) or 0) == 0 and indexed >= total
+
     def _open(self) -> _Connection:
         if self._conn is None or self._conn.closed:
             raise StoreError(f"this Milvus store ({self.uri}) is closed", code="store_closed")
         return self._conn
 
-    def _ensure_loaded(self, name: str) -> None:
+    def _ensure_loaded(self, *names: str) -> None:
+        """Load the collections ``names`` not loaded yet, all at once (a server takes seconds for each)."""
         conn = self._open()
         with conn.lock:
-            if name in conn.loaded:
-                return
-        self._call(lambda: self._client.load_collection(name))
+            todo = [n for n in names if n not in conn.loaded]
+        if not todo:
+            return
+        # Loading waits for the server; a restarted server may take longer than one request.
+        wait = None if self.lite else max(self.cfg.timeout_s, 60.0)
+        if len(todo) > 1:
+            for name in todo:
+                self._call(lambda c, n=name: c.load_collection(n, timeout=wait, _async=True))
+        for name in todo:
+            self._call(lambda c, n=name: c.load_collection(n, timeout=wait))
         with conn.lock:
-            conn.loaded.add(name)
+            conn.loaded.update(todo)
+
+    def _loaded_call(self, name: str, fn: Any, code: str = "milvus") -> Any:
+        """``fn(client)`` on loaded collection ``name``; loaded again once if the server lost it (restarted)."""
+        self._ensure_loaded(name)
+        try:
+            return self._call(fn, code)
+        except StoreUnavailable:
+            raise
+        except StoreError as err:
+            if "not loaded" not in err.message:
+                raise
+        conn = self._open()
+        with conn.lock:
+            conn.loaded.discard(name)
+        self._ensure_loaded(name)
+        return self._call(fn, code)
 
     def _call(self, fn: Any, code: str = "milvus") -> Any:
-        self._open()
+        conn = self._open()
+        client = conn.current()
         try:
-            return fn()
+            return fn(client)
         except Exception as exc:
-            raise _error(exc, "Milvus", code) from None
+            err = _error(exc, f"Milvus at {self.uri}" if not self.lite else "Milvus", code)
+            if isinstance(err, StoreUnavailable):
+                conn.mark_stale()
+            raise err from None
+
+
+_UNAVAILABLE_TEXT = re.compile(
+    r"unavailable|deadline exceeded|retry timeout|fail(ed)? (to )?connect|connection refused|"
+    r"socket closed|failed to connect|timed? ?out",
+    re.IGNORECASE,
+)
 
 
 def _error(exc: BaseException, what: str, code: str = "milvus") -> StoreError:
+    """A typed error for a failed Milvus request: :class:`StoreUnavailable` when the server could not be
+    reached or did not answer in time, else a :class:`StoreError` with ``code``."""
     message = " ".join(str(getattr(exc, "message", None) or exc).split())[:500]
-    unavailable = getattr(exc, "code", None) == 2 or type(exc).__name__ in (
-        "MilvusUnavailableException",
-        "ConnectError",
+    raw = getattr(exc, "code", None)
+    status = raw() if callable(raw) else raw  # grpc.RpcError.code() is a method
+    status_name = getattr(status, "name", None)
+    unavailable = (
+        status == 2  # pymilvus' CONNECT_FAILED
+        or status_name in ("UNAVAILABLE", "DEADLINE_EXCEEDED")
+        or type(exc).__name__ in ("MilvusUnavailableException", "ConnectError")
+        or bool(_UNAVAILABLE_TEXT.search(message))
     )
     if unavailable:
         return StoreUnavailable(f"{what}: {message}")

@@ -1,14 +1,16 @@
-"""MilvusStore against Milvus Lite, embedded (a local directory) and as a gRPC server."""
+"""MilvusStore against Milvus Lite, embedded (a local directory) and as a gRPC server, and against the real
+Milvus 2.3 standalone server (the session's ``milvus_standalone``)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 pytest.importorskip("pymilvus", reason="needs the milvus extra")
@@ -17,10 +19,12 @@ pytest.importorskip("milvus_lite", reason="needs the milvus extra")
 from indexing.config import MilvusConfig
 from indexing.embedders.hashing import HashingEmbedder
 from indexing.errors import ConfigError, StoreError, StoreUnavailable
-from indexing.schema import PRODUCTS
+from indexing.schema import PRODUCTS, CorpusSchema, DType, Field, Role
 from indexing.stores.milvus import (
     MilvusStore,
     check_index_config,
+    field_collection,
+    search_params,
     supported_index_types,
     vector_field,
 )
@@ -29,12 +33,26 @@ N = 120
 DIM = 64
 
 
-@pytest.fixture(params=["lite", pytest.param("server", marks=pytest.mark.server)])
-def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Any:
+DEPLOYMENTS = [
+    "lite",
+    pytest.param("lite-server", marks=pytest.mark.server),
+    pytest.param("standalone", marks=pytest.mark.server),
+]
+
+
+def _store(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, cfg: MilvusConfig
+) -> MilvusStore:
     if request.param == "lite":
-        return MilvusStore(str(tmp_path_factory.mktemp("lite") / "milvus.db"))
-    uri: str = request.getfixturevalue("milvus_server")
-    return MilvusStore(uri)
+        return MilvusStore(str(tmp_path_factory.mktemp("lite") / "milvus.db"), cfg)
+    fixture = "milvus_server" if request.param == "lite-server" else "milvus_standalone"
+    return MilvusStore(request.getfixturevalue(fixture), cfg)
+
+
+@pytest.fixture(params=DEPLOYMENTS)
+def store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[MilvusStore]:
+    with _store(request, tmp_path_factory, MilvusConfig()) as s:
+        yield s
 
 
 @pytest.fixture(scope="module")
@@ -58,9 +76,26 @@ def test_upsert_is_idempotent_and_counts_are_exact(store: MilvusStore, products:
     data, vectors = products
     store.upsert("products__v0001", PRODUCTS, data.slice(0, 30), {f: v[:30] for f, v in vectors.items()})
     assert store.count("products__v0001") == N
-    assert "products__v0001" in store.list_collections("products__")
+    assert store.field_counts("products__v0001") == dict.fromkeys(PRODUCTS.vector_fields, N)
     store.drop_collection("products__v0001")
-    assert not store.has_collection("products__v0001")
+    assert not store.has_collection("products__v0001") and store.count("products__v0001") == 0
+
+
+def test_each_vector_field_has_its_own_collection(store: MilvusStore, products: Any) -> None:
+    _load(store, "products__v0005", products)
+    fields = sorted(PRODUCTS.vector_fields)
+    assert store.collection_fields("products__v0005") == fields
+    assert store.list_collections("products__v0005") == sorted(
+        field_collection("products__v0005", f) for f in fields
+    )
+    # Only this version's collections: v0005's prefix is not v00050's.
+    _load(store, "products__v00050", products)
+    store.drop_collection("products__v0005")
+    assert store.list_collections("products__v0005") == sorted(
+        field_collection("products__v00050", f) for f in fields
+    )
+    store.drop_collection("products__v00050")
+    assert store.list_collections("products__v0005") == []
 
 
 def test_batched_search_finds_each_document_first(store: MilvusStore, products: Any) -> None:
@@ -116,7 +151,9 @@ def test_index_types_are_checked_against_what_the_target_builds() -> None:
         check_index_config(MilvusConfig(metric_type="HAMMING"), lite=True)
 
 
-@pytest.mark.parametrize("index_type,params", [("IVF_FLAT", {"nlist": 8}), ("HNSW", {"M": 8, "efConstruction": 32})])
+@pytest.mark.parametrize(
+    "index_type,params", [("IVF_FLAT", {"nlist": 8}), ("HNSW", {"M": 8, "efConstruction": 32})]
+)
 def test_faiss_index_types_build_and_search_on_lite(
     tmp_path: Path, products: Any, index_type: str, params: dict[str, Any]
 ) -> None:
@@ -149,3 +186,45 @@ def test_unreachable_server_is_a_retryable_typed_error() -> None:
 
 def test_vector_field_names() -> None:
     assert vector_field("title") == "title_vec"
+
+
+def test_search_parameters_follow_the_index_type() -> None:
+    assert search_params(MilvusConfig(index_type="HNSW", ef=64), 20) == {"ef": 64}
+    assert search_params(MilvusConfig(index_type="HNSW", search_params={"ef": 8}), 20) == {"ef": 20}
+    assert search_params(MilvusConfig(index_type="IVF_SQ8", nprobe=4, ef=64), 20) == {"nprobe": 4}
+    assert search_params(
+        MilvusConfig(index_type="FLAT", nprobe=4, ef=64, search_params={"radius": 0.1}), 5
+    ) == {"radius": 0.1}
+
+
+@pytest.mark.server
+def test_nprobe_reaches_the_server(milvus_standalone: str) -> None:
+    """With IVF_FLAT, probing every cluster is exact and probing one is not: the parameter is applied."""
+    rng = np.random.default_rng(3)
+    n, dim = 3000, 16  # Milvus indexes segments of 1024 rows and more; smaller ones are searched exactly
+    fields = (
+        Field("id", Role.STRUCTURED, DType.STRING, "row id"),
+        Field("text", Role.TEXT, DType.STRING, "text"),
+    )
+    schema = CorpusSchema("probe", "probe", fields, "r")  # an id and one vector field
+    vecs = rng.standard_normal((n, dim)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    table = pa.table({"id": [f"r{i:05d}" for i in range(n)]})
+    queries = vecs[:8]
+    exact = np.argsort(-(queries @ vecs.T), axis=1)[:, :50]
+    want = [[f"r{i:05d}" for i in row] for row in exact]
+    ivf = {"index_type": "IVF_FLAT", "index_params": {"nlist": 32}}
+    with MilvusStore(milvus_standalone, MilvusConfig(**ivf, nprobe=32)) as everything:
+        everything.drop_collection("probe__v0001")
+        everything.create_collection("probe__v0001", schema, {"text": dim})
+        everything.upsert("probe__v0001", schema, table, {"text": vecs})
+        everything.flush("probe__v0001")  # waits until the index covers every row
+        # Searched segments switch to their index when it is loaded: load them anew.
+        everything.release("probe__v0001")
+        got = [[i for i, _ in row] for row in everything.search("probe__v0001", "text", queries, 50)]
+        assert got == want
+        with MilvusStore(milvus_standalone, MilvusConfig(**ivf, nprobe=1)) as one:
+            narrow = [[i for i, _ in row] for row in one.search("probe__v0001", "text", queries, 50)]
+        recall = np.mean([len(set(a) & set(b)) / 50 for a, b in zip(narrow, want, strict=True)])
+        assert recall < 0.9
+        everything.drop_collection("probe__v0001")
