@@ -1,7 +1,8 @@
 """The one prompt that asks a model for a program: the corpus schema and the rules of the language.
 
-Local training, verl's parquet, serving and the few-shot baseline all build their chat messages here, so a
-model sees the same words at training and at serving time.
+Local training, verl's parquet, the served planner (:mod:`serving.planner`) and the few-shot baseline all
+build their chat messages here (training code reads them through :mod:`rl.prompt`, which re-exports this
+module), so a model sees the same words at training and at serving time.
 
 A prompt is a system message (what the corpus holds and how a program is written) followed by optional
 demonstrations and the user's request. Two profiles say how much of the language the system message spells out:
@@ -35,8 +36,8 @@ from functools import cache
 from typing import Literal, get_args
 
 from indexing.corpora.vocab import email_vocab, product_vocab
-from indexing.schema import CorpusSchema, DType, Role, schema_for
 from indexing.errors import ProReError
+from indexing.schema import CorpusSchema, DType, Role, schema_for
 from serving.dsl import DEFAULT_LIMITS, DslLimits
 
 Profile = Literal["full", "short"]
