@@ -6,7 +6,7 @@ Importing this module registers the section (see :func:`indexing.config.register
     serving:
       dsl:              # what programs are checked against (serving.dsl.limits.DslLimits)
         max_entries: 8
-      engine:           # entries kept by the engine's caches (serving.engine.retrieval.CacheSizes)
+      engine:           # entries kept by the engine's caches (serving.settings.CacheSizes)
         programs: 50000
 
 >>> from indexing.config import Config
@@ -25,9 +25,28 @@ from dataclasses import dataclass, field, fields
 from indexing.config import register_section
 from indexing.errors import ConfigError
 from serving.dsl.limits import DEFAULT_LIMITS, DslLimits
-from serving.engine.retrieval import CacheSizes
 
 SECTION = "serving"
+
+
+@dataclass(frozen=True)
+class CacheSizes:
+    """Entries kept by each of the engine's caches (:class:`serving.engine.Engine`); 0 turns a cache off.
+
+    Defined here, not in the engine package, so that reading the config file does not import the engine.
+    """
+
+    searches: int = 100_000
+    """Raw search results, keyed by (field, dense|sparse, query, width)."""
+    requests: int = 100_000
+    """Final candidate lists, keyed by the whole retrieval request."""
+    programs: int = 50_000
+    """Validated programs, their rendered SQL and their SQL results, keyed by the program."""
+
+    @classmethod
+    def disabled(cls) -> CacheSizes:
+        """No engine caching: every call searches and runs SQL again (embeddings stay with the embedders)."""
+        return cls(0, 0, 0)
 
 
 def _check_ladder(name: str, ladder: tuple[int, ...], *, least: int) -> None:

@@ -9,7 +9,8 @@ from serving.engine.engine import BatchOutcome, Engine, Prepared
 from serving.engine.ranking import RRF_K, Ranked, rank_results, rrf_fuse
 from serving.engine.rerank import CosineReranker, Reranker, RerankRequest
 from serving.engine.results import STAGES, ExecutionError, ExecutionLimits, ExecutionResult, candidate_name
-from serving.engine.retrieval import CacheSizes, RetrievalRequest
+from serving.engine.retrieval import RetrievalRequest
+from serving.settings import CacheSizes
 
 __all__ = [
     "RRF_K",

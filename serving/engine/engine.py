@@ -17,14 +17,24 @@ from indexing.config import Config
 from indexing.errors import ProReError
 from indexing.index import IndexHandle, open_index
 from indexing.stores.base import Hit
-from serving.dsl import Code, DslError, Program, ValidatedProgram, substitute, validate
+from serving.dsl import (
+    DEFAULT_LIMITS,
+    Code,
+    DslError,
+    DslLimits,
+    Program,
+    ValidatedProgram,
+    substitute,
+    validate,
+)
 from serving.engine.cache import LRU
 from serving.engine.plan import flatten_self_subqueries, is_plain_filter, pin_clock, stable_order
 from serving.engine.ranking import rank_results
 from serving.engine.rerank import Reranker
 from serving.engine.results import STAGES, ExecutionLimits, ExecutionResult, candidate_name
-from serving.engine.retrieval import CacheSizes, RetrievalRequest, Retriever
+from serving.engine.retrieval import RetrievalRequest, Retriever
 from serving.engine.sqlrun import Outcome, SqlJob, SqlRunner
+from serving.settings import CacheSizes, ServingSettings
 
 BatchOutcome = ExecutionResult | ProReError
 """What :meth:`Engine.execute_many` returns per program: a result, or the typed error it raised."""
@@ -109,8 +119,11 @@ class Engine:
         reranker: Reranker | None = None,
         limits: ExecutionLimits | None = None,
         caches: CacheSizes | None = None,
+        dsl_limits: DslLimits | None = None,
     ) -> None:
         self.handle = handle
+        self.dsl_limits = dsl_limits or DEFAULT_LIMITS
+        """What every program is validated against (ladders, caps); the language's defaults unless given."""
         self.schema = handle.schema
         self.reference_time = handle.reference_time
         """What ``now()`` / ``today()`` mean to every program this engine runs (:func:`~serving.engine.plan.pin_clock`)."""
@@ -132,12 +145,27 @@ class Engine:
         version: str | None = None,
         reranker: Reranker | None = None,
         caches: CacheSizes | None = None,
+        dsl_limits: DslLimits | None = None,
     ) -> Engine:
         """An engine on the published index of ``domain`` (or ``version``) in ``cfg``'s workspace.
 
-        Its execution limits are ``cfg.clickhouse``'s.
+        Its execution limits are ``cfg.clickhouse``'s; its cache sizes and DSL limits are the config's
+        ``serving`` section (:class:`~serving.settings.ServingSettings`: ``engine`` and ``dsl``) unless
+        ``caches`` or ``dsl_limits`` are given.
         """
-        return cls(open_index(cfg, domain, version), reranker=reranker, caches=caches)
+        settings = cfg.section(ServingSettings)
+        return cls(
+            open_index(cfg, domain, version),
+            reranker=reranker,
+            caches=caches or settings.engine,
+            dsl_limits=dsl_limits or settings.dsl,
+        )
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def close(self) -> None:
         """Release the index handle's store connections."""
@@ -155,9 +183,11 @@ class Engine:
                 cache.clear()
 
     def cache_stats(self) -> dict[str, dict[str, int]]:
+        """``size``, ``maxsize``, ``hits`` and ``misses`` of every cache, by name (``programs``, ``sql``,
+        ``jobs``, ``searches``, ``requests``, ``embeddings:<embedder>``)."""
         stats = self.retriever.cache_stats()
-        for name, cache in (("programs", self._prepared), ("sql", self._sql_results)):
-            stats[name] = {"size": len(cache), "hits": cache.hits, "misses": cache.misses}
+        for name, cache in (("programs", self._prepared), ("sql", self._sql_results), ("jobs", self._jobs)):
+            stats[name] = _counts(cache)
         return stats
 
     # -- public entry points ------------------------------------------------------------------
@@ -206,7 +236,7 @@ class Engine:
         return cached.error() if isinstance(cached, Rejection) else cached
 
     def _prepare(self, program: Program) -> Prepared:
-        validated = validate(program, self.schema)
+        validated = validate(program, self.schema, self.dsl_limits)
         requests = tuple(
             RetrievalRequest(e.field, e.mode, e.query, e.k, e.rerank) for e in program.retrieval_list
         )
@@ -317,6 +347,10 @@ class Engine:
     def _query(self, sql: str, settings: dict[str, Any]) -> list[tuple[Any, ...]]:
         rows: list[tuple[Any, ...]] = self.handle.sql.query(sql, settings=settings)
         return rows
+
+
+def _counts(cache: LRU[Any, Any]) -> dict[str, int]:
+    return {"size": len(cache), "maxsize": cache.maxsize, "hits": cache.hits, "misses": cache.misses}
 
 
 def _with_timings(result: ExecutionResult, timings: Mapping[str, float]) -> ExecutionResult:

@@ -32,6 +32,9 @@ from indexing.stores.base import Hit, Vectors
 from serving.engine.cache import LRU
 from serving.engine.ranking import rrf_fuse
 from serving.engine.rerank import CosineReranker, Reranker, RerankRequest, enforce_subset
+from serving.settings import CacheSizes
+
+__all__ = ["CacheSizes", "RetrievalRequest", "Retriever", "search_width"]
 
 WIDTH_MARGIN = 5
 """Extra hits fetched beyond a request's ``k`` so near-ties at the cut are ordered by id, not by chance."""
@@ -62,23 +65,6 @@ class RetrievalRequest:
     rerank: int
 
 
-@dataclass(frozen=True)
-class CacheSizes:
-    """Entries kept by each of the engine's caches."""
-
-    searches: int = 100_000
-    """Raw search results, keyed by (field, dense|sparse, query, width)."""
-    requests: int = 100_000
-    """Final candidate lists, keyed by the whole :class:`RetrievalRequest`."""
-    programs: int = 50_000
-    """Validated programs and their SQL results, keyed by the program text."""
-
-    @classmethod
-    def disabled(cls) -> CacheSizes:
-        """No engine caching: every call searches and runs SQL again (embeddings stay with the embedders)."""
-        return cls(0, 0, 0)
-
-
 def _by_score(hits: Iterable[Hit]) -> tuple[Hit, ...]:
     # Stores order near-equal scores by chance; rounded scores and then ids make every cut stable.
     pairs = ((str(d), float(s)) for d, s in hits)
@@ -105,9 +91,11 @@ class Retriever:
 
     def cache_stats(self) -> dict[str, dict[str, int]]:
         caches: dict[str, LRU[Any, Any]] = {"searches": self._searches, "requests": self._requests}
-        stats = {n: {"size": len(c), "hits": c.hits, "misses": c.misses} for n, c in caches.items()}
+        stats = {n: {"size": len(c), "maxsize": c.maxsize, "hits": c.hits, "misses": c.misses} for n, c in caches.items()}
         for emb in self._cached_embedders():
-            stats[f"embeddings:{emb.name}"] = {"size": len(emb), "hits": emb.hits, "misses": emb.misses}
+            stats[f"embeddings:{emb.name}"] = {
+                "size": len(emb), "maxsize": emb.maxsize, "hits": emb.hits, "misses": emb.misses
+            }
         return stats
 
     def _cached_embedders(self) -> list[CachedEmbedder]:
