@@ -1,0 +1,131 @@
+"""The local Milvus server as a deployment: ``prore stores up|status|down`` in a workspace, an index built
+on it, and a server that goes away in the middle of a batch of searches and comes back."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+pytest.importorskip("milvus", reason="needs the milvus-server extra")
+pytest.importorskip("pymilvus", reason="needs the milvus extra")
+
+from indexing.build import build_index
+from indexing.config import Config, MilvusConfig
+from indexing.errors import StoreUnavailable
+from indexing.index import open_index
+from indexing.stores import server
+from prore.cli import main
+
+pytestmark = pytest.mark.server
+
+
+def _status(cfg: Config, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    assert main(["--workspace", str(cfg.workspace), "stores", "status", "--json"]) == 0
+    out: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return out
+
+
+def _search_until_it_fails(
+    search: Callable[[], Any], kill: Callable[[], None], after: int
+) -> tuple[int, BaseException]:
+    """Run ``search`` in a loop on another thread, ``kill`` once ``after`` have answered; the error that ends it."""
+    answered = threading.Semaphore(0)
+    outcome: dict[str, Any] = {"ok": 0}
+
+    def loop() -> None:
+        while True:
+            try:
+                search()
+            except BaseException as exc:
+                outcome["error"] = exc
+                answered.release()
+                return
+            outcome["ok"] += 1
+            answered.release()
+
+    worker = threading.Thread(target=loop, daemon=True)
+    worker.start()
+    for _ in range(after):
+        answered.acquire()
+    kill()
+    worker.join()
+    return outcome["ok"], outcome["error"]
+
+
+def test_a_server_that_goes_away_is_unavailable_and_the_store_reconnects(
+    workspace_config: Callable[..., Config],
+    write_synthetic_corpus: Callable[..., Any],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    base = workspace_config("stores", text="hashing", image="hashing", hashing_dim=64)
+    ws = ["--workspace", str(base.workspace)]
+    directory = server.server_dir(base.workspace)
+    assert _status(base, capsys)["running"] is False
+    port = server.free_port()
+    assert main([*ws, "stores", "up", "--port", str(port)]) == 0
+    assert f"running at http://127.0.0.1:{port}" in capsys.readouterr().out
+    try:
+        state = _status(base, capsys)
+        assert state["running"] is True and state["uri"] == f"http://127.0.0.1:{port}"
+        assert (directory / server.PID_FILE).read_text().strip() == str(state["pid"])
+        assert (directory / server.LOG_FILE).is_file()
+        assert main([*ws, "stores", "up"]) == 0  # a running server is kept
+        capsys.readouterr()
+        assert _status(base, capsys)["pid"] == state["pid"]
+
+        cfg = base.replace(milvus=MilvusConfig(uri=state["uri"], timeout_s=3.0))
+        write_synthetic_corpus(cfg, "ecommerce", 200)
+        assert build_index(cfg, "ecommerce", progress=False).rows == 200
+        with open_index(cfg, "ecommerce") as index:
+            queries = ["Sony headphones in black", "faded denim jeans"] * 8
+            first = index.dense_search("title", queries, 5)
+            assert len(first) == 16 and all(len(hits) == 5 for hits in first)
+
+            # A server that stops answering: each request gives up after timeout_s.
+            os.kill(state["pid"], signal.SIGSTOP)
+            try:
+                with pytest.raises(StoreUnavailable) as hung:
+                    index.dense_search("title", queries, 5)
+                assert hung.value.retryable and hung.value.code == "store_unavailable"
+            finally:
+                os.kill(state["pid"], signal.SIGCONT)
+            assert index.dense_search("title", queries, 5) == first
+
+            # Killed in the middle of a batch of searches: the batch fails typed, not a hang.
+            done, error = _search_until_it_fails(
+                lambda: index.dense_search("description", queries, 5), lambda: server.kill(directory), after=3
+            )
+            assert done >= 3 and isinstance(error, StoreUnavailable), error
+            with pytest.raises(StoreUnavailable):
+                index.dense_search("title", queries, 5)
+            assert _status(base, capsys)["running"] is False
+
+            # Back on the same port with the same data: the same handle answers as before.
+            assert main([*ws, "stores", "up", "--port", str(port)]) == 0
+            capsys.readouterr()
+            assert index.dense_search("title", queries, 5) == first
+    finally:
+        assert main([*ws, "stores", "down"]) == 0
+    assert "stopped" in capsys.readouterr().out
+    assert _status(base, capsys)["running"] is False
+    assert main([*ws, "stores", "down"]) == 0
+    assert "was not running" in capsys.readouterr().out
+
+
+def test_an_unknown_port_flag_is_a_one_line_error(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--workspace", str(tmp_path), "stores", "up", "--port", "many"]) == 2
+    assert capsys.readouterr().err.strip() == "error config: --port must be a number, got 'many'"
+
+
+def test_status_of_a_workspace_without_a_server(tmp_path: Any) -> None:
+    info = server.status(server.server_dir(tmp_path))
+    assert not info.running and info.uri is None
+    assert info.summary() == f"Milvus server: stopped ({server.server_dir(tmp_path)})"
+    assert dataclasses.asdict(info)["running"] is False
