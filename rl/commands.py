@@ -7,10 +7,12 @@ from typing import Any
 from rl.bench.commands import register_bench
 from rl.eval.commands import register_eval
 from rl.reward.commands import register_reward
+from rl.verl.commands import register_train
 
 
 def register(sub: Any) -> None:
-    """Add this layer's subcommands (``bench``, ``eval``, ``reward``) to the ``prore`` parser."""
+    """Add this layer's subcommands (``bench``, ``eval``, ``reward``, ``train``) to the ``prore`` parser."""
     register_bench(sub)
     register_eval(sub)
     register_reward(sub)
+    register_train(sub)
