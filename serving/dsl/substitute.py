@@ -51,11 +51,21 @@ def _render(tree: exp.Expr) -> str:
     return tree.sql(dialect=_DIALECT, comments=False)
 
 
-def substitute(validated: ValidatedProgram, id_sets: Mapping[int, Sequence[str]], *, table: str) -> str:
-    """ClickHouse SQL for ``validated`` with entry ``i``'s ids (``id_sets[i]``, 0-based) in place of its placeholders.
+def substitute_tree(
+    validated: ValidatedProgram, id_sets: Mapping[int, Sequence[str]], *, table: str
+) -> exp.Select:
+    """The tree of :func:`substitute`: a new tree (``validated``'s is not touched) with entry ``i``'s ids
+    (``id_sets[i]``, 0-based) in place of its placeholders and the corpus table read from ``table``.
 
-    An empty id set makes ``id IN <p>`` FALSE (so ``id NOT IN <p>`` is ``NOT FALSE``). The corpus table is read
-    from the physical ``table`` (``name`` or ``db.name``).
+    For batching statements built from it as trees (rendered once), never by pasting its text.
+
+    >>> from indexing.schema import PRODUCTS
+    >>> from serving.dsl.parse import parse_program
+    >>> from serving.dsl.validate import validate
+    >>> v = validate(parse_program({"sql": "SELECT id FROM products WHERE price < 10 AND id IN <text_1>",
+    ...     "retrieval_list": [{"type": "text", "field": "title", "query": "jeans"}]}), PRODUCTS)
+    >>> substitute_tree(v, {0: ["P1"]}, table="t").args["where"].this.sql(dialect="clickhouse")
+    "price < 10 AND id IN ('P1')"
     """
     tree = validated.tree.copy()
     for predicate, use in placeholder_sites(tree):
@@ -74,7 +84,21 @@ def substitute(validated: ValidatedProgram, id_sets: Mapping[int, Sequence[str]]
         predicate.set("field", None)
         predicate.set("expressions", [exp.Literal.string(i) for i in ids])
     _rename_tables(tree, validated.table, table)
+    return tree
+
+
+def render(tree: exp.Expr) -> str:
+    """ClickHouse SQL text of ``tree``, as :func:`substitute` renders it (no comments)."""
     return _render(tree)
+
+
+def substitute(validated: ValidatedProgram, id_sets: Mapping[int, Sequence[str]], *, table: str) -> str:
+    """ClickHouse SQL for ``validated`` with entry ``i``'s ids (``id_sets[i]``, 0-based) in place of its placeholders.
+
+    An empty id set makes ``id IN <p>`` FALSE (so ``id NOT IN <p>`` is ``NOT FALSE``). The corpus table is read
+    from the physical ``table`` (``name`` or ``db.name``). The rendering of :func:`substitute_tree`.
+    """
+    return _render(substitute_tree(validated, id_sets, table=table))
 
 
 def strip_retrievals(validated: ValidatedProgram, *, table: str | None = None) -> str:

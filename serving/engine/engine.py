@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sqlglot import exp
+
 from indexing.config import Config
 from indexing.errors import ProReError
 from indexing.index import IndexHandle, open_index
@@ -24,9 +26,9 @@ from serving.dsl import (
     DslLimits,
     Program,
     ValidatedProgram,
-    substitute,
     validate,
 )
+from serving.dsl.substitute import render, substitute_tree
 from serving.engine.cache import LRU
 from serving.engine.plan import flatten_self_subqueries, is_plain_filter, pin_clock, stable_order
 from serving.engine.ranking import rank_results
@@ -130,7 +132,7 @@ class Engine:
         self.limits = limits or ExecutionLimits.from_config(handle.cfg.clickhouse)
         sizes = caches or CacheSizes()
         self.retriever = Retriever(handle, reranker=reranker, sizes=sizes)
-        self.sql = SqlRunner(self._query, f"{handle.table} AS {handle.schema.table}", self.limits)
+        self.sql = SqlRunner(self._query, handle.table, handle.schema.table, self.limits)
         self._prepared: LRU[str, Prepared | Rejection] = LRU(sizes.programs)
         self._sql_results: LRU[str, tuple[str, ...]] = LRU(sizes.programs)
         self._jobs: LRU[tuple[str, tuple[tuple[str, ...], ...]], SqlJob] = LRU(sizes.programs)
@@ -315,15 +317,11 @@ class Engine:
         return job
 
     def _render(self, p: Prepared, id_sets: tuple[tuple[str, ...], ...]) -> SqlJob:
-        sql = substitute(p.plan, dict(enumerate(id_sets)), table=self.handle.table)
-        where = None
-        if p.plain:
-            # The rendered statement of a plain filter is exactly this prefix and then its condition.
-            distinct = "DISTINCT " if p.plan.tree.args.get("distinct") else ""
-            prefix = f"SELECT {distinct}id FROM {self.handle.table} AS {p.plan.table} WHERE "
-            if sql.startswith(prefix):
-                where = sql[len(prefix) :]
-        return SqlJob(sql, where)
+        tree = substitute_tree(p.plan, dict(enumerate(id_sets)), table=self.handle.table)
+        where = tree.args.get("where") if p.plain else None
+        # A plain filter's statement is SELECT [DISTINCT] id FROM <table> AS <corpus> WHERE <cond>; a scan
+        # batches its condition subtree (ids are the table's key, so DISTINCT changes nothing).
+        return SqlJob(render(tree), tree, where.this if isinstance(where, exp.Where) else None)
 
     def _run_sql(self, jobs: Sequence[SqlJob]) -> list[Outcome]:
         out: list[Outcome | None] = [None] * len(jobs)

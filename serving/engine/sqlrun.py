@@ -1,6 +1,7 @@
 """Run the substituted SQL of many programs in as few ClickHouse calls as correctness allows.
 
-Two batched shapes, both returning each program's ids in the program's own row order:
+Two batched shapes, both returning each program's ids in the program's own row order, both built as
+sqlglot trees from the programs' substituted trees and rendered once (never pasted from SQL text):
 
 * a *filter scan* for programs that are a plain ``SELECT [DISTINCT] id FROM <table> WHERE <cond>``:
   one pass over the table, ``SELECT groupArrayIf(id, <cond_0>), groupArrayIf(id, <cond_1>), ...``;
@@ -22,8 +23,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from sqlglot import exp
 
 from indexing.errors import ProReError, QueryRejected, StoreFailure, StoreUnavailable
 from indexing.stores.clickhouse import LIMIT_FAULTS
@@ -39,12 +42,57 @@ SMALLEST_BATCH = 4
 _TIMEOUT = 159  # TIMEOUT_EXCEEDED: the program's max_execution_time
 
 
+_DIALECT = "clickhouse"
+
+
 @dataclass(frozen=True)
 class SqlJob:
-    """One program's SQL; ``where`` is its condition when it is a plain filter (scan-batchable)."""
+    """One program's substituted statement: ``tree``, its rendering ``sql`` (what runs alone), and
+    ``where``, the condition subtree of ``tree`` when the program is a plain filter (scan-batchable).
+
+    A job may be cached and shared by concurrent batches: its trees are never changed, the batch
+    statements are built from copies.
+    """
 
     sql: str
-    where: str | None = None
+    tree: exp.Select = field(compare=False, repr=False)
+    where: exp.Expr | None = field(default=None, compare=False, repr=False)
+
+
+def scan_statement(conditions: Sequence[exp.Expr], table: str, alias: str) -> exp.Select:
+    """``SELECT groupArrayIf(id, (c0)), ... FROM table AS alias`` as a tree; the conditions are copied.
+
+    >>> cond = exp.EQ(this=exp.column("brand"), expression=exp.Literal.string("x') OR (1"))
+    >>> scan_statement([cond, exp.true()], "prore.products__v0001", "products").sql(dialect="clickhouse")
+    "SELECT groupArrayIf(id, (brand = 'x'') OR (1')), groupArrayIf(id, (TRUE)) FROM prore.products__v0001 AS products"
+    """
+    source = exp.alias_(exp.to_table(table, dialect=_DIALECT), alias, table=True)
+    columns = [
+        exp.Anonymous(this="groupArrayIf", expressions=[exp.column("id"), exp.Paren(this=c.copy())])
+        for c in conditions
+    ]
+    return exp.select(*columns, copy=False).from_(source, copy=False)
+
+
+def union_statement(statements: Sequence[exp.Select]) -> exp.Select | exp.Union:
+    """``SELECT 0 AS p, groupArray(id) FROM (<s0>) UNION ALL SELECT 1 AS p, ...`` as a tree; the
+    statements are copied.
+
+    >>> union_statement([exp.select("id").from_("t").limit(2)]).sql(dialect="clickhouse")
+    'SELECT 0 AS p, groupArray(id) FROM (SELECT id FROM t LIMIT 2)'
+    """
+    parts = [
+        exp.select(
+            exp.alias_(exp.Literal.number(i), "p"),
+            exp.Anonymous(this="groupArray", expressions=[exp.column("id")]),
+            copy=False,
+        ).from_(exp.Subquery(this=s.copy()), copy=False)
+        for i, s in enumerate(statements)
+    ]
+    out: exp.Select | exp.Union = parts[0]
+    for part in parts[1:]:
+        out = exp.Union(this=out, expression=part, distinct=False)
+    return out
 
 
 Outcome = tuple[str, ...] | ExecutionError
@@ -86,12 +134,16 @@ def store_failure(exc: Exception) -> StoreFailure | StoreUnavailable:
 class SqlRunner:
     """Runs jobs through ``query(sql, settings)`` under ``limits``.
 
-    ``source`` is the FROM of a filter scan, as substitution renders it: ``<physical> AS <corpus table>``.
+    A filter scan reads ``table`` (physical, ``[db.]name``) as ``alias`` (the corpus table's name), as
+    substitution renders a program's FROM.
     """
 
-    def __init__(self, query: QueryFn, source: str, limits: ExecutionLimits, *, max_batch: int = 256) -> None:
+    def __init__(
+        self, query: QueryFn, table: str, alias: str, limits: ExecutionLimits, *, max_batch: int = 256
+    ) -> None:
         self._query = query
-        self._source = source
+        self._table = table
+        self._alias = alias
         self._limits = limits
         self._max_batch = max(max_batch, 1)
         self.calls = 0
@@ -166,11 +218,14 @@ class SqlRunner:
         return [by_index[i] for i in range(len(chunk))]
 
     def _scan_sql(self, chunk: Sequence[SqlJob]) -> str:
-        cols = ", ".join(f"groupArrayIf(id, ({job.where}))" for job in chunk)
-        return f"SELECT {cols} FROM {self._source}"
+        conditions = [job.where for job in chunk if job.where is not None]
+        assert len(conditions) == len(chunk), "a filter scan takes plain filters only"
+        return _render(scan_statement(conditions, self._table, self._alias))
 
     @staticmethod
     def _union_sql(chunk: Sequence[SqlJob]) -> str:
-        return " UNION ALL ".join(
-            f"SELECT {i} AS p, groupArray(id) FROM ({job.sql})" for i, job in enumerate(chunk)
-        )
+        return _render(union_statement([job.tree for job in chunk]))
+
+
+def _render(tree: exp.Expr) -> str:
+    return tree.sql(dialect=_DIALECT, comments=False)
