@@ -7,6 +7,7 @@ from typing import Any
 from rl.bench.commands import register_bench
 from rl.eval.commands import register_eval
 from rl.reward.commands import register_reward
+from rl.train.commands import register_local
 from rl.verl.commands import register_train
 
 
@@ -15,4 +16,4 @@ def register(sub: Any) -> None:
     register_bench(sub)
     register_eval(sub)
     register_reward(sub)
-    register_train(sub)
+    register_local(register_train(sub))

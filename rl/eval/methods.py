@@ -23,6 +23,8 @@ from rl.eval.errors import DuplicateMethod, EvalError, UnknownMethod
 
 PROVIDERS: tuple[str, ...] = ("rl.baselines.fusion", "rl.baselines.self_query", "rl.baselines.gold")
 """Modules imported before a lookup so that the methods they define are registered."""
+FAMILY_PROVIDERS: tuple[str, ...] = ("rl.train.planner",)
+"""Modules registering method families: names with an argument, ``planner:PATH``, ``llm:URL``."""
 
 ENTRY_POINT_GROUP = "proretrieval.methods"
 
@@ -157,7 +159,11 @@ class MethodRegistry:
             ) from exc
 
     def get(self, name: str) -> MethodSpec:
-        """The method called ``name``, or :class:`UnknownMethod` listing the known names."""
+        """The method called ``name`` (``family:ARG`` builds one from a registered family), or
+        :class:`UnknownMethod` listing the known names."""
+        family, sep, arg = name.partition(":")
+        if sep and arg and family in FAMILIES:
+            return FAMILIES.get(family)(arg)
         self._load()
         return self._specs.get(name)
 
@@ -168,6 +174,15 @@ class MethodRegistry:
 
 
 METHODS = MethodRegistry(PROVIDERS, ENTRY_POINT_GROUP)
+FAMILIES: Registry[Callable[[str], MethodSpec]] = Registry(
+    "method family", providers=FAMILY_PROVIDERS, unknown=UnknownMethod, duplicate=DuplicateMethod, duplicate_code=None
+)
+"""Factories of parametrized methods by family name: ``FAMILIES.get("planner")(path)`` is a spec."""
+
+
+def register_family(family: str, factory: Callable[[str], MethodSpec]) -> None:
+    """Register ``factory`` so that ``family:ARG`` names the method ``factory(ARG)``."""
+    FAMILIES.add(family, factory)
 
 
 def register_method(name: str, *, description: str, uses_gold: bool = False) -> Callable[[Method], Method]:

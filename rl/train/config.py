@@ -1,0 +1,133 @@
+"""Typed defaults of the local trainer, read from ``defaults.yaml`` beside this module.
+
+The YAML file is the one place the recipe's numbers live (each key cites the paper and says where the
+local profile departs from it); these frozen dataclasses give them types, and the CLI puts its flags over them.
+
+>>> d = load_defaults()
+>>> d.rl("grpo").epsilon, d.rl("grpo").epsilon_high, d.rl("dapo").epsilon, d.rl("dapo").epsilon_high
+(0.2, 0.2, 0.1, 0.28)
+>>> d.rl("dapo").loss_type, d.rl("grpo").beta, d.rl("grpo").num_generations
+('dapo', 0.001, 4)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+import yaml
+
+from rl.prompt import PROFILES, Profile
+from rl.verl.errors import TrainError
+
+DEFAULTS_FILE = Path(__file__).with_name("defaults.yaml")
+LossType = Literal["grpo", "dapo"]
+LOSS_TYPES: tuple[LossType, ...] = get_args(LossType)
+RlAlgorithm = Literal["grpo", "dapo"]
+
+
+@dataclass(frozen=True)
+class SftParams:
+    """Supervised fine-tuning on (prompt, gold program) chats; the checkpoint with the lowest validation loss wins."""
+
+    epochs: float = 3
+    learning_rate: float = 1e-3
+    batch_size: int = 16
+    warmup_ratio: float = 0.05
+    weight_decay: float = 0.01
+    max_length: int = 512
+    eval_steps: int = 100
+    save_total_limit: int = 2
+    logging_steps: int = 10
+    max_steps: int = -1
+    """Stop after this many optimizer steps (-1: run ``epochs``)."""
+
+
+@dataclass(frozen=True)
+class RlParams:
+    """GRPO or DAPO through TRL's ``GRPOTrainer`` (``loss_type``, ``epsilon``/``epsilon_high``, ``beta``)."""
+
+    loss_type: LossType = "grpo"
+    num_generations: int = 4
+    prompts_per_step: int = 8
+    learning_rate: float = 1e-5
+    beta: float = 0.001
+    epsilon: float = 0.2
+    epsilon_high: float = 0.2
+    max_completion_length: int = 128
+    temperature: float = 1.0
+    max_steps: int = 200
+    logging_steps: int = 1
+    save_steps: int = 25
+    save_total_limit: int = 2
+
+    def __post_init__(self) -> None:
+        if self.loss_type not in LOSS_TYPES:
+            raise TrainError(f"loss_type must be one of {', '.join(LOSS_TYPES)}, got {self.loss_type!r}",
+                             code="train_config")  # fmt: skip
+        if self.num_generations < 2:
+            raise TrainError("GRPO needs at least 2 generations per prompt (group-relative advantages)",
+                             code="train_config")  # fmt: skip
+        if self.beta < 0 or self.epsilon <= 0 or self.epsilon_high < self.epsilon:
+            raise TrainError(
+                f"need beta >= 0 and 0 < epsilon <= epsilon_high, got beta={self.beta}, "
+                f"epsilon={self.epsilon}, epsilon_high={self.epsilon_high}", code="train_config",
+            )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """The whole defaults file."""
+
+    model_size: str
+    vocab_size: int
+    max_token_chars: int
+    profile: Profile
+    sft: SftParams
+    grpo: RlParams
+    dapo: RlParams
+
+    def rl(self, algorithm: str) -> RlParams:
+        """The parameters of ``grpo`` or ``dapo``."""
+        if algorithm == "grpo":
+            return self.grpo
+        if algorithm == "dapo":
+            return self.dapo
+        raise TrainError(f"unknown RL algorithm {algorithm!r}; choose grpo or dapo", code="train_recipe")
+
+
+def _build(cls: type[Any], values: Mapping[str, Any], where: str) -> Any:
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise TrainError(f"unknown key(s) in {where}: {', '.join(unknown)}", code="train_config")
+    return cls(**values)
+
+
+def replace(params: Any, **changes: Any) -> Any:
+    """``params`` with the non-None ``changes`` applied (flags over the defaults file)."""
+    return dataclasses.replace(params, **{k: v for k, v in changes.items() if v is not None})
+
+
+@cache
+def load_defaults(path: Path = DEFAULTS_FILE) -> Defaults:
+    """The defaults file as typed parameters; DAPO is GRPO's section with DAPO's keys over it."""
+    data: dict[str, Any] = yaml.safe_load(path.read_text())
+    profile = data["prompt"]["profile"]
+    if profile not in PROFILES:
+        raise TrainError(f"prompt.profile must be one of {', '.join(PROFILES)}", code="train_config")
+    grpo = _build(RlParams, data["grpo"], "grpo")
+    dapo = _build(RlParams, {**data["grpo"], **data["dapo"]}, "dapo")
+    return Defaults(
+        model_size=str(data["model"]["size"]),
+        vocab_size=int(data["tokenizer"]["vocab_size"]),
+        max_token_chars=int(data["tokenizer"]["max_token_chars"]),
+        profile=profile,
+        sft=_build(SftParams, data["sft"], "sft"),
+        grpo=grpo,
+        dapo=dapo,
+    )

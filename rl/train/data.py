@@ -1,0 +1,70 @@
+"""Training rows from a workspace benchmark: the same prompt (:mod:`rl.prompt`) and the same validation
+hold-out (:func:`rl.verl.export.is_val`) as verl's parquet, as ``datasets`` tables TRL reads.
+
+- SFT rows are conversational prompt-completion pairs: ``prompt`` (system and user messages) and
+  ``completion`` (the gold program as the assistant's message), so the loss covers the program only.
+- RL rows carry the ``prompt`` and what the reward needs: ``domain``, ``gold_id``, ``relevant`` and ``qid``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from indexing.workspace import Workspace
+from rl.bench.store import Instance, load_split
+from rl.prompt import Profile, messages
+from rl.verl.errors import TrainError
+from rl.verl.export import ExportConfig, is_val
+
+VAL_FRACTION = ExportConfig.val_fraction
+
+
+def split_train_val(instances: Sequence[Instance], fraction: float = VAL_FRACTION) -> tuple[list[Instance], list[Instance]]:
+    """The train split's instances minus, and then only, the held-out validation share (stable by query id)."""
+    train = [i for i in instances if not is_val(i.qid, fraction)]
+    val = [i for i in instances if is_val(i.qid, fraction)]
+    if not train or not val:
+        raise TrainError(f"{len(instances)} training instances are too few to hold out a validation share of {fraction}",
+                         code="train_val")  # fmt: skip
+    return train, val
+
+
+def load_instances(ws: Workspace, domains: Sequence[str], split: str) -> list[Instance]:
+    """Instances of ``split`` over ``domains``, domain after domain."""
+    out: list[Instance] = []
+    for domain in domains:
+        got = load_split(ws, domain, split)
+        if not got:
+            raise TrainError(f"the {domain} benchmark has no {split} split; run: prore bench synth {domain}",
+                             code="no_benchmark")  # fmt: skip
+        out.extend(got)
+    return out
+
+
+def sft_row(inst: Instance, profile: Profile, program: str | None = None) -> dict[str, Any]:
+    """One prompt-completion chat; ``program`` replaces the gold one (a verified mutant, say)."""
+    return {
+        "prompt": messages(inst.domain, inst.nl, profile=profile),
+        "completion": [{"role": "assistant", "content": program if program is not None else inst.program}],
+    }
+
+
+def rl_row(inst: Instance, profile: Profile) -> dict[str, Any]:
+    """One prompt with the answer the reward scores against."""
+    return {
+        "prompt": messages(inst.domain, inst.nl, profile=profile),
+        "domain": inst.domain,
+        "gold_id": inst.gold_id,
+        "relevant": list(inst.relevant_ids),
+        "qid": inst.qid,
+    }
+
+
+def to_dataset(rows: Sequence[dict[str, Any]]) -> Any:
+    """A ``datasets.Dataset`` of ``rows``."""
+    from datasets import Dataset
+
+    if not rows:
+        raise TrainError("no training rows", code="train_data")
+    return Dataset.from_list(list(rows))

@@ -1,0 +1,145 @@
+"""GRPO and DAPO on the planner with TRL's ``GRPOTrainer``: the paper's RL stage, on one machine.
+
+The recipe's options are TRL's own: ``loss_type`` (``grpo`` or ``dapo``), ``epsilon`` / ``epsilon_high``
+for clipping, ``beta`` for the KL to the reference (the initial) model. The reward is the layered reward
+(:mod:`rl.train.rewards`), scored in-process on the workspace's indexes or by the reward service
+(``reward_url``). Completions are generated with transformers' ``generate`` (TRL's vLLM paths need CUDA
+for weight sync; see STACK.md).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from indexing.config import Config
+from indexing.workspace import Workspace
+from rl.prompt import Profile
+from rl.train import logs
+from rl.train.config import RlParams
+from rl.train.data import load_instances, rl_row, split_train_val, to_dataset
+from rl.train.model import build_model, load_model, parameter_count, size_named
+from rl.train.rewards import LayeredReward, in_process, remote, reward_config
+from rl.train.run import (
+    FINAL,
+    common_args,
+    read_card,
+    run_tokenizer,
+    threads,
+    to_jsonable,
+    write_card,
+    write_run,
+)
+from rl.train.tokenizer import chat_texts
+from rl.verl.errors import TrainError
+
+
+@dataclass(frozen=True)
+class RlJob:
+    """One GRPO or DAPO run."""
+
+    cfg: Config
+    domains: tuple[str, ...]
+    out: Path
+    algorithm: str = "grpo"
+    params: RlParams = field(default_factory=RlParams)
+    init: Path | None = None
+    """The SFT model to start from (``<sft run>/final``); without one, a random model of ``size``."""
+    size: str = "s"
+    profile: Profile | None = None
+    """Prompt profile; default: the init model's card, else ``short``."""
+    reward_url: str | None = None
+    reward_target: str = "hit1"
+    limit: int | None = None
+    seed: int = 0
+    vocab_size: int = 4096
+    max_token_chars: int = 24
+    bench_workspace: Path | None = None
+    """Where the benchmark is read (default: ``cfg``'s workspace, which also serves the indexes)."""
+
+
+def run_rl(job: RlJob) -> dict[str, Any]:
+    """Train with GRPO or DAPO; the last model goes to ``out/final``; returns a summary."""
+    import torch
+    from trl import GRPOConfig, GRPOTrainer  # type: ignore[attr-defined]
+
+    if job.algorithm not in ("grpo", "dapo"):
+        raise TrainError(f"unknown RL algorithm {job.algorithm!r}; choose grpo or dapo", code="train_recipe")
+    torch.set_num_threads(threads())
+    profile: Profile = job.profile or (read_card(job.init)["profile"] if job.init else "short")
+    write_run(job.out, {"algorithm": job.algorithm, "params": job.params, "init": str(job.init),
+                        "domains": list(job.domains), "profile": profile, "reward_url": job.reward_url,
+                        "reward_target": job.reward_target, "limit": job.limit, "seed": job.seed})  # fmt: skip
+    ws = Workspace(job.bench_workspace or job.cfg.workspace)
+    instances = []
+    for domain in job.domains:
+        train, _ = split_train_val(load_instances(ws, [domain], "train"))
+        instances += train[: job.limit] if job.limit is not None else train
+    rows = [rl_row(i, profile) for i in instances]
+    tok = run_tokenizer(job.out, job.init, list(chat_texts(r["prompt"] for r in rows)),
+                        [i.program for i in instances], vocab_size=job.vocab_size,
+                        max_token_chars=job.max_token_chars)  # fmt: skip
+    model = load_model(job.init) if job.init is not None else build_model(size_named(job.size), tok, seed=job.seed)
+    p = job.params
+    args = GRPOConfig(
+        **common_args(job.out, job.seed),
+        loss_type=p.loss_type,
+        epsilon=p.epsilon,
+        epsilon_high=p.epsilon_high,
+        beta=p.beta,
+        num_generations=p.num_generations,
+        per_device_train_batch_size=p.prompts_per_step * p.num_generations,
+        gradient_accumulation_steps=1,
+        learning_rate=p.learning_rate,
+        max_completion_length=p.max_completion_length,
+        temperature=p.temperature,
+        max_steps=p.max_steps,
+        logging_steps=p.logging_steps,
+        save_strategy="steps",
+        save_steps=p.save_steps,
+        save_total_limit=p.save_total_limit,
+        remove_unused_columns=False,
+        use_vllm=False,
+        log_completions=False,
+    )
+    scorer = None
+    if job.reward_url:
+        score = remote(job.reward_url)
+    else:
+        from rl.reward import RewardScorer
+
+        scorer = RewardScorer.open(job.cfg, job.domains, reward_config(job.reward_target), tokenizer=tok)
+        score = in_process(scorer)
+    reward = LayeredReward(score, job.reward_target)
+    try:
+        funcs: list[Any] = list(reward.funcs())
+        trainer = GRPOTrainer(model=model, reward_funcs=funcs, args=args,
+                              train_dataset=to_dataset(rows), processing_class=tok)  # fmt: skip
+        logs.install_callbacks(trainer, job.out)
+        resume = logs.resume_point(job.out)
+        t0 = time.perf_counter()
+        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+        wall = time.perf_counter() - t0
+    finally:
+        if scorer is not None:
+            scorer.close()
+    final = job.out / FINAL
+    trainer.save_model(str(final))
+    tok.save_pretrained(str(final))
+    write_card(final, profile=profile, domains=job.domains, algorithm=job.algorithm,
+               init=str(job.init) if job.init else None, reward_target=job.reward_target)  # fmt: skip
+    records = logs.read_metrics(job.out)
+    last = [r for r in records if "reward" in r][-10:]
+    summary: dict[str, Any] = to_jsonable({
+        "algorithm": job.algorithm,
+        "out": str(final),
+        "steps": int(trainer.state.global_step),
+        "resumed_from": str(resume) if resume else None,
+        "parameters": parameter_count(trainer.model),
+        "wall_s": round(wall, 1),
+        "s_per_step": round(wall / max(1, trainer.state.global_step - (int(resume.name.split("-")[1]) if resume else 0)), 2),
+        "reward_last10": round(sum(r["reward"] for r in last) / len(last), 4) if last else None,
+    })  # fmt: skip
+    return summary

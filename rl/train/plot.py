@@ -1,0 +1,56 @@
+"""Training curves to PNG from the runs' ``metrics.jsonl``: one panel per quantity, one line per run."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from rl.train.logs import iter_steps, read_metrics
+from rl.verl.errors import TrainError
+
+PANELS: tuple[tuple[str, str], ...] = (
+    ("loss", "training loss"),
+    ("eval_loss", "validation loss"),
+    ("reward", "reward R (0-4)"),
+    ("rewards/format/mean", "S_f (format)"),
+    ("rewards/execution/mean", "execution rate (S_f·S_e)"),
+    ("rewards/accuracy/mean", "accuracy layer (S_f·S_e·S_r)"),
+    ("rewards/length/mean", "length layer"),
+    ("completions/mean_length", "completion length (tokens)"),
+    ("kl", "KL to the reference"),
+    ("clip_ratio/region_mean", "clipped fraction"),
+)
+"""(log key, title) of every panel drawn when some run logged it."""
+
+
+def plot_runs(runs: Sequence[Path], out: Path | None = None) -> Path:
+    """Draw the curves of ``runs`` into ``out`` (default ``<first run>/curves.png``); returns the path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    records = {run: read_metrics(run) for run in runs}
+    if not any(records.values()):
+        raise TrainError(f"no metrics.jsonl with records in {', '.join(map(str, runs))}", code="train_plot")
+    panels = [(key, title) for key, title in PANELS if any(any(True for _ in iter_steps(r, key)) for r in records.values())]
+    cols = 2
+    rows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(11, 3.0 * rows), squeeze=False)
+    for ax, (key, title) in zip(axes.flat, panels, strict=False):
+        for run, recs in records.items():
+            pts = list(iter_steps(recs, key))
+            if pts:
+                ax.plot([s for s, _ in pts], [v for _, v in pts], label=run.name, linewidth=1.2)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=8)
+    fig.tight_layout()
+    path = out or runs[0] / "curves.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

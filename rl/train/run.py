@@ -1,0 +1,94 @@
+"""What every local training run shares: its directory, its tokenizer, the planner card, TRL's common options.
+
+A run directory holds ``tokenizer/``, TRL checkpoints (``checkpoint-N``), ``metrics.jsonl``, TensorBoard
+events under ``runs/``, ``run.json`` (what was asked) and, when training ends, ``final/``: the model and
+tokenizer with ``planner.json``, the card that tells evaluation and serving which prompt profile the
+model was trained with (so the prompt is the same at training, evaluation and serving time).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import asdict, is_dataclass
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+from indexing.workspace import atomic_write_json
+from rl.prompt import PROFILES, Profile
+from rl.train.tokenizer import check_round_trip, load_tokenizer, train_tokenizer
+from rl.verl.errors import TrainError
+
+CARD = "planner.json"
+FINAL = "final"
+TOKENIZER = "tokenizer"
+
+
+def report_to() -> list[str]:
+    """TensorBoard when it is installed; the JSONL log is always written."""
+    return ["tensorboard"] if find_spec("tensorboard") is not None else []
+
+
+def common_args(out: Path, seed: int) -> dict[str, Any]:
+    """Options every local run passes to TRL's configs (CPU, no workers, TensorBoard, reproducible)."""
+    return {
+        "output_dir": str(out),
+        "use_cpu": True,
+        "seed": seed,
+        "data_seed": seed,
+        "report_to": report_to(),
+        "dataloader_num_workers": 0,
+        "save_only_model": False,
+        "disable_tqdm": False,
+    }
+
+
+def threads() -> int:
+    """Torch threads for a run: ``PRORE_TRAIN_THREADS``, else every core."""
+    return int(os.environ.get("PRORE_TRAIN_THREADS", os.cpu_count() or 1))
+
+
+def write_card(model_dir: Path, *, profile: Profile, domains: Iterable[str], algorithm: str, **extra: Any) -> None:
+    """Write the planner card beside a saved model."""
+    atomic_write_json(model_dir / CARD, {"profile": profile, "domains": list(domains), "algorithm": algorithm, **extra})
+
+
+def read_card(model_dir: Path) -> dict[str, Any]:
+    """The planner card of a model directory; a real checkpoint without one gets the full prompt."""
+    path = Path(model_dir) / CARD
+    card: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {"profile": "full"}
+    if card.get("profile") not in PROFILES:
+        raise TrainError(f"{path}: unknown prompt profile {card.get('profile')!r}", code="train_card")
+    return card
+
+
+def write_run(out: Path, what: dict[str, Any]) -> None:
+    """Record what a run was asked to do (``run.json``)."""
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(out / "run.json", {k: asdict(v) if is_dataclass(v) and not isinstance(v, type) else v
+                                         for k, v in what.items()})  # fmt: skip
+
+
+def run_tokenizer(out: Path, init: Path | None, texts: list[str], programs: list[str], *, vocab_size: int,
+                  max_token_chars: int) -> Any:  # fmt: skip
+    """The run's tokenizer: the init model's, the one a resumed run saved, or a new one trained on ``texts``.
+
+    Every program is checked to round-trip exactly before any training step.
+    """
+    saved = out / TOKENIZER
+    if init is not None:
+        tok = load_tokenizer(init)
+    elif saved.is_dir():
+        tok = load_tokenizer(saved)
+    else:
+        tok = train_tokenizer(texts, vocab_size=vocab_size, max_token_chars=max_token_chars)
+    check_round_trip(tok, programs)
+    if not saved.is_dir():
+        tok.save_pretrained(str(saved))
+    return tok
+
+
+def to_jsonable(obj: Any) -> Any:
+    return json.loads(json.dumps(obj, default=str))

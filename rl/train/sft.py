@@ -1,0 +1,138 @@
+"""Supervised fine-tuning of the planner with TRL's ``SFTTrainer`` on (prompt, gold program) chats.
+
+The loss covers the program only (prompt-completion rows). Validation loss is computed every
+``eval_steps``; the checkpoint with the lowest one is loaded at the end and saved to ``final/`` (the
+paper's rule). An interrupted run resumes from its latest complete checkpoint.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from indexing.workspace import Workspace
+from rl.prompt import Profile
+from rl.train import logs
+from rl.train.config import SftParams
+from rl.train.data import load_instances, sft_row, split_train_val, to_dataset
+from rl.train.model import build_model, load_model, parameter_count, size_named
+from rl.train.run import FINAL, common_args, run_tokenizer, threads, to_jsonable, write_card, write_run
+from rl.train.tokenizer import chat_texts
+
+
+@dataclass(frozen=True)
+class SftJob:
+    """One SFT run."""
+
+    workspace: Path
+    domains: tuple[str, ...]
+    out: Path
+    params: SftParams = field(default_factory=SftParams)
+    size: str = "s"
+    profile: Profile = "short"
+    vocab_size: int = 4096
+    max_token_chars: int = 24
+    init: Path | None = None
+    """Start from this model directory (its tokenizer too) instead of random weights."""
+    limit: int | None = None
+    """Use at most this many training instances per domain (tests, quick demos)."""
+    extra_rows: tuple[tuple[str, str, str], ...] = ()
+    """More (domain, request, program) pairs to train on, e.g. programs repaired by verified mutation."""
+    seed: int = 0
+
+
+def rows(job: SftJob) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The train and validation rows of ``job``."""
+    ws = Workspace(job.workspace)
+    train, val = [], []
+    for domain in job.domains:
+        t, v = split_train_val(load_instances(ws, [domain], "train"))
+        if job.limit is not None:
+            t, v = t[: job.limit], v[: max(8, job.limit // 10)]
+        train += [sft_row(i, job.profile) for i in t]
+        val += [sft_row(i, job.profile) for i in v]
+    from rl.prompt import messages
+
+    for domain, nl, program in job.extra_rows:
+        train.append({"prompt": messages(domain, nl, profile=job.profile),
+                      "completion": [{"role": "assistant", "content": program}]})  # fmt: skip
+    return train, val
+
+
+def run_sft(job: SftJob) -> dict[str, Any]:
+    """Train, keep the best checkpoint in ``out/final``, and return a summary (steps, losses, time, tokens/s)."""
+    import torch
+    from trl import SFTConfig, SFTTrainer  # type: ignore[attr-defined]
+
+    torch.set_num_threads(threads())
+    write_run(job.out, {"algorithm": "sft", "job": job})
+    train_rows, val_rows = rows(job)
+    chats = [r["prompt"] + r["completion"] for r in train_rows]
+    programs = [r["completion"][0]["content"] for r in train_rows + val_rows]
+    tok = run_tokenizer(job.out, job.init, list(chat_texts(chats)), programs,
+                        vocab_size=job.vocab_size, max_token_chars=job.max_token_chars)  # fmt: skip
+    model = load_model(job.init) if job.init is not None else build_model(size_named(job.size), tok, seed=job.seed)
+    p = job.params
+    args = SFTConfig(
+        **common_args(job.out, job.seed),
+        num_train_epochs=p.epochs,
+        max_steps=p.max_steps,
+        per_device_train_batch_size=p.batch_size,
+        per_device_eval_batch_size=p.batch_size,
+        learning_rate=p.learning_rate,
+        lr_scheduler_type="cosine",
+        warmup_steps=p.warmup_ratio,  # below 1: a fraction of the steps
+        weight_decay=p.weight_decay,
+        max_length=p.max_length,
+        eval_strategy="steps",
+        eval_steps=p.eval_steps,
+        save_strategy="steps",
+        save_steps=p.eval_steps,
+        save_total_limit=p.save_total_limit,
+        load_best_model_at_end=True,
+        metric_for_best_model="eval_loss",
+        greater_is_better=False,
+        logging_steps=p.logging_steps,
+        completion_only_loss=True,
+        packing=False,
+    )
+    trainer = SFTTrainer(model=model, args=args, train_dataset=to_dataset(train_rows),
+                         eval_dataset=to_dataset(val_rows), processing_class=tok)  # fmt: skip
+    logs.install_callbacks(trainer, job.out)
+    resume = logs.resume_point(job.out)
+    t0 = time.perf_counter()
+    result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    wall = time.perf_counter() - t0
+    final = job.out / FINAL
+    trainer.save_model(str(final))
+    tok.save_pretrained(str(final))
+    best = trainer.state.best_metric
+    write_card(final, profile=job.profile, domains=job.domains, algorithm="sft", best_eval_loss=best,
+               best_checkpoint=trainer.state.best_model_checkpoint)  # fmt: skip
+    tokens = _train_tokens(tok, train_rows)
+    steps = int(trainer.state.global_step)
+    summary: dict[str, Any] = to_jsonable({
+        "algorithm": "sft",
+        "out": str(final),
+        "steps": steps,
+        "resumed_from": str(resume) if resume else None,
+        "train_rows": len(train_rows),
+        "val_rows": len(val_rows),
+        "parameters": parameter_count(trainer.model),
+        "best_eval_loss": best,
+        "train_loss": result.training_loss,
+        "wall_s": round(wall, 1),
+        "mean_tokens_per_row": round(tokens / max(1, len(train_rows)), 1),
+        "tokens_per_s": round(tokens / max(1, len(train_rows)) * p.batch_size * steps / max(wall, 1e-9), 1),
+    })  # fmt: skip
+    return summary
+
+
+def _train_tokens(tok: Any, train_rows: Sequence[dict[str, Any]]) -> int:
+    sample = train_rows[:: max(1, len(train_rows) // 200)]
+    n = sum(len(tok(tok.apply_chat_template(r["prompt"] + r["completion"], tokenize=False),
+                     add_special_tokens=False)["input_ids"]) for r in sample)
+    return int(n * len(train_rows) / max(1, len(sample)))

@@ -1,0 +1,72 @@
+"""Local training: tokenizer, model sizes, defaults, SFT keeping the best checkpoint, logs and plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from indexing.workspace import Workspace
+from prore.cli import main
+from rl.bench import load_split
+from rl.train.config import load_defaults
+from rl.train.logs import read_metrics
+from rl.train.model import SIZES, approx_parameters, build_model, parameter_count
+from rl.train.run import read_card
+from rl.train.tokenizer import check_round_trip, load_tokenizer, train_tokenizer
+from rl.verl.errors import TrainError
+from tests.rl.train_support import DOMAINS, TINY, train_bench  # noqa: F401  (fixture)
+
+
+def test_defaults_are_the_papers_where_stated() -> None:
+    d = load_defaults()
+    assert (d.grpo.loss_type, d.grpo.epsilon, d.grpo.epsilon_high, d.grpo.beta, d.grpo.num_generations) == (
+        "grpo", 0.2, 0.2, 0.001, 4)  # fmt: skip
+    assert (d.dapo.loss_type, d.dapo.epsilon, d.dapo.epsilon_high, d.dapo.beta) == ("dapo", 0.1, 0.28, 0.001)
+    assert d.sft.epochs == 3 and d.profile == "short"
+
+
+def test_tokenizer_round_trips_every_program_exactly(train_bench: Workspace) -> None:  # noqa: F811
+    programs = [i.program for d in DOMAINS for s in ("train", "test", "ood") for i in load_split(train_bench, d, s)]
+    tricky = ['{"sql": "SELECT id FROM products WHERE brand = \'Levi\'\'s\' AND price < 19.99", "retrieval_list": []}',
+              '{"sql": "SELECT id FROM emails WHERE sender ILIKE \'%Ünïcødé%\'", "retrieval_list": []}',
+              "MiXeD CaSe,\tpunctuation!?\n\n  spaces  "]  # fmt: skip
+    tok = train_tokenizer(programs[: len(programs) // 2], vocab_size=512)
+    assert check_round_trip(tok, programs + tricky) == len(programs) + len(tricky)
+    ids = tok.encode(programs[0], add_special_tokens=False)
+    assert len(ids) < len(programs[0]) / 2, "merges make a program much shorter than its bytes"
+
+
+def test_tokenizer_refuses_a_vocabulary_without_room_for_the_bytes() -> None:
+    with pytest.raises(TrainError, match="vocab_size"):
+        train_tokenizer(["x"], vocab_size=100)
+
+
+def test_model_sizes_match_their_documented_parameter_counts() -> None:
+    tok = train_tokenizer(["SELECT id FROM products"] * 3, vocab_size=300)
+    for size in SIZES.values():
+        assert parameter_count(build_model(size, tok)) == approx_parameters(size, vocab_size=len(tok))
+    assert round(approx_parameters(SIZES["s"], vocab_size=4096) / 1e6, 1) == 5.0
+
+
+def test_sft_keeps_the_checkpoint_with_the_lowest_validation_loss(train_bench: Workspace, tmp_path: Path,  # noqa: F811
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    out = tmp_path / "sft"
+    rc = main(["--workspace", str(train_bench.root), "train", "sft", *TINY, "--max-steps", "9", "--out", str(out),
+               "--lr", "3e-3"])  # fmt: skip
+    assert rc == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["steps"] == 9
+    records = read_metrics(out)
+    evals = {r["step"]: r["eval_loss"] for r in records if "eval_loss" in r}
+    assert sorted(evals) == [3, 6, 9]
+    best_step = min(evals, key=lambda s: evals[s])
+    card = read_card(out / "final")
+    assert card["profile"] == "short" and card["best_eval_loss"] == pytest.approx(evals[best_step])
+    assert card["best_checkpoint"].endswith(f"checkpoint-{best_step}")
+    assert [r["step"] for r in records if "loss" in r] == list(range(1, 10))
+    tok = load_tokenizer(out / "final")
+    assert tok.chat_template and tok.eos_token == "<|im_end|>"
+    assert rc == main(["train", "plot", str(out)]) and (out / "curves.png").stat().st_size > 10_000
+    assert "training curves" in capsys.readouterr().out
