@@ -8,7 +8,7 @@ mistake and raises :class:`~rl.reward.RewardError` at once with the service's on
 
 >>> import asyncio
 >>> async def main():  # doctest: +SKIP
-...     async with RewardClient("http://127.0.0.1:8790") as client:
+...     async with RewardClient("http://127.0.0.1:8300") as client:
 ...         return await client.score_one(completion, domain="ecommerce", instance_id="ecommerce-train-000001")
 """
 

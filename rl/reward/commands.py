@@ -1,6 +1,6 @@
 """``prore reward serve``: the shared reward service.
 
-prore reward serve [--domain ecommerce --domain email] [--host 0.0.0.0] [--port 8790]
+prore reward serve [--domain ecommerce --domain email] [--host 0.0.0.0] [--port 8300]
                    [--accuracy hit1|satisfy|mrr] [--window-ms 5] [--tokenizer DIR] ...
 """
 

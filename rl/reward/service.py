@@ -33,7 +33,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from indexing.errors import ProReError
 from indexing.schema import Role, schema_for
@@ -56,10 +56,14 @@ class ScoreItemIn(BaseModel):
     instance_id: str | None = None
     """A benchmark instance id: the service looks its gold id (and relevant set) up."""
     gold_id: str | None = None
-    relevant: list[str] | None = None
-    """Ids that satisfy the request (``satisfy`` accuracy); the gold id counts as relevant too."""
-    budget: int | None = Field(default=None, ge=1)
-    """Length budget of ``S_l`` in the service's unit (``length_unit`` of each result)."""
+    relevant: list[str] | None = Field(
+        default=None, validation_alias=AliasChoices("relevant", "relevant_ids")
+    )
+    """Ids that satisfy the request (``satisfy`` accuracy); the gold id counts as relevant too.
+    Also read as ``relevant_ids``."""
+    budget: int | None = Field(default=None, ge=1, validation_alias=AliasChoices("budget", "length_budget"))
+    """Length budget of ``S_l`` in the service's unit (``length_unit`` of each result). Also read as
+    ``length_budget``."""
 
 
 class ScoreRequestIn(BaseModel):

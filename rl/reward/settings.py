@@ -17,9 +17,9 @@ from rl.bench.store import SPLITS
 from rl.reward.config import RewardConfig
 from rl.reward.errors import RewardError
 
-DEFAULT_PORT = 8790
+DEFAULT_PORT = 8300
 URL_ENV = "PRORE_REWARD_URL"
-"""Environment variable a client reads the service's base URL from (for example ``http://reward:8790``)."""
+"""Environment variable a client reads the service's base URL from (for example ``http://reward:8300``)."""
 
 
 @dataclass(frozen=True)

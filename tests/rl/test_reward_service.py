@@ -311,3 +311,15 @@ def test_too_many_items_is_413(scorer: RewardScorer) -> None:
         assert err.value.code == "too_large"
     finally:
         running.stop()
+
+
+def test_relevant_ids_and_length_budget_spellings_are_accepted(
+    service: Running, rollouts: list[dict[str, Any]]
+) -> None:
+    first = rollouts[0]
+    item = {"completion": first["completion"], "domain": DOMAIN, "gold_id": first["gold_id"],
+            "relevant_ids": [first["gold_id"]], "length_budget": 7}  # fmt: skip
+    r = httpx.post(service.url + "/v1/score", json={"items": [item]})
+    assert r.status_code == 200
+    (result,) = r.json()["results"]
+    assert result["budget"] == 7 and result["s_l"] == 0.0 and result["total"] == 3.0
