@@ -382,7 +382,10 @@ class ClickHouseServerStore(_ClickHouseBase):
         self.url = url
         cc: Any = require("clickhouse_connect", "clickhouse")
         try:
-            self._client = cc.get_client(dsn=url, **client_args)
+            # A server that stops answering fails a request after twice the query's own time limit
+            # (at least 30 s), not after clickhouse-connect's default 300 s.
+            timeouts = {"connect_timeout": 10, "send_receive_timeout": max(30.0, 2 * self.cfg.max_execution_time_s)}
+            self._client = cc.get_client(dsn=url, **{**timeouts, **client_args})
         except Exception as exc:
             raise StoreUnavailable(f"cannot connect to ClickHouse at {_redact(url)}: {_first_line(exc)}") from None
 
