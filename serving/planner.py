@@ -1,0 +1,337 @@
+"""The planner client: natural language in, a typed :class:`~serving.dsl.Program` out, from any
+OpenAI-compatible chat-completions endpoint (a vLLM server, KServe's Hugging Face runtime at
+``/openai/v1``, or another provider).
+
+- **Prompt.** :func:`serving.prompt.messages`, the one builder training uses too.
+- **Structured output.** The request carries ``response_format={"type": "json_schema", ...}`` with the
+  DSL's JSON schema of the corpus (:func:`serving.dsl.program_json_schema`), so a constrained server writes
+  a well-shaped program. Start a vLLM server with
+  ``--structured-outputs-config '{"backend": "xgrammar", "disable_any_whitespace": true}'``: vLLM 0.32 takes that option from the
+  server, not the request, and without it a weak model can spend its tokens on whitespace between JSON tokens.
+- **Repair.** The completion is read with the reward's own parser (:func:`serving.dsl.extract_program`).
+  A near miss gets a bounded repair, one step each at most: raw control characters inside strings are
+  escaped, and text around the one JSON object is cut. What still fails is a :class:`PlannerOutputError`
+  carrying the parser's code.
+- **Timeouts, retries, circuit breaker.** Every call has a connect and a total timeout. A refused
+  connection, a 429 or a 5xx is retried with exponential backoff (``retries`` times); a timeout is not
+  retried, so a hung endpoint costs one timeout. After ``breaker_threshold`` failed calls in a row the
+  breaker opens: calls fail at once with code ``planner_circuit_open`` for ``breaker_reset_s``, then one
+  trial call decides whether it closes again. A dead endpoint therefore costs one timeout, not one per
+  request.
+
+>>> settings = PlannerSettings(url="http://127.0.0.1:9/v1", model="planner")
+>>> settings.chat_url
+'http://127.0.0.1:9/v1/chat/completions'
+>>> repair_completion('Sure! {"sql": "SELECT id FROM products", "retrieval_list": []} Hope it helps.')
+('{"sql": "SELECT id FROM products", "retrieval_list": []}', ['surrounding_text'])
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from indexing.errors import ProReError
+from indexing.schema import schema_for
+from serving.dsl import DEFAULT_LIMITS, DslLimits, FormatError, Program, extract_program
+from serving.dsl.json_schema import program_json_schema
+from serving.prompt import Profile, PromptConfig, messages
+
+
+class PlannerError(ProReError):
+    """The planner gave no program: unreachable, too slow, refusing, or writing something unreadable."""
+
+    code = "planner"
+
+
+class PlannerUnavailable(PlannerError):
+    """The endpoint could not be reached, answered an error, timed out, or the circuit breaker is open."""
+
+    code = "planner_unavailable"
+    retryable = True
+
+
+class PlannerOutputError(PlannerError):
+    """The completion is not a program, even after the bounded repair; ``code`` is the parser's own."""
+
+    def __init__(self, message: str, *, code: str, completion: str) -> None:
+        super().__init__(message, code=f"planner_output_{code}")
+        self.completion = completion
+
+
+@dataclass(frozen=True)
+class PlannerSettings:
+    """Where the planner is served and how it is called."""
+
+    url: str
+    """Base URL of the OpenAI-compatible API, up to and including ``/v1`` (``http://host:8000/v1``;
+    KServe's Hugging Face runtime: ``http://host/openai/v1``)."""
+    model: str
+    """The served model name (vLLM's ``--served-model-name``, or the checkpoint directory)."""
+    api_key: str | None = None
+    """Sent as a bearer token when set; never logged."""
+    profile: Profile = "short"
+    """Prompt profile the model was trained on (:mod:`serving.prompt`)."""
+    structured: bool = True
+    """Constrain decoding with the DSL's JSON schema (``response_format`` of type ``json_schema``)."""
+    schema_limits: DslLimits = field(default_factory=lambda: DEFAULT_LIMITS)
+    """Limits the JSON schema sent to the server quotes; tighter limits bound what a weak model can write."""
+    max_tokens: int = 512
+    temperature: float = 0.0
+    timeout_s: float = 10.0
+    """Total time one call to the endpoint may take."""
+    connect_timeout_s: float = 2.0
+    retries: int = 2
+    """Further tries after a refused connection, a 429 or a 5xx (timeouts are not retried)."""
+    backoff_s: float = 0.2
+    """First backoff; doubled on each retry."""
+    breaker_threshold: int = 1
+    """Failed calls in a row that open the circuit breaker."""
+    breaker_reset_s: float = 30.0
+    """How long an open breaker refuses calls before one trial call."""
+
+    @property
+    def chat_url(self) -> str:
+        return self.url.rstrip("/") + "/chat/completions"
+
+    @property
+    def models_url(self) -> str:
+        return self.url.rstrip("/") + "/models"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A program the planner wrote, with how it was obtained."""
+
+    program: Program
+    completion: str
+    """The raw completion text."""
+    repairs: tuple[str, ...]
+    """Repair steps applied (``control_chars``, ``surrounding_text``); empty when it parsed as written."""
+    attempts: int
+    """HTTP calls made (1 unless retried)."""
+    ms: float
+    """Wall time of the whole plan, retries included."""
+
+
+class CircuitBreaker:
+    """Opens after ``threshold`` failures in a row; after ``reset_s`` lets one trial call through."""
+
+    def __init__(self, threshold: int, reset_s: float) -> None:
+        self.threshold = max(1, threshold)
+        self.reset_s = reset_s
+        self.failures = 0
+        self.opened_at: float | None = None
+        self._trial = False
+
+    @property
+    def state(self) -> str:
+        """``closed``, ``open`` or ``half_open``."""
+        if self.opened_at is None:
+            return "closed"
+        return "half_open" if time.monotonic() - self.opened_at >= self.reset_s else "open"
+
+    def allow(self) -> bool:
+        state = self.state
+        if state == "closed":
+            return True
+        if state == "half_open" and not self._trial:
+            self._trial = True
+            return True
+        return False
+
+    def success(self) -> None:
+        self.failures = 0
+        self.opened_at = None
+        self._trial = False
+
+    def failure(self) -> None:
+        self.failures += 1
+        self._trial = False
+        if self.failures >= self.threshold:
+            self.opened_at = time.monotonic()
+
+
+def _escape_control_chars(text: str) -> str:
+    """Raw control characters inside JSON strings written as ``\\u00XX`` escapes (outside strings they
+    are whitespace or an error either way, and stay)."""
+    out: list[str] = []
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+            elif ord(ch) < 0x20:
+                out.append(f"\\u{ord(ch):04x}")
+                continue
+        elif ch == '"':
+            in_string = True
+        out.append(ch)
+    return "".join(out)
+
+
+_DECODER = json.JSONDecoder()
+
+
+def repair_completion(completion: str, *, max_chars: int = DEFAULT_LIMITS.max_program_chars) -> tuple[str, list[str]]:
+    """The completion with at most two near-miss repairs applied, and the names of those applied.
+
+    ``control_chars``: raw control characters inside strings escaped. ``surrounding_text``: the first JSON
+    object kept, text before and after it dropped. The result still goes through the strict parser.
+    """
+    text = completion[: max_chars * 2]
+    steps: list[str] = []
+    escaped = _escape_control_chars(text)
+    if escaped != text:
+        text = escaped
+        steps.append("control_chars")
+    start = text.find("{")
+    if start >= 0:
+        try:
+            _, end = _DECODER.raw_decode(text, start)
+        except ValueError:
+            end = -1
+        if end > 0 and text[start:end].strip() != text.strip():
+            text = text[start:end]
+            steps.append("surrounding_text")
+    return text, steps
+
+
+def read_program(completion: str, *, limits: DslLimits = DEFAULT_LIMITS) -> tuple[Program, tuple[str, ...]]:
+    """The program of a completion: strict parse first, then the bounded repair; :class:`PlannerOutputError`."""
+    try:
+        return extract_program(completion, limits=limits), ()
+    except FormatError as first:
+        repaired, steps = repair_completion(completion, max_chars=limits.max_program_chars)
+        if steps:
+            try:
+                return extract_program(repaired, limits=limits), tuple(steps)
+            except FormatError:
+                pass
+        raise PlannerOutputError(
+            f"the planner's completion is not a program: {first.message}", code=first.code, completion=completion
+        ) from None
+
+
+class Planner:
+    """An async client of a planner endpoint; one per event loop (it holds an ``httpx.AsyncClient``)."""
+
+    def __init__(self, settings: PlannerSettings, *, dsl_limits: DslLimits = DEFAULT_LIMITS) -> None:
+        self.settings = settings
+        self.dsl_limits = dsl_limits
+        self.breaker = CircuitBreaker(settings.breaker_threshold, settings.breaker_reset_s)
+        headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
+        self._client = httpx.AsyncClient(
+            headers=headers,
+            timeout=httpx.Timeout(settings.timeout_s, connect=settings.connect_timeout_s),
+        )
+        self._schemas: dict[str, dict[str, object]] = {}
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def __aenter__(self) -> Planner:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def payload(self, domain: str, request: str) -> dict[str, Any]:
+        """The chat-completions request body for ``request`` over ``domain``'s corpus."""
+        s = self.settings
+        body: dict[str, Any] = {
+            "model": s.model,
+            "messages": messages(domain, request, config=PromptConfig(profile=s.profile, limits=self.dsl_limits)),
+            "max_tokens": s.max_tokens,
+            "temperature": s.temperature,
+        }
+        if s.structured:
+            if domain not in self._schemas:
+                self._schemas[domain] = program_json_schema(schema_for(domain), s.schema_limits)
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "program", "schema": self._schemas[domain], "strict": True},
+            }
+        return body
+
+    async def plan(self, domain: str, request: str, *, timeout_s: float | None = None) -> Plan:
+        """The program for ``request``; :class:`PlannerUnavailable` or :class:`PlannerOutputError` otherwise.
+
+        ``timeout_s`` caps the whole call, retries included (a stage deadline); the settings' timeout
+        still bounds each HTTP call.
+        """
+        start = time.perf_counter()
+        if not self.breaker.allow():
+            raise PlannerUnavailable(
+                f"the planner at {self.settings.url} failed recently; the circuit breaker is open",
+                code="planner_circuit_open",
+            )
+        try:
+            if timeout_s is None:
+                text, attempts = await self._complete(self.payload(domain, request))
+            else:
+                text, attempts = await asyncio.wait_for(self._complete(self.payload(domain, request)), timeout_s)
+        except TimeoutError:
+            self.breaker.failure()
+            raise PlannerUnavailable(
+                f"the planner did not answer within {timeout_s:g} s", code="planner_timeout"
+            ) from None
+        except PlannerUnavailable:
+            self.breaker.failure()
+            raise
+        self.breaker.success()  # the endpoint answered; a bad program is the model's fault, not the endpoint's
+        program, repairs = read_program(text, limits=self.dsl_limits)
+        return Plan(program, text, repairs, attempts, (time.perf_counter() - start) * 1000)
+
+    async def _complete(self, body: dict[str, Any]) -> tuple[str, int]:
+        s = self.settings
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = await self._client.post(s.chat_url, json=body)
+            except httpx.TimeoutException:
+                raise PlannerUnavailable(
+                    f"the planner did not answer within {s.timeout_s:g} s", code="planner_timeout"
+                ) from None
+            except httpx.HTTPError as exc:
+                problem = f"cannot reach the planner at {s.url}: {type(exc).__name__}"
+                retry = True
+            else:
+                if response.status_code == 200:
+                    return _content(response), attempt
+                problem = f"the planner answered HTTP {response.status_code}: {response.text[:200]}"
+                retry = response.status_code == 429 or response.status_code >= 500
+            if not retry or attempt > s.retries:
+                raise PlannerUnavailable(" ".join(problem.split()), code="planner_unavailable")
+            await asyncio.sleep(s.backoff_s * 2 ** (attempt - 1))
+
+    async def ready(self) -> bool:
+        """Whether the endpoint lists models now (``GET /models``); one short call, no retry."""
+        try:
+            response = await self._client.get(self.settings.models_url, timeout=self.settings.connect_timeout_s + 1)
+        except httpx.HTTPError:
+            return False
+        return response.status_code == 200
+
+
+def _content(response: httpx.Response) -> str:
+    try:
+        data = response.json()
+        content = data["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise PlannerUnavailable(
+            "the planner's answer is not a chat completion", code="planner_bad_response"
+        ) from None
+    if not isinstance(content, str):
+        raise PlannerUnavailable("the planner's completion has no text", code="planner_bad_response")
+    return content

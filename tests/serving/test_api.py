@@ -1,0 +1,302 @@
+"""The query API on a loopback port with a real HTTP client: every endpoint and error path, the fallback
+on a dead planner and on hostile programs, limits, auth, logs and metrics."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from indexing.config import Config
+from serving.api.app import ApiSettings, create_app, fallback_program
+from serving.api.server import ServerThread
+from serving.engine import Engine
+from serving.planner import PlannerSettings
+from tests.serving.conftest import ScriptedPlanner
+
+GOOD = {
+    "sql": "SELECT id FROM products WHERE price < 200 AND id IN <text_1>",
+    "retrieval_list": [{"type": "text", "field": "review", "query": "great noise cancelling"}],
+}
+HOSTILE = [
+    '{"sql": "SELECT id FROM system.tables", "retrieval_list": []}',
+    '{"sql": "SELECT id FROM products; DROP TABLE products", "retrieval_list": []}',
+    '{"sql": "SELECT id FROM products WHERE id IN <text_9>", "retrieval_list": []}',
+    '{"sql": "SELECT id FROM products WHERE id IN (SELECT id FROM file(\'/etc/passwd\'))", "retrieval_list": []}',
+    '{"sql": "SELECT id FROM products WHERE ' + " AND ".join(["price > 1"] * 400) + '", "retrieval_list": []}',
+]
+
+
+@pytest.fixture(scope="module")
+def engines(small_index_cfg: Config) -> Iterator[dict[str, Engine]]:
+    opened = {d: Engine.open(small_index_cfg, d) for d in ("ecommerce", "email")}
+    yield opened
+    for e in opened.values():
+        e.close()
+
+
+class Api:
+    def __init__(self, engines: dict[str, Engine], planner: PlannerSettings | None, settings: ApiSettings) -> None:
+        self.server = ServerThread(create_app(engines, planner, settings)).start()
+        self.url = self.server.url
+        self.client = httpx.Client(base_url=self.url, timeout=60)
+
+    def close(self) -> None:
+        self.client.close()
+        self.server.stop()
+
+
+@pytest.fixture(scope="module")
+def scripted_api(engines: dict[str, Engine], scripted_planner_server: ScriptedPlanner) -> Iterator[Api]:
+    planner = PlannerSettings(url=scripted_planner_server.url, model="m", retries=0, breaker_reset_s=0.01)
+    api = Api(engines, planner, ApiSettings(max_nl_chars=200, max_body_bytes=20_000))
+    yield api
+    api.close()
+
+
+@pytest.fixture(scope="module")
+def dead_api(engines: dict[str, Engine]) -> Iterator[Api]:
+    from tests.serving.conftest import free_port
+
+    planner = PlannerSettings(url=f"http://127.0.0.1:{free_port()}/v1", model="m", retries=1, backoff_s=0.01)
+    api = Api(engines, planner, ApiSettings(warmup=False))
+    yield api
+    api.close()
+
+
+@pytest.fixture(scope="module")
+def token_api(engines: dict[str, Engine]) -> Iterator[Api]:
+    api = Api(engines, None, ApiSettings(token="t0ps3cret", warmup=False, max_concurrent=1))
+    yield api
+    api.close()
+
+
+def _search(api: Api, query: str = "wireless headphones under 200", **kw: Any) -> httpx.Response:
+    return api.client.post("/v1/search", json={"query": query, **kw})
+
+
+# -- search ---------------------------------------------------------------------------------------
+
+
+def test_search_with_a_good_program_answers_from_the_planner(scripted_api: Api, scripted_planner: ScriptedPlanner) -> None:
+    scripted_planner.completion = json.dumps(GOOD)
+    r = _search(scripted_api, k=5)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["source"] == "planner" and body["fallback"] is None
+    assert body["program"]["sql"] == GOOD["sql"]
+    assert 0 < len(body["results"]) <= 5
+    assert [x["rank"] for x in body["results"]] == list(range(1, len(body["results"]) + 1))
+    assert set(body["results"][0]["fields"]) >= {"title", "price"}
+    assert all(x["fields"]["price"] < 200 for x in body["results"])
+    (ph,) = body["placeholders"]
+    assert ph["name"] == "text_1" and ph["field"] == "review" and ph["candidates"]
+    assert {x["id"] for x in body["results"]} <= set(ph["candidates"])
+    assert {"plan_ms", "engine_ms", "fetch_ms"} <= set(body["timings"])
+    assert r.headers["x-request-id"] == body["request_id"]
+
+
+def test_search_fields_and_email(scripted_api: Api, scripted_planner: ScriptedPlanner) -> None:
+    scripted_planner.completion = json.dumps(
+        {"sql": "SELECT id FROM emails WHERE id IN <text_1>", "retrieval_list": [{"type": "text", "field": "body", "query": "budget"}]}
+    )
+    r = _search(scripted_api, "about the budget", domain="email", fields=["subject", "date"], k=3)
+    assert r.status_code == 200, r.text
+    assert set(r.json()["results"][0]["fields"]) == {"subject", "date"}
+
+
+@pytest.mark.parametrize("completion", [*HOSTILE, "not a program", '{"sql": 1}'])
+def test_hostile_or_broken_program_falls_back_with_the_reason(
+    scripted_api: Api, scripted_planner: ScriptedPlanner, completion: str
+) -> None:
+    scripted_planner.completion = completion
+    r = _search(scripted_api)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["source"] == "fallback"
+    assert body["fallback"]["reason"].startswith(("program_", "planner_output_"))
+    assert body["fallback"]["detail"]
+    assert body["program"] == json.loads(fallback_program("ecommerce", "wireless headphones under 200").to_json())
+    assert body["results"]
+    assert {p["mode"] for p in body["placeholders"]} == {"sparse", "dense"}
+
+
+def test_fallback_on_a_dead_planner_and_the_metric_counts_it(dead_api: Api) -> None:
+    reasons = []
+    for _ in range(3):
+        r = _search(dead_api, "a red lamp")
+        assert r.status_code == 200, r.text
+        assert r.json()["source"] == "fallback"
+        reasons.append(r.json()["fallback"]["reason"])
+    # the first request costs the failed call; the breaker answers the rest at once
+    assert reasons == ["planner_unavailable", "planner_circuit_open", "planner_circuit_open"]
+    text = dead_api.client.get("/metrics").text
+    assert 'proretrieval_api_fallbacks_total{reason="planner_circuit_open"} 2.0' in text
+    assert 'proretrieval_api_fallbacks_total{reason="planner_unavailable"} 1.0' in text
+
+
+def test_planner_5xx_and_timeout_fall_back(scripted_api: Api, scripted_planner: ScriptedPlanner) -> None:
+    scripted_planner.status = 500
+    assert _search(scripted_api).json()["fallback"]["reason"] == "planner_unavailable"
+    scripted_planner.status, scripted_planner.completion, scripted_planner.delay_s = 200, json.dumps(GOOD), 0.0
+    import time
+
+    time.sleep(0.05)  # the breaker's reset
+    assert _search(scripted_api).json()["source"] == "planner"
+
+
+def test_no_planner_configured_falls_back(token_api: Api) -> None:
+    r = token_api.client.post("/v1/search", json={"query": "a lamp"}, headers={"Authorization": "Bearer t0ps3cret"})
+    assert r.status_code == 200
+    assert r.json()["fallback"]["reason"] == "planner_not_configured"
+
+
+# -- plan and execute ------------------------------------------------------------------------------
+
+
+def test_plan_returns_the_program_only(scripted_api: Api, scripted_planner: ScriptedPlanner) -> None:
+    scripted_planner.completion = "```json\n" + json.dumps(GOOD) + "\n```"
+    r = scripted_api.client.post("/v1/plan", json={"query": "headphones"})
+    assert r.status_code == 200
+    assert r.json()["program"]["sql"] == GOOD["sql"]
+    assert "results" not in r.json()
+    scripted_planner.completion = "nope"
+    r = scripted_api.client.post("/v1/plan", json={"query": "headphones"})
+    assert r.status_code == 422 and r.json()["error"] == "planner_output_not_json"
+
+
+def test_plan_with_a_dead_planner_is_503_with_retry_after(dead_api: Api) -> None:
+    r = dead_api.client.post("/v1/plan", json={"query": "headphones"})
+    assert r.status_code == 503
+    assert r.headers["retry-after"] == "1"
+
+
+def test_execute_runs_a_given_program(scripted_api: Api) -> None:
+    for program in (GOOD, json.dumps(GOOD)):
+        r = scripted_api.client.post("/v1/execute", json={"program": program, "k": 3})
+        assert r.status_code == 200, r.text
+        assert r.json()["source"] == "program"
+        assert len(r.json()["results"]) <= 3
+
+
+@pytest.mark.parametrize("program", [*HOSTILE, "{", '{"sql": "SELECT id FROM products"}'])
+def test_execute_never_500s_on_a_bad_program(scripted_api: Api, program: str) -> None:
+    r = scripted_api.client.post("/v1/execute", json={"program": program})
+    assert r.status_code == 422, r.text
+    assert set(r.json()) == {"error", "detail"}
+    assert "\n" not in r.json()["detail"]
+
+
+# -- request errors and limits -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "code"),
+    [
+        ("/v1/search", {"query": "x" * 201}, 422, "nl_too_long"),
+        ("/v1/search", {"query": "   "}, 422, "empty_query"),
+        ("/v1/search", {"query": "x", "k": 1000}, 422, "bad_k"),
+        ("/v1/search", {"query": "x", "domain": "nope"}, 422, "bad_request"),
+        ("/v1/search", {"query": "x", "fields": ["colour"]}, 422, "unknown_field"),
+        ("/v1/search", {"query": "x", "extra": 1}, 422, "bad_request"),
+        ("/v1/search", {}, 422, "bad_request"),
+        ("/v1/plan", {"query": "x" * 201}, 422, "nl_too_long"),
+        ("/v1/execute", {"program": 3}, 422, "bad_request"),
+    ],
+)
+def test_bad_requests_get_one_line_errors(scripted_api: Api, path: str, body: Any, status: int, code: str) -> None:
+    r = scripted_api.client.post(path, json=body)
+    assert r.status_code == status, r.text
+    assert r.json()["error"] == code
+
+
+def test_body_too_large_is_413(scripted_api: Api) -> None:
+    r = scripted_api.client.post("/v1/search", content=b'{"query": "' + b"x" * 30_000 + b'"}',
+                                 headers={"Content-Type": "application/json"})  # fmt: skip
+    assert r.status_code == 413
+    assert r.json()["error"] == "too_large"
+
+
+def test_not_json_is_422(scripted_api: Api) -> None:
+    r = scripted_api.client.post("/v1/search", content=b"{nope", headers={"Content-Type": "application/json"})
+    assert r.status_code == 422
+
+
+def test_bearer_token(token_api: Api) -> None:
+    r = token_api.client.post("/v1/search", json={"query": "a lamp"})
+    assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+    r = token_api.client.post("/v1/search", json={"query": "a lamp"}, headers={"Authorization": "Bearer wrong"})
+    assert r.status_code == 401
+    assert token_api.client.get("/healthz").status_code == 200  # probes need no token
+
+
+def test_concurrency_past_the_bound_is_429_with_retry_after(engines: dict[str, Engine], scripted_planner: ScriptedPlanner) -> None:
+    scripted_planner.completion, scripted_planner.delay_s = json.dumps(GOOD), 1.0
+    planner = PlannerSettings(url=scripted_planner.url, model="m", retries=0)
+    api = Api(engines, planner, ApiSettings(max_concurrent=1, warmup=False))
+    try:
+        results: list[int] = []
+        slow = threading.Thread(target=lambda: results.append(_search(api).status_code))
+        slow.start()
+        import time
+
+        deadline = time.monotonic() + 10
+        while scripted_planner.calls == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        r = _search(api)
+        slow.join()
+        assert r.status_code == 429
+        assert r.headers["retry-after"] == "1"
+        assert results == [200]
+    finally:
+        api.close()
+
+
+# -- probes, metrics, logs, openapi, page -------------------------------------------------------------
+
+
+def test_healthz_and_readyz(scripted_api: Api, dead_api: Api, token_api: Api) -> None:
+    assert scripted_api.client.get("/healthz").json() == {"status": "ok"}
+    ready = scripted_api.client.get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json()["checks"] == {"index:ecommerce": "ok", "index:email": "ok", "planner": "ok"}
+    dead = dead_api.client.get("/readyz")
+    assert dead.status_code == 503 and dead.json()["checks"]["planner"] == "unreachable"
+    assert token_api.client.get("/readyz").json()["checks"]["planner"] == "not configured"
+
+
+def test_metrics_are_prometheus_text(scripted_api: Api) -> None:
+    scripted_api.client.get("/healthz")
+    r = scripted_api.client.get("/metrics")
+    assert r.headers["content-type"].startswith("text/plain")
+    assert 'proretrieval_api_requests_total{route="/healthz",status="200"}' in r.text
+    assert "proretrieval_api_stage_seconds_bucket" in r.text
+
+
+def test_one_json_log_line_per_request_with_the_request_id_and_no_token(token_api: Api, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="serving.api"):
+        r = token_api.client.post("/v1/search", json={"query": "a lamp"},
+                                  headers={"Authorization": "Bearer t0ps3cret", "X-Request-ID": "req-42"})  # fmt: skip
+    assert r.headers["x-request-id"] == "req-42"
+    lines = [json.loads(rec.getMessage()) for rec in caplog.records if rec.name == "serving.api"]
+    mine = [x for x in lines if x["request_id"] == "req-42"]
+    assert len(mine) == 1
+    assert mine[0]["status"] == 200 and mine[0]["path"] == "/v1/search" and mine[0]["source"] == "fallback"
+    assert "t0ps3cret" not in caplog.text
+
+
+def test_openapi_document_lists_the_endpoints(scripted_api: Api) -> None:
+    doc = scripted_api.client.get("/openapi.json").json()
+    assert {"/v1/search", "/v1/plan", "/v1/execute", "/healthz", "/readyz", "/metrics"} <= set(doc["paths"])
+
+
+def test_page_is_served_without_a_cdn(scripted_api: Api) -> None:
+    r = scripted_api.client.get("/")
+    assert r.status_code == 200 and "text/html" in r.headers["content-type"]
+    assert "<script src=" not in r.text and "http" not in r.text.replace("http-equiv", "")
+    assert scripted_api.client.get("/v1/examples").json()["email"]

@@ -1,0 +1,241 @@
+"""The planner client against a real vLLM CPU server on loopback, a scripted endpoint and a dead one."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from serving.dsl import DslLimits, Program
+from serving.planner import (
+    CircuitBreaker,
+    Planner,
+    PlannerOutputError,
+    PlannerSettings,
+    PlannerUnavailable,
+    read_program,
+    repair_completion,
+)
+from tests.serving.conftest import PLANNER_NAME, ScriptedPlanner
+
+GOOD = '{"sql": "SELECT id FROM products WHERE id IN <text_1>", "retrieval_list": [{"type": "text", "field": "review", "query": "great sound"}]}'
+
+# A schema a random model cannot wander in for long: short SQL, short queries, at most two entries.
+TIGHT = DslLimits(max_sql_chars=120, max_query_chars=24, max_entries=2)
+
+
+def _run(coro):  # type: ignore[no-untyped-def]
+    return asyncio.run(coro)
+
+
+async def _plan(settings: PlannerSettings, domain: str, nl: str, **kw):  # type: ignore[no-untyped-def]
+    async with Planner(settings) as planner:
+        return await planner.plan(domain, nl, **kw)
+
+
+# -- against vLLM ---------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.server
+@pytest.mark.parametrize("domain", ["ecommerce", "email"])
+def test_vllm_structured_output_parses_as_a_program(vllm_server: str, domain: str) -> None:
+    settings = PlannerSettings(url=vllm_server, model=PLANNER_NAME, schema_limits=TIGHT, max_tokens=600, timeout_s=120)
+    plan = _run(_plan(settings, domain, "wireless headphones under $200"))
+    assert isinstance(plan.program, Program)
+    assert len(plan.program.sql) <= TIGHT.max_sql_chars
+    assert len(plan.program.retrieval_list) <= TIGHT.max_entries
+    assert plan.attempts == 1
+
+
+@pytest.mark.slow
+@pytest.mark.server
+def test_vllm_without_structured_output_is_a_typed_output_error_or_a_program(vllm_server: str) -> None:
+    # An untrained model writes noise; the client must say so with the parser's code, never crash.
+    settings = PlannerSettings(url=vllm_server, model=PLANNER_NAME, structured=False, max_tokens=32, timeout_s=120)
+    try:
+        plan = _run(_plan(settings, "ecommerce", "a red lamp"))
+    except PlannerOutputError as exc:
+        assert exc.code.startswith("planner_output_")
+        assert isinstance(exc.completion, str)
+    else:
+        assert isinstance(plan.program, Program)
+
+
+@pytest.mark.slow
+@pytest.mark.server
+def test_vllm_ready_and_unknown_model_is_unavailable_without_retry(vllm_server: str) -> None:
+    async def go() -> tuple[bool, PlannerUnavailable]:
+        async with Planner(PlannerSettings(url=vllm_server, model="no-such-model", retries=3)) as planner:
+            ready = await planner.ready()
+            with pytest.raises(PlannerUnavailable) as info:
+                await planner.plan("ecommerce", "x")
+            return ready, info.value
+
+    ready, err = _run(go())
+    assert ready
+    assert err.code == "planner_unavailable"
+    assert "404" in err.message
+
+
+# -- the prompt and the request body ----------------------------------------------------------------
+
+
+def test_request_carries_the_one_prompt_and_the_dsl_json_schema(scripted_planner: ScriptedPlanner) -> None:
+    from indexing.schema import PRODUCTS
+    from serving.dsl import program_json_schema
+    from serving.prompt import messages
+
+    scripted_planner.completion = GOOD
+    plan = _run(_plan(PlannerSettings(url=scripted_planner.url, model="m", profile="short"), "ecommerce", "cheap"))
+    assert plan.program.retrieval_list[0].query == "great sound"
+    body = scripted_planner.bodies[0]
+    assert body["messages"] == messages("ecommerce", "cheap", profile="short")
+    assert body["response_format"]["type"] == "json_schema"
+    assert body["response_format"]["json_schema"]["schema"] == program_json_schema(PRODUCTS)
+
+
+def test_api_key_is_sent_as_bearer(scripted_planner: ScriptedPlanner) -> None:
+    scripted_planner.completion = GOOD
+    settings = PlannerSettings(url=scripted_planner.url, model="m", api_key="s3cret", structured=False)
+    planner = Planner(settings)
+    assert planner._client.headers["authorization"] == "Bearer s3cret"
+    assert "response_format" not in planner.payload("ecommerce", "x")
+    _run(planner.aclose())
+
+
+# -- repair -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("completion", "steps"),
+    [
+        (GOOD, ()),
+        ("```json\n" + GOOD + "\n```", ()),
+        ("<think>cheap</think>" + GOOD, ()),
+        ("Here it is: " + GOOD, ("surrounding_text",)),
+        (GOOD + "\nThis finds the headphones.", ("surrounding_text",)),
+        ("```json\n" + GOOD, ("surrounding_text",)),  # an unclosed fence
+        (GOOD.replace("great sound", "great\tsound"), ("control_chars",)),
+    ],
+)
+def test_near_misses_are_repaired_once(completion: str, steps: tuple[str, ...]) -> None:
+    program, applied = read_program(completion)
+    assert applied == steps
+    assert program.sql == json.loads(GOOD)["sql"]
+
+
+@pytest.mark.parametrize(
+    ("completion", "code"),
+    [
+        ("", "planner_output_not_json"),
+        ("no program here", "planner_output_not_json"),
+        ('{"sql": "SELECT id FROM products"', "planner_output_not_json"),
+        ('{"sql": "SELECT id FROM products", "retrieval_list": [], "x": 1}', "planner_output_unknown_key"),
+    ],
+)
+def test_what_repair_cannot_fix_is_a_typed_output_error(completion: str, code: str) -> None:
+    with pytest.raises(PlannerOutputError) as info:
+        read_program(completion)
+    assert info.value.code == code
+    assert info.value.completion == completion
+
+
+def test_repair_is_bounded_by_size() -> None:
+    text, steps = repair_completion("x" * 100_000, max_chars=100)
+    assert len(text) == 200
+    assert steps == []
+
+
+def test_scripted_completion_with_trailing_text_is_repaired(scripted_planner: ScriptedPlanner) -> None:
+    scripted_planner.completion = GOOD + " -- done"
+    plan = _run(_plan(PlannerSettings(url=scripted_planner.url, model="m"), "ecommerce", "x"))
+    assert plan.repairs == ("surrounding_text",)
+
+
+# -- retries, timeouts, breaker ---------------------------------------------------------------------
+
+
+def test_5xx_is_retried_with_backoff_then_unavailable(scripted_planner: ScriptedPlanner) -> None:
+    scripted_planner.status = 503
+    settings = PlannerSettings(url=scripted_planner.url, model="m", retries=2, backoff_s=0.01)
+    with pytest.raises(PlannerUnavailable) as info:
+        _run(_plan(settings, "ecommerce", "x"))
+    assert scripted_planner.calls == 3
+    assert "503" in info.value.message
+    assert info.value.retryable
+
+
+def test_4xx_is_not_retried(scripted_planner: ScriptedPlanner) -> None:
+    scripted_planner.status = 400
+    with pytest.raises(PlannerUnavailable):
+        _run(_plan(PlannerSettings(url=scripted_planner.url, model="m", retries=3, backoff_s=0.01), "email", "x"))
+    assert scripted_planner.calls == 1
+
+
+def test_timeout_is_not_retried(scripted_planner: ScriptedPlanner) -> None:
+    scripted_planner.completion = GOOD
+    scripted_planner.delay_s = 1.0
+    settings = PlannerSettings(url=scripted_planner.url, model="m", timeout_s=0.2, retries=3)
+    with pytest.raises(PlannerUnavailable) as info:
+        _run(_plan(settings, "ecommerce", "x"))
+    assert info.value.code == "planner_timeout"
+    assert scripted_planner.calls == 1
+
+
+def test_stage_deadline_caps_the_whole_call(scripted_planner: ScriptedPlanner) -> None:
+    scripted_planner.completion = GOOD
+    scripted_planner.delay_s = 1.0
+    with pytest.raises(PlannerUnavailable) as info:
+        _run(_plan(PlannerSettings(url=scripted_planner.url, model="m"), "ecommerce", "x", timeout_s=0.1))
+    assert info.value.code == "planner_timeout"
+
+
+def test_dead_endpoint_costs_one_call_then_the_breaker_answers(dead_url: str) -> None:
+    async def go() -> list[str]:
+        settings = PlannerSettings(url=dead_url, model="m", retries=1, backoff_s=0.01, breaker_reset_s=60)
+        codes = []
+        async with Planner(settings) as planner:
+            for _ in range(5):
+                try:
+                    await planner.plan("ecommerce", "x")
+                except PlannerUnavailable as exc:
+                    codes.append(exc.code)
+            assert planner.breaker.state == "open"
+        return codes
+
+    assert _run(go()) == ["planner_unavailable"] + ["planner_circuit_open"] * 4
+
+
+def test_breaker_half_opens_and_closes_on_success(scripted_planner: ScriptedPlanner) -> None:
+    async def go() -> None:
+        settings = PlannerSettings(url=scripted_planner.url, model="m", retries=0, breaker_reset_s=0.2)
+        async with Planner(settings) as planner:
+            scripted_planner.status = 500
+            with pytest.raises(PlannerUnavailable):
+                await planner.plan("ecommerce", "x")
+            with pytest.raises(PlannerUnavailable, match="circuit breaker"):
+                await planner.plan("ecommerce", "x")
+            scripted_planner.status, scripted_planner.completion = 200, GOOD
+            await asyncio.sleep(0.25)
+            assert planner.breaker.state == "half_open"
+            plan = await planner.plan("ecommerce", "x")
+            assert isinstance(plan.program, Program)
+            assert planner.breaker.state == "closed"
+
+    _run(go())
+
+
+def test_breaker_lets_one_trial_through() -> None:
+    breaker = CircuitBreaker(threshold=2, reset_s=0.05)
+    breaker.failure()
+    assert breaker.allow()
+    breaker.failure()
+    assert not breaker.allow()
+    time.sleep(0.06)
+    assert breaker.allow()
+    assert not breaker.allow()  # a second caller waits for the trial's outcome
+    breaker.failure()
+    assert breaker.state == "open"
