@@ -3,6 +3,7 @@ and a failing program fails alone, in its place."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 from indexing.config import Config
 from indexing.errors import ProReError
 from serving.dsl import DslError, Program, ValidationError, parse_program
-from serving.engine import Engine, ExecutionError, ExecutionResult
+from serving.engine import CacheSizes, Engine, ExecutionError, ExecutionResult
 
 
 @pytest.fixture(scope="module")
@@ -154,3 +155,23 @@ def test_empty_batch(handle: Any) -> None:
     engine = Engine(handle)
     assert engine.execute_many([]) == []
     assert engine.sql.calls == 0
+
+
+def test_batch_equals_single_programs_on_fresh_embedders(small_index_cfg: Config, handle: Any) -> None:
+    # The single side embeds every phrase alone, through embedders of its own (another cache size is
+    # another process-level cached embedder, so nothing the batch embedded is reused): batched and
+    # single forward passes and dot products must still give the same answers (retrieval.py).
+    batch = mixed_batch(handle) + programs([plain(d, mode) for d in docs(handle, 6) for mode in ("dense", "fuse")])
+    many = Engine(handle).execute_many(batch, k=10)
+    fresh_cfg = small_index_cfg.replace(embedder=dataclasses.replace(small_index_cfg.embedder, cache_size=3))
+    with Engine.open(fresh_cfg, "ecommerce", caches=CacheSizes.disabled()) as single:
+        shared = {id(handle.embedder(f)) for f in handle.schema.vector_fields}
+        assert all(id(single.handle.embedder(f)) not in shared for f in handle.schema.vector_fields)
+        for p, a in zip(batch, many, strict=True):
+            try:
+                b: ExecutionResult | ProReError = single.execute(p, k=10)
+            except ProReError as exc:
+                b = exc
+            same(a, b)
+        dense = sum(any(e.mode != "sparse" for e in p.retrieval_list) for p in batch)
+        assert single.retriever.calls["embed"] == dense  # one call per program: nothing batched
