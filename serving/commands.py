@@ -5,6 +5,15 @@
     echo '{"sql": "SELECT DISTINCT id FROM products WHERE price < 200 AND id IN <text_1>",
            "retrieval_list": [{"type": "text", "field": "review", "query": "great noise cancelling"}]}' \\
       | prore execute --k 5 --fields title,brand,price
+
+``prore serve`` starts the query API and its playground (:mod:`serving.api.app`) on the workspace's indexes::
+
+    prore serve --port 8080 --planner-url http://127.0.0.1:8000/v1 --planner-model planner
+    curl -s localhost:8080/v1/search -H 'Content-Type: application/json' \\
+      -d '{"query": "wireless headphones under $200", "domain": "ecommerce"}'
+
+Without ``--planner-url`` every search is answered by the BM25+dense RRF fallback (and says so). A bearer
+token, when wanted, is read from the environment variable ``--token-env`` names, never from the command line.
 """
 
 from __future__ import annotations
@@ -53,6 +62,89 @@ def register(sub: Any) -> None:
         "--fields", metavar="A,B,...", help="fields to print per result (default: a few per corpus)"
     )
     p.set_defaults(handler=execute_command)
+    register_serve(sub)
+
+
+def register_serve(sub: Any) -> None:
+    """Add ``prore serve``."""
+    from serving.api.settings import API_DEFAULTS as d
+
+    s = sub.add_parser(
+        "serve",
+        help="serve the query API and the playground (NL -> program -> results, with a fallback)",
+        description="Serve POST /v1/search, /v1/plan and /v1/execute, /healthz, /readyz, /metrics, "
+        "/openapi.json and the playground at / over the workspace's published indexes.",
+    )
+    s.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+    s.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
+    s.add_argument("--domains", default="ecommerce,email", metavar="A,B", help="corpora to serve (default both)")
+    s.add_argument("--planner-url", metavar="URL", help="OpenAI-compatible base URL of the planner, up to /v1")
+    s.add_argument("--planner-model", default="planner", help="served model name (default planner)")
+    s.add_argument("--planner-profile", choices=("full", "short"), default="short", help="prompt profile (default short)")
+    s.add_argument("--planner-timeout-s", type=float, default=d.plan_deadline_s, help="planning deadline per request")
+    s.add_argument("--planner-key-env", metavar="VAR", help="environment variable holding the planner's API key")
+    s.add_argument("--token-env", metavar="VAR", help="environment variable holding the bearer token /v1/* requires")
+    s.add_argument("--max-concurrent", type=int, default=d.max_concurrent, help="requests in flight before 429")
+    s.add_argument("--max-nl-chars", type=int, default=d.max_nl_chars, help="longest request accepted")
+    s.add_argument("--execute-timeout-s", type=float, default=d.execute_deadline_s, help="engine deadline per request")
+    s.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    s.set_defaults(handler=serve_command)
+
+
+def _env(name: str | None, what: str) -> str | None:
+    import os
+
+    if name is None:
+        return None
+    value = os.environ.get(name)
+    if not value:
+        raise ConfigError(f"{what}: environment variable {name} is not set", code="missing_env")
+    return value
+
+
+def serve_command(args: argparse.Namespace, cfg: Config) -> int:
+    """``prore serve``: open each corpus's engine, then run the API under uvicorn until interrupted."""
+    from indexing.errors import require
+
+    require("fastapi", "serve")
+    require("uvicorn", "serve")
+    import logging
+
+    import uvicorn
+
+    from serving.api.app import create_app
+    from serving.api.settings import ApiSettings
+    from serving.engine import Engine
+    from serving.planner import PlannerSettings
+
+    domains = [d.strip() for d in args.domains.split(",") if d.strip()]
+    for domain in domains:
+        if domain not in SCHEMAS:
+            raise ConfigError(f"unknown domain {domain!r}; choose from {', '.join(SCHEMAS)}", code="unknown_domain")
+    if args.max_concurrent < 1 or args.max_nl_chars < 1:
+        raise ConfigError("--max-concurrent and --max-nl-chars must be at least 1", code="bad_limit")
+    planner = None
+    if args.planner_url:
+        planner = PlannerSettings(
+            url=args.planner_url, model=args.planner_model, profile=args.planner_profile,
+            api_key=_env(args.planner_key_env, "--planner-key-env"), timeout_s=args.planner_timeout_s,
+        )  # fmt: skip
+    settings = ApiSettings(
+        max_concurrent=args.max_concurrent, max_nl_chars=args.max_nl_chars, plan_deadline_s=args.planner_timeout_s,
+        execute_deadline_s=args.execute_timeout_s, token=_env(args.token_env, "--token-env"),
+    )  # fmt: skip
+    logging.basicConfig(level=getattr(logging, args.log_level.upper()), format="%(message)s")
+    engines = {d: Engine.open(cfg, d) for d in domains}
+    try:
+        app = create_app(engines, planner, settings)
+        where = f"http://{args.host}:{args.port}"
+        print(f"query API and playground on {where}/ ({', '.join(domains)}; planner: "
+              f"{args.planner_url or 'none, the fallback answers'})", flush=True)  # fmt: skip
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
+    finally:
+        for engine in engines.values():
+            engine.close()
+    return 0
 
 
 def schema_of(program: Program) -> CorpusSchema:

@@ -27,7 +27,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Literal
 
@@ -47,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from indexing.errors import ProReError
 from indexing.schema import Role, schema_for
 from serving.api.server import error_response, validation_line
+from serving.api.settings import ApiSettings
 from serving.dsl import DslError, Program, Retrieval, parse_program
 from serving.engine import Engine, ExecutionResult
 from serving.planner import Plan, Planner, PlannerError, PlannerSettings
@@ -73,25 +73,6 @@ EXAMPLES: Mapping[str, tuple[str, ...]] = {
     ),
 }
 """Example requests, shown by the playground and ``GET /v1/examples``."""
-
-
-@dataclass(frozen=True)
-class ApiSettings:
-    """Limits and deadlines of the query API."""
-
-    max_body_bytes: int = 65_536
-    max_nl_chars: int = 1_000
-    max_k: int = 100
-    max_concurrent: int = 16
-    """Requests under ``/v1/`` in flight at once; past it, 429 with ``Retry-After``."""
-    retry_after_s: int = 1
-    plan_deadline_s: float = 10.0
-    execute_deadline_s: float = 10.0
-    fallback_deadline_s: float = 10.0
-    token: str | None = None
-    """Bearer token ``/v1/*`` requires; None: no check (the loopback demo)."""
-    warmup: bool = True
-    """Run the fallback program once per corpus at start (loads the embedders before the first request)."""
 
 
 # -- wire format -----------------------------------------------------------------------------------

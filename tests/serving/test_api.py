@@ -13,7 +13,8 @@ import httpx
 import pytest
 
 from indexing.config import Config
-from serving.api.app import ApiSettings, create_app, fallback_program
+from serving.api.app import create_app, fallback_program
+from serving.api.settings import ApiSettings
 from serving.api.server import ServerThread
 from serving.engine import Engine
 from serving.planner import PlannerSettings
@@ -300,3 +301,33 @@ def test_page_is_served_without_a_cdn(scripted_api: Api) -> None:
     assert r.status_code == 200 and "text/html" in r.headers["content-type"]
     assert "<script src=" not in r.text and "http" not in r.text.replace("http-equiv", "")
     assert scripted_api.client.get("/v1/examples").json()["email"]
+
+
+# -- prore serve -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["--domains", "nope"], "unknown_domain"),
+        (["--token-env", "PRORE_TEST_UNSET_TOKEN"], "missing_env"),
+        (["--max-concurrent", "0"], "bad_limit"),
+    ],
+)
+def test_prore_serve_refuses_bad_options_in_one_line(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str], args: list[str], code: str
+) -> None:
+    from prore.cli import main
+
+    assert main(["--workspace", str(tmp_path), "serve", *args]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [err[0]] and f"error {code}:" in err[0]
+
+
+def test_prore_serve_help_lists_the_options(capsys: pytest.CaptureFixture[str]) -> None:
+    from prore.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    out = capsys.readouterr().out
+    assert "--planner-url" in out and "--token-env" in out

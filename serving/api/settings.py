@@ -1,0 +1,27 @@
+"""Limits and deadlines of the query API; no web framework is imported here, so ``prore --help`` stays light."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    """Limits and deadlines of the query API."""
+
+    max_body_bytes: int = 65_536
+    max_nl_chars: int = 1_000
+    max_k: int = 100
+    max_concurrent: int = 16
+    """Requests under ``/v1/`` in flight at once; past it, 429 with ``Retry-After``."""
+    retry_after_s: int = 1
+    plan_deadline_s: float = 10.0
+    execute_deadline_s: float = 10.0
+    fallback_deadline_s: float = 10.0
+    token: str | None = None
+    """Bearer token ``/v1/*`` requires; None: no check (the loopback demo)."""
+    warmup: bool = True
+    """Run the fallback program once per corpus at start (loads the embedders before the first request)."""
+
+
+API_DEFAULTS = ApiSettings()

@@ -1,0 +1,110 @@
+"""The playground in a real browser: Debian's headless Chromium driven by Playwright (no downloaded browser).
+
+The test types a request, checks that results, the linked program and timings appear, that the fallback
+badge shows on a dead planner, and saves screenshots under the test's temporary directory.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from indexing.config import Config
+from serving.api.app import create_app
+from serving.api.server import ServerThread
+from serving.api.settings import ApiSettings
+from serving.engine import Engine
+from serving.planner import PlannerSettings
+from tests.serving.conftest import ScriptedPlanner, free_port
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
+
+GOOD = {
+    "sql": "SELECT id FROM products WHERE price < 300 AND id IN <text_1>",
+    "retrieval_list": [{"type": "text", "field": "review", "query": "great noise cancelling"}],
+}
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Chromium is not installed (make setup installs Debian's chromium)")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def engines(small_index_cfg: Config) -> Iterator[dict[str, Engine]]:
+    opened = {d: Engine.open(small_index_cfg, d) for d in ("ecommerce", "email")}
+    yield opened
+    for e in opened.values():
+        e.close()
+
+
+def _serve(engines: dict[str, Engine], planner: PlannerSettings) -> ServerThread:
+    return ServerThread(create_app(engines, planner, ApiSettings())).start()
+
+
+def test_typing_a_request_shows_program_candidates_results_and_timings(
+    browser: Any, engines: dict[str, Engine], scripted_planner: ScriptedPlanner, tmp_path: Path
+) -> None:
+    scripted_planner.completion = json.dumps(GOOD)
+    server = _serve(engines, PlannerSettings(url=scripted_planner.url, model="m", retries=0))
+    page = browser.new_page()
+    try:
+        page.goto(server.url + "/")
+        page.fill("#query", "wireless headphones with great noise cancelling")
+        page.click("#go")
+        page.wait_for_selector("#results tbody tr.result", timeout=60_000)
+        assert page.locator("#badge").inner_text() == "planner"
+        assert page.locator("#results tbody tr.result").count() > 0
+        link = page.locator("#program a.ph")
+        assert link.inner_text() == "<text_1>"
+        assert link.get_attribute("href") == "#cand-text_1"
+        assert page.locator("#cand-text_1").is_visible()
+        assert "engine_ms" in page.locator("#timings").inner_text()
+        assert "price" in page.locator("#results thead").inner_text()
+        page.screenshot(path=str(tmp_path / "planner.png"), full_page=True)
+    finally:
+        page.close()
+        server.stop()
+    assert (tmp_path / "planner.png").stat().st_size > 0
+
+
+def test_dead_planner_shows_the_fallback_badge_and_examples_work(
+    browser: Any, engines: dict[str, Engine], tmp_path: Path
+) -> None:
+    dead = PlannerSettings(url=f"http://127.0.0.1:{free_port()}/v1", model="m", retries=0)
+    server = _serve(engines, dead)
+    page = browser.new_page()
+    try:
+        page.goto(server.url + "/")
+        assert page.locator("button.example[data-domain=email]").count() == 2
+        page.fill("#query", "a red lamp")
+        page.click("#go")
+        page.wait_for_selector("#badge.fallback", timeout=60_000)
+        assert "fallback" in page.locator("#badge").inner_text()
+        assert "planner_" in page.locator("#reason").inner_text()
+        assert page.locator("#results tbody tr.result").count() > 0
+        page.screenshot(path=str(tmp_path / "fallback.png"), full_page=True)
+        # an example request of the other corpus
+        page.locator("button.example[data-domain=email]").first.click()
+        page.wait_for_function("document.querySelector('#program').textContent.includes('emails')", timeout=60_000)
+        assert "subject" in page.locator("#results thead").inner_text()
+        page.fill("#query", "")
+        page.click("#go")
+        assert page.locator("#error").inner_text() == "type a request first"
+    finally:
+        page.close()
+        server.stop()
+    assert (tmp_path / "fallback.png").stat().st_size > 0
