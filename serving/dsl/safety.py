@@ -24,6 +24,7 @@ for subqueries. Columns may be qualified only with the corpus table's name.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import unicodedata
@@ -524,6 +525,8 @@ def _check_round_trip(tree: exp.Select, schema: CorpusSchema, limits: DslLimits)
         again = sqlglot.parse_one(rendered, dialect=_DIALECT)
     except Exception:
         _fail("the program's SQL does not parse back after rendering", Code.ROUND_TRIP)
+    if _same_tree(tree, again):
+        return  # the usual case: the very same tree, so every check already holds for what runs
     changed = "the program's SQL reads differently once rendered"
     if not isinstance(again, exp.Select):
         _fail(f"{changed}: it becomes a {type(again).__name__}", Code.ROUND_TRIP)
@@ -540,6 +543,24 @@ def _check_round_trip(tree: exp.Select, schema: CorpusSchema, limits: DslLimits)
     if lost:
         # Something the model wrote (a literal, a unit, a column) did not reach the SQL that runs.
         _fail(f"{changed}: {sorted(lost)[0][:40]!r} is lost on the way", Code.ROUND_TRIP)
+
+
+def _same_tree(a: object, b: object) -> bool:
+    """Structural equality of two trees (or argument values), parentheses aside, without copying either."""
+    while isinstance(a, exp.Paren):
+        a = a.this
+    while isinstance(b, exp.Paren):
+        b = b.this
+    if isinstance(a, exp.Expr) and isinstance(b, exp.Expr):
+        if type(a) is not type(b):
+            return False
+        keys = {k for k, v in a.args.items() if v not in (None, [], False)}
+        if keys != {k for k, v in b.args.items() if v not in (None, [], False)}:
+            return False
+        return all(_same_tree(a.args[k], b.args[k]) for k in keys)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same_tree(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and a == b
 
 
 def _atoms(tree: exp.Expr) -> Counter[str]:
@@ -616,10 +637,33 @@ def _check_placeholder_slots(tree: exp.Select) -> None:
             )
 
 
+CHECKED_CACHE_SIZE = 4096
+"""How many accepted SQL texts :func:`check_sql` remembers (per schema and limits)."""
+
+
 def check_sql(
     sql: str, schema: CorpusSchema, limits: DslLimits = DEFAULT_LIMITS
 ) -> tuple[exp.Select, tuple[PlaceholderToken, ...]]:
-    """Check a program's SQL; return its tree (placeholders as sentinels) and the placeholders as written."""
+    """Check a program's SQL; return its tree (placeholders as sentinels) and the placeholders as written.
+
+    Accepted texts are remembered (an LRU of :data:`CHECKED_CACHE_SIZE`): sampled programs repeat their SQL
+    with other phrases, and a check costs milliseconds of sqlglot. The tree is shared between callers, who
+    never change it in place (every pass works on a copy). Refusals are not remembered here; the engine
+    keeps its own record of refused programs.
+    """
+    return _check_sql_cached(sql, schema, limits)
+
+
+@functools.lru_cache(maxsize=CHECKED_CACHE_SIZE)
+def _check_sql_cached(
+    sql: str, schema: CorpusSchema, limits: DslLimits
+) -> tuple[exp.Select, tuple[PlaceholderToken, ...]]:
+    return _check_sql(sql, schema, limits)
+
+
+def _check_sql(
+    sql: str, schema: CorpusSchema, limits: DslLimits
+) -> tuple[exp.Select, tuple[PlaceholderToken, ...]]:
     if len(sql) > limits.max_sql_chars:
         _fail(f"SQL has {len(sql)} characters; at most {limits.max_sql_chars}", Code.SQL_TOO_LONG)
     _check_characters(sql)
