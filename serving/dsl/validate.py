@@ -17,6 +17,7 @@ of its own type, and every entry is used.
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from dataclasses import dataclass
 from typing import NoReturn
@@ -156,10 +157,20 @@ def _check_uses(uses: list[PlaceholderUse], entries: tuple[Retrieval, ...]) -> N
             )
 
 
+@functools.lru_cache(maxsize=4096)
+def _checked_sql(
+    sql: str, schema: CorpusSchema, limits: DslLimits
+) -> tuple[exp.Select, tuple[PlaceholderUse, ...], str]:
+    """What validation derives from the SQL text alone, remembered per text like :func:`check_sql` itself."""
+    tree, _ = check_sql(sql, schema, limits)
+    uses = tuple(use for _, use in placeholder_sites(tree))
+    return tree, uses, restore_placeholders(tree).sql(dialect=_DIALECT, comments=False)
+
+
 def validate(program: Program, schema: CorpusSchema, limits: DslLimits = DEFAULT_LIMITS) -> ValidatedProgram:
     """Check ``program`` against ``schema`` and the language's rules; raise a :class:`DslError` if it breaks one."""
     _check_typed(program)
-    tree, _ = check_sql(program.sql, schema, limits)
+    tree, uses, normalized = _checked_sql(program.sql, schema, limits)
     entries = program.retrieval_list
     if len(entries) > limits.max_entries:
         _invalid(
@@ -169,14 +180,13 @@ def validate(program: Program, schema: CorpusSchema, limits: DslLimits = DEFAULT
         )
     for i, entry in enumerate(entries):
         _check_entry(entry, i, schema, limits)
-    uses = [use for _, use in placeholder_sites(tree)]
-    _check_uses(uses, entries)
+    _check_uses(list(uses), entries)
     return ValidatedProgram(
         program=program,
         table=schema.table,
         tree=tree,
-        placeholders=tuple(uses),
-        normalized_sql=restore_placeholders(tree).sql(dialect=_DIALECT, comments=False),
+        placeholders=uses,
+        normalized_sql=normalized,
         has_order_by=tree.args.get("order") is not None,
         positive_entries=tuple(sorted({use.entry for use in uses if use.positive})),
     )
