@@ -482,7 +482,7 @@ class MilvusStore:
             return
         # Loading waits for the server; a restarted server may take longer than one request.
         wait = None if self.lite else max(self.cfg.timeout_s, 60.0)
-        if len(todo) > 1:
+        if len(todo) > 1 and not self.lite:  # Milvus Lite loads at once
             for name in todo:
                 self._call(lambda c, n=name: c.load_collection(n, timeout=wait, _async=True))
         for name in todo:
