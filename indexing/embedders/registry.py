@@ -35,8 +35,21 @@ EMBEDDERS: Registry[Factory] = Registry("embedder", unknown_code="unknown_embedd
 """Embedder factories by name; another module adds one with ``@EMBEDDERS.register("name")``."""
 
 
+MINILM_BACKENDS = ("torch", "onnx", "onnx-int8")
+
+
 @EMBEDDERS.register("minilm")
 def _minilm(cfg: EmbedderConfig) -> Embedder:
+    if cfg.minilm_backend not in MINILM_BACKENDS:
+        raise ConfigError(
+            f"embedder.minilm_backend must be one of {', '.join(MINILM_BACKENDS)}, not {cfg.minilm_backend!r}"
+        )
+    if cfg.minilm_backend != "torch":
+        from indexing.embedders.onnx import OnnxMiniLMEmbedder
+
+        onnx = OnnxMiniLMEmbedder(quantized=cfg.minilm_backend == "onnx-int8", batch_size=cfg.batch_size)
+        onnx.name = "minilm"  # the vector space of all-MiniLM-L6-v2, whichever runtime computes it
+        return onnx
     from indexing.embedders.minilm import MiniLMEmbedder
 
     return MiniLMEmbedder(batch_size=cfg.batch_size)
@@ -117,7 +130,7 @@ _SHARED_LOCK = threading.Lock()
 def shared_embedder(cfg: EmbedderConfig, role: Role) -> CachedEmbedder:
     """The process-wide cached embedder for ``role``; roles with the same settings share one cache."""
     name = embedder_name(cfg, role)
-    key = (name, cfg.batch_size, cfg.hashing_dim, cfg.endpoint, cfg.model, cfg.timeout_s, cfg.cache_size)
+    key = (name, cfg.minilm_backend, cfg.batch_size, cfg.hashing_dim, cfg.endpoint, cfg.model, cfg.timeout_s, cfg.cache_size)
     with _SHARED_LOCK:
         found = _SHARED.get(key)
         if found is None:

@@ -102,3 +102,16 @@ def test_batches_do_not_change_vectors(cache: Path, docs: list[str]) -> None:
     whole = e.embed(docs[:30])
     np.testing.assert_allclose(whole[7], e.embed(docs[7:8])[0], atol=1e-5)
     assert e.embed([]).shape == (0, 384)
+
+
+def test_minilm_backend_keeps_the_vector_space(cache: Path, docs: list[str]) -> None:
+    """``embedder.minilm_backend`` switches the runtime, not the space: same name, same vectors (fp32)."""
+    from indexing.errors import ConfigError
+
+    torch_e = make_embedder(EmbedderConfig(text="minilm"), Role.TEXT)
+    onnx_e = make_embedder(EmbedderConfig(text="minilm", minilm_backend="onnx"), Role.TEXT)
+    assert onnx_e.name == torch_e.name == "minilm"
+    cosine = np.sum(torch_e.embed(QUERIES) * onnx_e.embed(QUERIES), axis=1)
+    assert cosine.min() >= 0.99
+    with pytest.raises(ConfigError):
+        make_embedder(EmbedderConfig(text="minilm", minilm_backend="tpu"), Role.TEXT)
