@@ -5,10 +5,17 @@
 >>> engine.execute(parse_program(text), k=10).ids  # doctest: +SKIP
 """
 
-from serving.engine.engine import BatchOutcome, Engine, Prepared
+from serving.engine.engine import BatchOutcome, Engine, EngineStats, Prepared
 from serving.engine.ranking import RRF_K, Ranked, rank_results, rrf_fuse
 from serving.engine.rerank import CosineReranker, Reranker, RerankRequest
-from serving.engine.results import STAGES, ExecutionError, ExecutionLimits, ExecutionResult, candidate_name
+from serving.engine.results import (
+    STAGES,
+    DeadlineExceeded,
+    ExecutionError,
+    ExecutionLimits,
+    ExecutionResult,
+    candidate_name,
+)
 from serving.engine.retrieval import RetrievalRequest
 from serving.settings import CacheSizes
 
@@ -18,7 +25,9 @@ __all__ = [
     "BatchOutcome",
     "CacheSizes",
     "CosineReranker",
+    "DeadlineExceeded",
     "Engine",
+    "EngineStats",
     "ExecutionError",
     "ExecutionLimits",
     "ExecutionResult",

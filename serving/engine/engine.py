@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,11 +30,11 @@ from serving.dsl import (
     validate,
 )
 from serving.dsl.substitute import render, substitute_tree
-from serving.engine.cache import LRU
+from serving.engine.cache import LRU, CacheStats
 from serving.engine.plan import flatten_self_subqueries, is_plain_filter, pin_clock, stable_order
 from serving.engine.ranking import rank_results
 from serving.engine.rerank import Reranker
-from serving.engine.results import STAGES, ExecutionLimits, ExecutionResult, candidate_name
+from serving.engine.results import STAGES, DeadlineExceeded, ExecutionLimits, ExecutionResult, candidate_name
 from serving.engine.retrieval import RetrievalRequest, Retriever
 from serving.engine.sqlrun import Outcome, SqlJob, SqlRunner
 from serving.settings import CacheSizes, ServingSettings
@@ -110,8 +111,24 @@ def _key(program: Program) -> str:
 class Engine:
     """Executes retrieval programs against one index (see DESIGN.md sections 3 and 6).
 
-    One call runs at a time (the caches are not shared-state safe); concurrent callers wait their
-    turn, so a service that wants throughput should batch through :meth:`execute_many`.
+    **Concurrency.** Calls from several threads may overlap; no lock is held across a whole call.
+    What they share is safe to share: the caches are :class:`indexing.cache.LRU` (each locked; two
+    calls missing the same entry may both compute it, and get the same value, since the index version
+    never changes), the counters of :meth:`stats` take a small lock, and prepared programs and rendered
+    jobs are never changed once cached (batch statements are built from copies of their trees). What
+    cannot overlap is serialized where it lives, for the length of one store or model call: chDB runs
+    one query at a time per process (its query lock), each BM25 index searches under its own lock, and
+    each embedder name embeds under one process-wide lock (:func:`serving.engine.retrieval.embed_lock`),
+    because sentence-transformers' fast tokenizer fails ("Already borrowed") when two threads use the
+    shared model at once. So one call's vector search or validation runs while another's SQL does.
+    A service that wants throughput still batches through :meth:`execute_many`: a batch makes one
+    embedder call and one search per field for all its programs.
+
+    **Deadlines.** ``execute`` and ``execute_many`` take a ``deadline`` (a :func:`time.monotonic`
+    time) or ``timeout_s``. Programs not finished when it passes yield a retryable
+    :class:`~serving.engine.results.DeadlineExceeded`; the time left caps each SQL statement's
+    ``max_execution_time``. Validation, embedding and searches are not interrupted: the deadline is
+    checked after each stage and before each SQL statement.
     """
 
     def __init__(
@@ -136,7 +153,13 @@ class Engine:
         self._prepared: LRU[str, Prepared | Rejection] = LRU(sizes.programs)
         self._sql_results: LRU[str, tuple[str, ...]] = LRU(sizes.programs)
         self._jobs: LRU[tuple[str, tuple[tuple[str, ...], ...]], SqlJob] = LRU(sizes.programs)
-        self._lock = threading.RLock()
+        self._stats_lock = threading.Lock()
+        self._programs = 0
+        self._results = 0
+        self._batches = 0
+        self._failed_batches = 0
+        self._errors: Counter[str] = Counter()
+        self._stage_ms: dict[str, float] = dict.fromkeys(STAGES, 0.0)
 
     @classmethod
     def open(
@@ -178,11 +201,10 @@ class Engine:
     def clear_caches(self, *, retrieval: bool = True) -> None:
         """Forget cached programs, rendered SQL and SQL results, and unless ``retrieval`` is false also
         query vectors, searches and candidate lists (a cold start)."""
-        with self._lock:
-            if retrieval:
-                self.retriever.clear()
-            for cache in (self._prepared, self._sql_results, self._jobs):
-                cache.clear()
+        if retrieval:
+            self.retriever.clear()
+        for cache in (self._prepared, self._sql_results, self._jobs):
+            cache.clear()
 
     def cache_stats(self) -> dict[str, dict[str, int]]:
         """``size``, ``maxsize``, ``hits`` and ``misses`` of every cache, by name (``programs``, ``sql``,
@@ -192,28 +214,59 @@ class Engine:
             stats[name] = _counts(cache)
         return stats
 
+    def stats(self) -> EngineStats:
+        """Counters of an open engine since it opened (the caches' counts since :meth:`clear_caches`)."""
+        caches = self.retriever.caches()
+        for name, cache in (("programs", self._prepared), ("sql", self._sql_results), ("jobs", self._jobs)):
+            caches[name] = cache.stats()
+        with self._stats_lock:
+            return EngineStats(
+                programs=self._programs,
+                results=self._results,
+                errors=dict(self._errors),
+                batches=self._batches,
+                failed_batches=self._failed_batches,
+                sql_calls=self.sql.calls,
+                store_calls=dict(self.retriever.calls),
+                caches=caches,
+                stage_ms=dict(self._stage_ms),
+            )
+
     # -- public entry points ------------------------------------------------------------------
 
-    def execute(self, program: Program, k: int = 20) -> ExecutionResult:
+    def execute(
+        self, program: Program, k: int = 20, *, deadline: float | None = None, timeout_s: float | None = None
+    ) -> ExecutionResult:
         """Run one program and return its ranked result; a bad program raises its typed error.
 
         ``program`` is typed: text from a model or a request is read with
         :func:`serving.dsl.parse_program` or :func:`serving.dsl.extract_program` first, and its
-        :class:`~serving.dsl.FormatError` is the caller's to report.
+        :class:`~serving.dsl.FormatError` is the caller's to report. Past ``deadline`` (or
+        ``timeout_s``) it raises :class:`~serving.engine.results.DeadlineExceeded`.
         """
-        outcome = self._execute([program], k)[0]
+        outcome = self._execute([program], k, _deadline(deadline, timeout_s))[0]
         if isinstance(outcome, ProReError):
             raise outcome
         return outcome
 
-    def execute_many(self, programs: Sequence[Program], k: int = 20) -> list[BatchOutcome]:
+    def execute_many(
+        self,
+        programs: Sequence[Program],
+        k: int = 20,
+        *,
+        deadline: float | None = None,
+        timeout_s: float | None = None,
+    ) -> list[BatchOutcome]:
         """Run a batch (the reward's entry point); each program's result or typed error, in input order.
 
         Identical retrieval requests across the batch are made once, each embedder and each field's
         vector search is called once for the whole batch, and the SQL runs in as few ClickHouse calls
-        as correctness allows. A failing program fails alone.
+        as correctness allows. A failing program fails alone. ``deadline`` is a :func:`time.monotonic`
+        time (``timeout_s`` a number of seconds from now; with both, the earlier): programs unfinished
+        when it passes yield :class:`~serving.engine.results.DeadlineExceeded`, the others keep their
+        outcome. A failure that is no program's fault raises (a retryable store error) for the call.
         """
-        return self._execute(list(programs), k)
+        return self._execute(list(programs), k, _deadline(deadline, timeout_s))
 
     # -- pipeline -----------------------------------------------------------------------------
 
@@ -227,14 +280,13 @@ class Engine:
     def _prepared_or_error(self, program: Program) -> Prepared | DslError:
         """The program's :class:`Prepared`, or a fresh (never raised) error built from its cached rejection."""
         key = _key(program)
-        with self._lock:
-            cached = self._prepared.get(key)
-            if cached is None:
-                try:
-                    cached = self._prepare(program)
-                except DslError as exc:
-                    cached = Rejection.of(exc)
-                self._prepared.put(key, cached)
+        cached = self._prepared.get(key)
+        if cached is None:
+            try:
+                cached = self._prepare(program)
+            except DslError as exc:
+                cached = Rejection.of(exc)
+            self._prepared.put(key, cached)
         return cached.error() if isinstance(cached, Rejection) else cached
 
     def _prepare(self, program: Program) -> Prepared:
@@ -246,43 +298,84 @@ class Engine:
         tree = flatten_self_subqueries(stable_order(pinned), validated.table, self.schema.nullable_fields)
         return Prepared(validated, dataclasses.replace(validated, tree=tree), requests)
 
-    def _execute(self, program_list: Sequence[Program], k: int) -> list[BatchOutcome]:
+    def _execute(self, program_list: Sequence[Program], k: int, deadline: float | None) -> list[BatchOutcome]:
         for program in program_list:
             _key(program)  # a caller's bug fails the whole call, before any work
-        with self._lock:
-            return self._execute_locked(program_list, k)
+        try:
+            out, stage_ms = self._pipeline(program_list, k, deadline)
+        except BaseException:
+            with self._stats_lock:
+                self._batches += 1
+                self._failed_batches += 1
+            raise
+        with self._stats_lock:
+            self._batches += 1
+            self._programs += len(out)
+            for o in out:
+                if isinstance(o, ProReError):
+                    self._errors[o.code] += 1
+                else:
+                    self._results += 1
+            for stage, ms in stage_ms.items():
+                self._stage_ms[stage] += ms
+        return out
 
-    def _execute_locked(self, program_list: Sequence[Program], k: int) -> list[BatchOutcome]:
+    def _pipeline(
+        self, program_list: Sequence[Program], k: int, deadline: float | None
+    ) -> tuple[list[BatchOutcome], dict[str, float]]:
+        """Each program's outcome, and the call's own time per stage (ms)."""
         t0 = time.perf_counter()
-        timings = dict.fromkeys(STAGES, 0.0)
+        batch_ms = dict.fromkeys(STAGES, 0.0)
+        own: list[dict[str, float]] = [dict.fromkeys(STAGES, 0.0) for _ in program_list]
         outcomes: list[BatchOutcome | None] = [None] * len(program_list)
         prepared: dict[int, Prepared] = {}
         for i, program in enumerate(program_list):
+            start = time.perf_counter()
             outcome = self._prepared_or_error(program)
+            own[i]["validate"] = (time.perf_counter() - start) * 1000
             if isinstance(outcome, DslError):
                 outcomes[i] = outcome
             else:
                 prepared[i] = outcome
         t1 = time.perf_counter()
-        timings["validate"] = (t1 - t0) * 1000
+        batch_ms["validate"] = (t1 - t0) * 1000
+        _late(prepared, outcomes, deadline)
 
-        hits = self.retriever.resolve((r for p in prepared.values() for r in p.requests), timings)
+        # Retrieval: a request's share of each stage goes to the programs that hold it, split evenly.
+        costs: dict[RetrievalRequest, dict[str, float]] = {}
+        hits = self.retriever.resolve((r for p in prepared.values() for r in p.requests), batch_ms, costs)
+        holders: dict[RetrievalRequest, list[int]] = {}
+        for i, p in prepared.items():
+            for req in dict.fromkeys(p.requests):
+                holders.setdefault(req, []).append(i)
+        for req, share in costs.items():
+            for i in holders.get(req, ()):
+                for stage, ms in share.items():
+                    own[i][stage] += ms / len(holders[req])
+        _late(prepared, outcomes, deadline)
 
         t2 = time.perf_counter()
         jobs: dict[int, SqlJob] = {}
         for i, p in prepared.items():
+            start = time.perf_counter()
             try:
                 jobs[i] = self._job(p, hits)
             except ProReError as exc:
                 outcomes[i] = exc
-        rows = self._run_sql(list(jobs.values()))
+            own[i]["sql"] += (time.perf_counter() - start) * 1000
+        order = list(jobs)
+        sql_ms = [0.0] * len(order)
+        rows = self._run_sql([jobs[i] for i in order], deadline, sql_ms)
+        for i, ms in zip(order, sql_ms, strict=True):
+            own[i]["sql"] += ms
         t3 = time.perf_counter()
-        timings["sql"] = (t3 - t2) * 1000
+        batch_ms["sql"] = (t3 - t2) * 1000
 
-        for (i, job), result_rows in zip(jobs.items(), rows, strict=True):
+        for i, result_rows in zip(order, rows, strict=True):
             if isinstance(result_rows, ProReError):
                 outcomes[i] = result_rows
                 continue
+            start = time.perf_counter()
             p = prepared[i]
             lists = [hits[r] for r in p.requests]
             ranked = rank_results(
@@ -294,17 +387,17 @@ class Engine:
             candidates = {
                 name: tuple(doc for doc, _ in lst) for name, lst in zip(p.names, lists, strict=True)
             }
-            outcomes[i] = ExecutionResult(ranked.ids, ranked.scores, candidates, job.sql, {})
+            own[i]["rank"] = (time.perf_counter() - start) * 1000
+            own[i]["total"] = sum(ms for stage, ms in own[i].items() if stage != "total")
+            outcomes[i] = ExecutionResult(ranked.ids, ranked.scores, candidates, jobs[i].sql, own[i])
         t4 = time.perf_counter()
-        timings["rank"] = (t4 - t3) * 1000
-        timings["total"] = (t4 - t0) * 1000
-        share = 1.0 / max(len(program_list), 1)
-        per_program = {stage: ms * share for stage, ms in timings.items()}
+        batch_ms["rank"] = (t4 - t3) * 1000
+        batch_ms["total"] = (t4 - t0) * 1000
         out: list[BatchOutcome] = []
         for o in outcomes:
             assert o is not None
-            out.append(o if isinstance(o, ProReError) else _with_timings(o, per_program))
-        return out
+            out.append(o)
+        return out, batch_ms
 
     def _job(self, p: Prepared, hits: Mapping[RetrievalRequest, tuple[Hit, ...]]) -> SqlJob:
         id_sets = tuple(tuple(doc for doc, _ in hits[r]) for r in p.requests)
@@ -323,7 +416,9 @@ class Engine:
         # batches its condition subtree (ids are the table's key, so DISTINCT changes nothing).
         return SqlJob(render(tree), tree, where.this if isinstance(where, exp.Where) else None)
 
-    def _run_sql(self, jobs: Sequence[SqlJob]) -> list[Outcome]:
+    def _run_sql(self, jobs: Sequence[SqlJob], deadline: float | None, costs: list[float]) -> list[Outcome]:
+        """Each job's rows (SQL results cached by text; identical statements run once, their time
+        split among the jobs that share them, a cached one costing nothing), adding ms into ``costs``."""
         out: list[Outcome | None] = [None] * len(jobs)
         todo: dict[str, list[int]] = {}
         for i, job in enumerate(jobs):
@@ -334,12 +429,14 @@ class Engine:
                 todo.setdefault(job.sql, []).append(i)
         distinct = [jobs[idxs[0]] for idxs in todo.values()]
         # A batch of one runs the program's own SQL, so execute() and execute_many() agree exactly.
-        results = self.sql.run(distinct)
-        for idxs, res in zip(todo.values(), results, strict=True):
+        distinct_ms = [0.0] * len(distinct)
+        results = self.sql.run(distinct, deadline=deadline, costs=distinct_ms)
+        for idxs, res, ms in zip(todo.values(), results, distinct_ms, strict=True):
             if not isinstance(res, ProReError):
                 self._sql_results.put(jobs[idxs[0]].sql, res)
             for i in idxs:
                 out[i] = res
+                costs[i] += ms / len(idxs)
         return [o if o is not None else () for o in out]
 
     def _query(self, sql: str, settings: dict[str, Any]) -> list[tuple[Any, ...]]:
@@ -347,9 +444,48 @@ class Engine:
         return rows
 
 
+@dataclass(frozen=True)
+class EngineStats:
+    """Counters of one engine since it opened, for a metrics exporter (all monotonic but ``caches``' sizes).
+
+    ``programs`` counts programs received by :meth:`Engine.execute` and :meth:`Engine.execute_many`
+    in calls that returned; ``results`` those that returned a result and ``errors`` those that yielded
+    a typed error, by code (``deadline_exceeded``, ``exec_failed``, the DSL's codes, ...). ``batches``
+    counts calls, ``failed_batches`` the calls that raised (a store failure). ``sql_calls`` and
+    ``store_calls`` (``embed``, ``ann``, ``sparse``, ``fetch_vectors``) count store requests.
+    ``caches`` has each cache's hits, misses, size and bound. ``stage_ms`` is the wall time of each
+    stage (:data:`~serving.engine.results.STAGES`) summed over calls; overlapping calls both count.
+    """
+
+    programs: int
+    results: int
+    errors: Mapping[str, int]
+    batches: int
+    failed_batches: int
+    sql_calls: int
+    store_calls: Mapping[str, int]
+    caches: Mapping[str, CacheStats]
+    stage_ms: Mapping[str, float]
+
+
+def _deadline(deadline: float | None, timeout_s: float | None) -> float | None:
+    """The earlier of an absolute monotonic ``deadline`` and ``timeout_s`` from now."""
+    if timeout_s is None:
+        return deadline
+    relative = time.monotonic() + timeout_s
+    return relative if deadline is None else min(deadline, relative)
+
+
+def _late(prepared: dict[int, Prepared], outcomes: list[BatchOutcome | None], deadline: float | None) -> None:
+    """Past the deadline, every program still running gets its DeadlineExceeded and stops here."""
+    if deadline is None or time.monotonic() < deadline:
+        return
+    for i in list(prepared):
+        outcomes[i] = DeadlineExceeded("the request's deadline passed before the program finished")
+        del prepared[i]
+
+
 def _counts(cache: LRU[Any, Any]) -> dict[str, int]:
     return {"size": len(cache), "maxsize": cache.maxsize, "hits": cache.hits, "misses": cache.misses}
 
 
-def _with_timings(result: ExecutionResult, timings: Mapping[str, float]) -> ExecutionResult:
-    return dataclasses.replace(result, timings=dict(timings))

@@ -26,6 +26,17 @@ class ExecutionError(ProReError):
     code = "exec_failed"
 
 
+class DeadlineExceeded(ProReError):
+    """The request's deadline passed before this program finished; no fault of the program's.
+
+    Retryable: the same program with more time left may well succeed. Programs of a batch that
+    finished before the deadline keep their results.
+    """
+
+    code = "deadline_exceeded"
+    retryable = True
+
+
 ExecutionLimits = QueryLimits
 """Limits every program's SQL runs under: the stores' :class:`~indexing.stores.clickhouse.QueryLimits`,
 whose defaults are :class:`~indexing.config.ClickHouseConfig`'s (one definition of the read-only caps)."""
@@ -44,8 +55,23 @@ class ExecutionResult:
     ``ids`` are ranked by the ranking contract (:mod:`serving.engine.ranking`), at most ``k``;
     ``scores`` are their contract scores. ``candidates`` maps each placeholder name (``text_1``,
     ``image_2``) to the ranked ids its entry retrieved. ``sql`` is the SQL that ran, with the id sets
-    substituted. ``timings`` gives milliseconds per stage (:data:`STAGES`); for a program run inside
-    :meth:`Engine.execute_many` each stage is the batch's time divided by the batch size.
+    substituted. ``timings`` gives milliseconds per stage (:data:`STAGES`), this program's own:
+
+    * ``validate``: its own validation and planning (a cache hit costs a lookup);
+    * ``embed``, ``ann``, ``sparse``, ``rerank``: work shared by a batch, attributed by request. Each
+      stage's time in the call is split equally among the distinct retrieval requests that needed that
+      stage's work (a dense search not cached: ``embed`` and ``ann``; a BM25 search not cached:
+      ``sparse``; a rerank: ``rerank``), and a request's share is split equally among the programs of
+      the batch that hold it. A request answered from the engine's caches costs nothing;
+    * ``sql``: its own substitution, plus its share of every ClickHouse call that carried its statement
+      (a call's time split equally among the distinct statements in it, failed attempts of a split
+      batch included; identical statements in a batch share one slot; a cached SQL result costs
+      nothing);
+    * ``rank``: its own ranking;
+    * ``total``: the sum of the stages above.
+
+    So the programs' stages of one call sum to that call's stage times (less the bookkeeping between
+    stages), and a program run alone gets the whole of each.
     Only a program that validated and ran within its limits has a result; a failing one yields its
     typed error instead.
     """

@@ -13,10 +13,18 @@ a batch would differ from the same program run alone. Two things could make it d
 * the width of the search decides which of several tied documents make the cut. Each request is
   therefore searched at its own width plus :data:`WIDTH_MARGIN` (never a width borrowed from a
   neighbour), then cut to its ``k`` after the stable ordering above.
+
+Calls from several threads may overlap: the caches are :class:`indexing.cache.LRU` (locked), the
+counters take a small lock, and the stores serialize what they must themselves (chDB's process-wide
+query lock, each BM25 index's lock; Milvus clients are thread-safe). Embedding is the exception: a
+model is shared by every embedder of its name in the process, and sentence-transformers' fast
+tokenizer fails with "Already borrowed" when two threads use it at once, so each embedder name has one
+process-wide lock (:func:`embed_lock`) held for the length of one ``embed`` call.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -29,7 +37,7 @@ from indexing.embedders.base import Embedder
 from indexing.embedders.cache import CachedEmbedder
 from indexing.index import IndexHandle
 from indexing.stores.base import Hit, Vectors
-from serving.engine.cache import LRU
+from serving.engine.cache import LRU, CacheStats
 from serving.engine.ranking import rrf_fuse
 from serving.engine.rerank import CosineReranker, Reranker, RerankRequest, enforce_subset
 from serving.settings import CacheSizes
@@ -52,6 +60,20 @@ DENSE, SPARSE, FUSE = "dense", "sparse", "fuse"
 
 RawKey = tuple[str, str, str, int]
 """(field, dense|sparse, query, width): one store search."""
+
+_EMBED_LOCKS: dict[str, threading.Lock] = {}
+_EMBED_LOCKS_GUARD = threading.Lock()
+
+
+def embed_lock(name: str) -> threading.Lock:
+    """The process-wide lock held around one ``embed`` call of any embedder named ``name``."""
+    with _EMBED_LOCKS_GUARD:
+        return _EMBED_LOCKS.setdefault(name, threading.Lock())
+
+
+def _embed(emb: Embedder, texts: Sequence[str]) -> Vectors:
+    with embed_lock(emb.name):
+        return np.asarray(emb.embed(texts), dtype=np.float32)
 
 
 @dataclass(frozen=True)
@@ -76,11 +98,28 @@ class Retriever:
 
     def __init__(self, handle: IndexHandle, *, reranker: Reranker | None, sizes: CacheSizes) -> None:
         self._handle = handle
-        self.calls: Counter[str] = Counter()
-        """Store calls made so far, by kind: ``embed``, ``ann``, ``sparse``, ``fetch_vectors``."""
+        self._calls: Counter[str] = Counter()
+        self._calls_lock = threading.Lock()
         self._searches: LRU[RawKey, tuple[Hit, ...]] = LRU(sizes.searches)
         self._requests: LRU[RetrievalRequest, tuple[Hit, ...]] = LRU(sizes.requests)
         self.reranker: Reranker = reranker or CosineReranker(self.encode, self.doc_vectors)
+
+    @property
+    def calls(self) -> Counter[str]:
+        """Store calls made so far, by kind: ``embed``, ``ann``, ``sparse``, ``fetch_vectors`` (a copy)."""
+        with self._calls_lock:
+            return Counter(self._calls)
+
+    def _count(self, kind: str) -> None:
+        with self._calls_lock:
+            self._calls[kind] += 1
+
+    def caches(self) -> dict[str, CacheStats]:
+        """Stats of the retrieval caches and of the embedders' caches (``embeddings:<name>``)."""
+        out = {"searches": self._searches.stats(), "requests": self._requests.stats()}
+        for emb in self._cached_embedders():
+            out[f"embeddings:{emb.name}"] = emb.stats()
+        return out
 
     def clear(self) -> None:
         """Forget every cached result and the embedders' cached vectors (a cold start)."""
@@ -128,14 +167,14 @@ class Retriever:
         for name, (emb, pending) in todo.items():
             texts = list(pending)
             if texts:
-                self.calls["embed"] += 1
-                rows = np.asarray(emb.embed(texts), dtype=np.float32)
+                self._count("embed")
+                rows = _embed(emb, texts)
                 out.update({(name, text): row for text, row in zip(texts, rows, strict=True)})
         return out
 
     def doc_vectors(self, field: str, ids: Sequence[str]) -> Mapping[str, Vectors]:
         """Stored vectors of ``ids`` on ``field``; documents without one get their text embedded."""
-        self.calls["fetch_vectors"] += 1
+        self._count("fetch_vectors")
         found: dict[str, Vectors] = dict(
             self._handle.vectors.fetch_vectors(self._handle.collection, field, ids)
         )
@@ -143,16 +182,25 @@ class Retriever:
         if missing:
             docs = self._handle.fetch_docs(missing, ["id", field])
             texts = [str(d[field]) for d in docs]
-            rows = np.asarray(self._handle.embedder(field).embed(texts), dtype=np.float32)
+            rows = _embed(self._handle.embedder(field), texts)
             found.update({str(d["id"]): row for d, row in zip(docs, rows, strict=True)})
         return found
 
     # -- requests -----------------------------------------------------------------------------
 
     def resolve(
-        self, requests: Iterable[RetrievalRequest], timings: dict[str, float]
+        self,
+        requests: Iterable[RetrievalRequest],
+        timings: dict[str, float],
+        costs: dict[RetrievalRequest, dict[str, float]] | None = None,
     ) -> dict[RetrievalRequest, tuple[Hit, ...]]:
-        """The ranked hits of every request, with stage times added into ``timings`` (ms)."""
+        """The ranked hits of every request, with stage times added into ``timings`` (ms).
+
+        With ``costs``, each request that did work gets its share of each stage (ms): a stage's time
+        split equally among the requests that needed its work in this call (``embed`` and ``ann``: the
+        requests with a dense search not cached; ``sparse``: those with a BM25 search not cached;
+        ``rerank``: the reranked ones). A request answered from the cache costs nothing.
+        """
         out: dict[RetrievalRequest, tuple[Hit, ...]] = {}
         todo: list[RetrievalRequest] = []
         for req in dict.fromkeys(requests):
@@ -163,7 +211,8 @@ class Retriever:
                 out[req] = hit
         if not todo:
             return out
-        raw = self._raw_searches(todo, timings)
+        stage_ms: dict[str, float] = {}
+        raw, needs = self._raw_searches(todo, stage_ms)
         rerank: list[tuple[RetrievalRequest, RerankRequest]] = []
         for req in todo:
             hits = self._recall(req, raw)
@@ -176,9 +225,17 @@ class Retriever:
             lists = self.reranker.rerank([r for _, r in rerank])
             for (req, rr), lst in zip(rerank, lists, strict=True):
                 out[req] = tuple(enforce_subset(rr, lst))
-            timings["rerank"] = timings.get("rerank", 0.0) + (time.perf_counter() - start) * 1000
+            stage_ms["rerank"] = (time.perf_counter() - start) * 1000
+            needs["rerank"] = [req for req, _ in rerank]
         for req in todo:
             self._requests.put(req, out[req])
+        for stage, ms in stage_ms.items():
+            timings[stage] = timings.get(stage, 0.0) + ms
+            owners = needs.get(stage) or todo
+            if costs is not None:
+                for req in owners:
+                    share = costs.setdefault(req, {})
+                    share[stage] = share.get(stage, 0.0) + ms / len(owners)
         return out
 
     @staticmethod
@@ -194,8 +251,10 @@ class Retriever:
 
     def _raw_searches(
         self, todo: Sequence[RetrievalRequest], timings: dict[str, float]
-    ) -> dict[RawKey, tuple[Hit, ...]]:
+    ) -> tuple[dict[RawKey, tuple[Hit, ...]], dict[str, list[RetrievalRequest]]]:
+        """The raw searches of ``todo`` and, per stage, the requests that needed a search not cached."""
         raw: dict[RawKey, tuple[Hit, ...]] = {}
+        fresh: set[RawKey] = set()
         # (field, width) -> phrases to search, per kind
         dense: dict[tuple[str, int], dict[str, None]] = {}
         sparse: dict[tuple[str, int], dict[str, None]] = {}
@@ -209,7 +268,8 @@ class Retriever:
                 cached = self._searches.get(key)
                 if cached is not None:
                     raw[key] = cached
-                else:
+                elif key not in fresh:
+                    fresh.add(key)
                     (dense if kind == DENSE else sparse).setdefault((req.field, width), {})[req.query] = None
         if dense:
             start = time.perf_counter()
@@ -221,7 +281,7 @@ class Retriever:
             for (fld, width), queries in dense.items():
                 name = self._handle.embedder(fld).name
                 vectors = np.stack([encoded[(name, q)] for q in queries])
-                self.calls["ann"] += 1
+                self._count("ann")
                 results = self._handle.vectors.search(self._handle.collection, fld, vectors, width)
                 for q, hits in zip(queries, results, strict=True):
                     raw[(fld, DENSE, q, width)] = _by_score(hits)
@@ -231,12 +291,20 @@ class Retriever:
         if sparse:
             start = time.perf_counter()
             for (fld, width), queries in sparse.items():
-                self.calls["sparse"] += 1
+                self._count("sparse")
                 results = self._handle.sparse_search(fld, list(queries), width)
                 for q, hits in zip(queries, results, strict=True):
                     # A zero BM25 score means no query term matched: not a lexical hit.
                     raw[(fld, SPARSE, q, width)] = _by_score(h for h in hits if h[1] > 0)
             timings["sparse"] = timings.get("sparse", 0.0) + (time.perf_counter() - start) * 1000
-        for key, found in raw.items():
-            self._searches.put(key, found)
-        return raw
+        for key in fresh:
+            self._searches.put(key, raw[key])
+        needs: dict[str, list[RetrievalRequest]] = {}
+        for req in todo:
+            width = search_width(req.k)
+            if req.mode != SPARSE and (req.field, DENSE, req.query, width) in fresh:
+                needs.setdefault("embed", []).append(req)
+                needs.setdefault("ann", []).append(req)
+            if req.mode != DENSE and (req.field, SPARSE, req.query, width) in fresh:
+                needs.setdefault("sparse", []).append(req)
+        return raw, needs

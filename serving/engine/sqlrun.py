@@ -22,6 +22,8 @@ never scores an infrastructure failure as the programs' failure.
 from __future__ import annotations
 
 import re
+import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,7 +32,7 @@ from sqlglot import exp
 
 from indexing.errors import ProReError, QueryRejected, StoreFailure, StoreUnavailable
 from indexing.stores.clickhouse import LIMIT_FAULTS
-from serving.engine.results import ExecutionError, ExecutionLimits
+from serving.engine.results import DeadlineExceeded, ExecutionError, ExecutionLimits
 
 TUNING: dict[str, Any] = {"compile_expressions": 0}
 """Settings added to every program query. ClickHouse JIT-compiles an expression after it ran a few
@@ -95,7 +97,7 @@ def union_statement(statements: Sequence[exp.Select]) -> exp.Select | exp.Union:
     return out
 
 
-Outcome = tuple[str, ...] | ExecutionError
+Outcome = tuple[str, ...] | ExecutionError | DeadlineExceeded
 QueryFn = Callable[[str, dict[str, Any]], list[tuple[Any, ...]]]
 
 
@@ -132,7 +134,8 @@ def store_failure(exc: Exception) -> StoreFailure | StoreUnavailable:
 
 
 class SqlRunner:
-    """Runs jobs through ``query(sql, settings)`` under ``limits``.
+    """Runs jobs through ``query(sql, settings)`` under ``limits``; safe to call from several threads
+    (each call keeps its own state; the store serializes its queries itself).
 
     A filter scan reads ``table`` (physical, ``[db.]name``) as ``alias`` (the corpus table's name), as
     substitution renders a program's FROM.
@@ -146,72 +149,122 @@ class SqlRunner:
         self._alias = alias
         self._limits = limits
         self._max_batch = max(max_batch, 1)
-        self.calls = 0
+        self._calls = 0
+        self._calls_lock = threading.Lock()
 
-    def run(self, jobs: Sequence[SqlJob]) -> list[Outcome]:
-        """Each job's ids in row order, or its typed error; in input order."""
+    @property
+    def calls(self) -> int:
+        """Store queries made so far."""
+        with self._calls_lock:
+            return self._calls
+
+    def run(
+        self, jobs: Sequence[SqlJob], *, deadline: float | None = None, costs: list[float] | None = None
+    ) -> list[Outcome]:
+        """Each job's ids in row order, or its typed error; in input order.
+
+        ``deadline`` (a :func:`time.monotonic` time) caps each statement's ``max_execution_time`` by the
+        time left; a job not run by then, or stopped by that cap, gets a :class:`DeadlineExceeded`.
+        With ``costs`` (one entry per job), each job is charged its share (ms) of every store call that
+        carried it: a call's time split equally among its jobs, failed attempts included.
+        """
+        call = _Call(deadline, costs if costs is not None else [0.0] * len(jobs))
         out: list[Outcome | None] = [None] * len(jobs)
         scans = [i for i, j in enumerate(jobs) if j.where is not None]
         unions = [i for i, j in enumerate(jobs) if j.where is None]
-        for group, shape in ((scans, self._scan_sql), (unions, self._union_sql)):
+        for group, scan in ((scans, True), (unions, False)):
             for start in range(0, len(group), self._max_batch):
-                self._run_chunk(jobs, group[start : start + self._max_batch], shape, out)
+                self._run_chunk(jobs, group[start : start + self._max_batch], scan, out, call)
         return [o if o is not None else ExecutionError("the program was not run") for o in out]
 
-    def run_one(self, job: SqlJob) -> Outcome:
+    def run_one(self, job: SqlJob, *, deadline: float | None = None) -> Outcome:
         """Run the job's own SQL alone (the path of a single program)."""
+        return self._one(job, 0, _Call(deadline, [0.0]))
+
+    # -- batching -----------------------------------------------------------------------------
+
+    def _one(self, job: SqlJob, index: int, call: _Call) -> Outcome:
         try:
-            rows = self._call(job.sql, 1)
+            rows = self._call(lambda: job.sql, [index], call)
+        except _Late as late:
+            return late.error()
         except QueryRejected as exc:  # the statement's own fault: this program's failure alone
             return execution_error(exc)
         except Exception as exc:  # the store's or ours: the whole call fails, retryably
             raise store_failure(exc) from exc
         return tuple(str(r[0]) for r in rows)
 
-    # -- batching -----------------------------------------------------------------------------
-
-    def _call(self, sql: str, programs: int) -> list[tuple[Any, ...]]:
-        self.calls += 1
-        return self._query(sql, {**TUNING, **self._limits.settings(programs)})
+    def _call(self, statement: Callable[[], str], idxs: Sequence[int], call: _Call) -> list[tuple[Any, ...]]:
+        """Render and run one statement carrying jobs ``idxs``, under the limits and the time left."""
+        settings = {**TUNING, **self._limits.settings(len(idxs))}
+        capped = False
+        if call.deadline is not None:
+            left = call.deadline - time.monotonic()
+            if left <= 0:
+                raise _Late(len(idxs))
+            if left < settings["max_execution_time"]:
+                # chDB and ClickHouse take fractional seconds; the key keeps its place before readonly.
+                settings["max_execution_time"] = round(max(left, 0.001), 3)
+                capped = True
+        start = time.perf_counter()
+        try:
+            sql = statement()
+            with self._calls_lock:
+                self._calls += 1
+            return self._query(sql, settings)
+        except QueryRejected as exc:
+            if capped and exc.number == _TIMEOUT:
+                raise _Late(len(idxs)) from exc  # stopped by the deadline, not by the program's own cap
+            raise
+        finally:
+            share = (time.perf_counter() - start) * 1000 / len(idxs)
+            for i in idxs:
+                call.costs[i] += share
 
     def _run_chunk(
         self,
         jobs: Sequence[SqlJob],
         idxs: Sequence[int],
-        shape: Callable[[Sequence[SqlJob]], str],
+        scan: bool,
         out: list[Outcome | None],
+        call: _Call,
     ) -> None:
         if not idxs:
             return
         if len(idxs) == 1:
-            out[idxs[0]] = self.run_one(jobs[idxs[0]])
+            out[idxs[0]] = self._one(jobs[idxs[0]], idxs[0], call)
             return
         chunk = [jobs[i] for i in idxs]
         try:
-            lists = self._parse(shape, chunk)
+            lists = self._parse(scan, chunk, idxs, call)
+        except _Late as late:
+            for i in idxs:
+                out[i] = late.error()
+            return
         except QueryRejected:
             # Someone in this chunk fails; isolate them so the others still get their results.
             if len(idxs) <= SMALLEST_BATCH:
                 for i in idxs:
-                    out[i] = self.run_one(jobs[i])
+                    out[i] = self._one(jobs[i], i, call)
             else:
                 half = len(idxs) // 2
-                self._run_chunk(jobs, idxs[:half], shape, out)
-                self._run_chunk(jobs, idxs[half:], shape, out)
+                self._run_chunk(jobs, idxs[:half], scan, out, call)
+                self._run_chunk(jobs, idxs[half:], scan, out, call)
             return
         for i, ids in zip(idxs, lists, strict=True):
             # A batch shares its limits; a program that alone would exceed its own cap reruns alone
             # to fail exactly as it does by itself.
-            out[i] = self.run_one(jobs[i]) if len(ids) > self._limits.max_result_rows else ids
+            out[i] = self._one(jobs[i], i, call) if len(ids) > self._limits.max_result_rows else ids
 
     def _parse(
-        self, shape: Callable[[Sequence[SqlJob]], str], chunk: Sequence[SqlJob]
+        self, scan: bool, chunk: Sequence[SqlJob], idxs: Sequence[int], call: _Call
     ) -> list[tuple[str, ...]]:
-        rows = self._call(shape(chunk), len(chunk))
-        if shape == self._scan_sql:
+        if scan:
+            rows = self._call(lambda: self._scan_sql(chunk), idxs, call)
             if len(rows) != 1 or len(rows[0]) != len(chunk):
                 raise StoreFailure(f"filter scan returned {len(rows)} rows for {len(chunk)} programs")
             return [tuple(str(x) for x in arr) for arr in rows[0]]
+        rows = self._call(lambda: self._union_sql(chunk), idxs, call)
         by_index: dict[int, tuple[str, ...]] = {int(r[0]): tuple(str(x) for x in r[1]) for r in rows}
         if len(by_index) != len(chunk):
             raise StoreFailure(f"union returned {len(by_index)} of {len(chunk)} programs")
@@ -225,6 +278,25 @@ class SqlRunner:
     @staticmethod
     def _union_sql(chunk: Sequence[SqlJob]) -> str:
         return _render(union_statement([job.tree for job in chunk]))
+
+
+@dataclass
+class _Call:
+    """The state of one :meth:`SqlRunner.run` call: its deadline and each job's charged time (ms)."""
+
+    deadline: float | None
+    costs: list[float]
+
+
+class _Late(Exception):
+    """The call's deadline passed before, or while, a statement ran."""
+
+    def __init__(self, programs: int) -> None:
+        super().__init__("deadline")
+        self.programs = programs
+
+    def error(self) -> DeadlineExceeded:
+        return DeadlineExceeded("the request's deadline passed before the program's SQL finished")
 
 
 def _render(tree: exp.Expr) -> str:
