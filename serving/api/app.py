@@ -24,6 +24,7 @@ import hmac
 import json
 import logging
 import time
+import unicodedata
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -197,7 +198,7 @@ def fallback_program(domain: str, query: str, *, max_query_chars: int = 256) -> 
     """BM25 + dense RRF over the corpus's main text field, as a program (see the module docstring)."""
     schema = schema_for(domain)
     text = MAIN_TEXT.get(domain) or next(f.name for f in schema.fields if f.role is Role.TEXT)
-    q = " ".join(query.split())[:max_query_chars] or "-"
+    q = clean_query(query)[:max_query_chars] or "-"
     return Program(
         sql=f"SELECT id FROM {schema.table} WHERE id IN <text_1> OR id IN <text_2>",
         retrieval_list=(
@@ -205,6 +206,15 @@ def fallback_program(domain: str, query: str, *, max_query_chars: int = 256) -> 
             Retrieval(type="text", field=text, query=q, mode="dense"),
         ),
     )
+
+
+_INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn"})
+
+
+def clean_query(text: str) -> str:
+    """``text`` with control and invisible characters dropped (an entry's query may hold none) and
+    whitespace collapsed; what the fallback searches for."""
+    return " ".join("".join(" " if ch.isspace() else ch for ch in text if ch.isspace() or unicodedata.category(ch) not in _INVISIBLE).split())
 
 
 class QueryService:
@@ -274,8 +284,8 @@ class QueryService:
     def check_nl(self, query: str) -> None:
         if len(query) > self.settings.max_nl_chars:
             raise Refused(422, "nl_too_long", f"the request has {len(query)} characters; at most {self.settings.max_nl_chars}")
-        if not query.strip():
-            raise Refused(422, "empty_query", "the request is blank")
+        if not clean_query(query):
+            raise Refused(422, "empty_query", "the request is blank (or holds only control characters)")
 
     def check_k(self, k: int) -> None:
         if k > self.settings.max_k:
@@ -370,7 +380,9 @@ class QueryService:
             raise Refused(503, "fallback_timeout", f"the fallback did not finish within {self.settings.fallback_deadline_s:g} s",
                           self.settings.retry_after_s) from None  # fmt: skip
         except ProReError as exc:
-            raise Refused(503, f"fallback_{exc.code}", exc.message, self.settings.retry_after_s) from None
+            retry = exc.retryable or not isinstance(exc, DslError)
+            raise Refused(503 if retry else 422, f"fallback_{exc.code}", exc.message,
+                          self.settings.retry_after_s if retry else None) from None  # fmt: skip
         timings["fallback_ms"] = (time.perf_counter() - t) * 1000
         return await self.answer(
             request_id, body.domain, program, body.k, fields, timings, source="fallback", query=body.query,

@@ -14,8 +14,8 @@ import pytest
 
 from indexing.config import Config
 from serving.api.app import create_app, fallback_program
-from serving.api.settings import ApiSettings
 from serving.api.server import ServerThread
+from serving.api.settings import ApiSettings
 from serving.engine import Engine
 from serving.planner import PlannerSettings
 from tests.serving.conftest import ScriptedPlanner
@@ -125,6 +125,16 @@ def test_hostile_or_broken_program_falls_back_with_the_reason(
     assert body["program"] == json.loads(fallback_program("ecommerce", "wireless headphones under 200").to_json())
     assert body["results"]
     assert {p["mode"] for p in body["placeholders"]} == {"sparse", "dense"}
+
+
+@pytest.mark.parametrize("query", ["\x1b", "lamp\u200b with\x00 a shade", "\ud7ff\ufeff"])
+def test_control_characters_in_the_request_still_get_the_fallback(dead_api: Api, query: str) -> None:
+    r = _search(dead_api, query)
+    assert r.status_code in (200, 422), r.text
+    if r.status_code == 200:
+        assert r.json()["source"] == "fallback"
+    else:
+        assert r.json()["error"] == "empty_query"
 
 
 def test_fallback_on_a_dead_planner_and_the_metric_counts_it(dead_api: Api) -> None:
