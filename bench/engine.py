@@ -49,6 +49,7 @@ from indexing.corpora.files import write_corpus  # noqa: E402
 from indexing.errors import ProReError  # noqa: E402
 from indexing.schema import PRODUCTS  # noqa: E402
 from indexing.workspace import Workspace  # noqa: E402
+from serving.dsl import Program, parse_program  # noqa: E402
 from serving.engine import STAGES, CacheSizes, Engine, ExecutionResult  # noqa: E402
 
 DEFAULT_OUT = ROOT / "bench" / "results" / "engine.json"
@@ -187,7 +188,7 @@ def single_latency(engine: Engine, docs: Sequence[dict[str, Any]], per_level: in
     rng = random.Random(7)
     out: dict[str, Any] = {}
     for warm in docs[:3]:  # first-call costs (model warm-up, collection load) are not latency
-        engine.execute(program(3, warm, warm, rng))
+        engine.execute(parse_program(program(3, warm, warm, rng)))
     for level in (1, 2, 3):
         totals, stages = [], {s: 0.0 for s in STAGES}
         for i in range(per_level):
@@ -195,7 +196,7 @@ def single_latency(engine: Engine, docs: Sequence[dict[str, Any]], per_level: in
                 docs[(level * per_level + i) % len(docs)],
                 docs[(level * per_level + i + 1) % len(docs)],
             )
-            p = program(level, d, other, rng)
+            p = parse_program(program(level, d, other, rng))
             engine.clear_caches()
             start = time.perf_counter()
             res = engine.execute(p, k=10)
@@ -221,7 +222,7 @@ def timed(fn: Any, reps: int) -> float:
     return best
 
 
-def loop(engine: Engine, batch: Sequence[Any], k: int) -> list[ExecutionResult | ProReError]:
+def loop(engine: Engine, batch: Sequence[Program], k: int) -> list[ExecutionResult | ProReError]:
     out: list[ExecutionResult | ProReError] = []
     for p in batch:
         try:
@@ -241,7 +242,8 @@ def same_ids(a: Sequence[Any], b: Sequence[Any]) -> bool:
 
 def throughput(engine: Engine, docs: Sequence[dict[str, Any]], reps: int, k: int = 10) -> dict[str, Any]:
     """Programs per second for the batched and looped paths over one GRPO-shaped batch."""
-    batch = grpo_batch(docs, seed=1)
+    raw = grpo_batch(docs, seed=1)
+    batch: list[Program] = [parse_program(p) for p in raw]
     n = len(batch)
     engine.clear_caches()
     start = time.perf_counter()
@@ -263,8 +265,8 @@ def throughput(engine: Engine, docs: Sequence[dict[str, Any]], reps: int, k: int
     naive_s = time.perf_counter() - start
     return {
         "batch": n,
-        "distinct_programs": len({json.dumps(p, sort_keys=True) for p in batch}),
-        "distinct_phrases": len({e["query"] for p in batch for e in p["retrieval_list"]}),
+        "distinct_programs": len({json.dumps(p, sort_keys=True) for p in raw}),
+        "distinct_phrases": len({e["query"] for p in raw for e in p["retrieval_list"]}),
         "ok": sum(isinstance(o, ExecutionResult) for o in reference),
         "batched_cold_programs_per_s": n / cold_s,
         "batched_phrases_cached_programs_per_s": n / new_s,

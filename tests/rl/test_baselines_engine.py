@@ -20,6 +20,7 @@ from rl.baselines.self_query import load_vocabulary, milvus_filter, vocabulary_f
 from rl.eval.errors import OracleMismatch
 from rl.eval.methods import MethodContext, get_method
 from rl.eval.runner import evaluate
+from serving.dsl import parse_program
 
 K = 10
 
@@ -69,7 +70,7 @@ def instances(ctx: MethodContext) -> list[Inst]:
                 "retrieval_list": [{"type": "text", "field": "title", "query": title}],
             }
         )
-        result = ctx.engine.execute(program, K)
+        result = ctx.engine.execute(parse_program(program), K)
         assert result.ids, f"the program for {doc_id} found nothing"
         out.append(Inst(f"t{i:02d}", f"{title} from {brand}", program, result.ids[0], "L2", ("structured", "text")))
     return out
