@@ -125,21 +125,25 @@ def _vllm(ctx: MethodContext, path: str) -> tuple[Any, Any, str]:
     return got
 
 
+def planner_completions(ctx: MethodContext, path: str, requests: Sequence[str], *, structured: bool = False) -> list[str]:
+    """The planner's greedy completions for ``requests`` in one offline vLLM batch."""
+    from vllm import SamplingParams
+    from vllm.sampling_params import StructuredOutputsParams
+
+    llm, tok, profile = _vllm(ctx, path)
+    prompts = [tok.apply_chat_template(messages(ctx.domain, nl, profile=profile), tokenize=False,  # type: ignore[arg-type]
+                                       add_generation_prompt=True) for nl in requests]  # fmt: skip
+    schema = StructuredOutputsParams(json=program_json_schema(ctx.schema), disable_any_whitespace=True)
+    params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, seed=0,
+                            structured_outputs=schema if structured else None)  # fmt: skip
+    return [o.outputs[0].text for o in llm.generate(prompts, params, use_tqdm=False)]
+
+
 def planner_run(path: str, *, structured: bool = False) -> Callable[[MethodContext, Sequence[EvalInstance], int], list[Outcome]]:
     """The method function of ``planner:PATH`` (``planner-json:PATH`` when ``structured``)."""
 
     def run(ctx: MethodContext, batch: Sequence[EvalInstance], k: int) -> list[Outcome]:
-        from vllm import SamplingParams
-        from vllm.sampling_params import StructuredOutputsParams
-
-        llm, tok, profile = _vllm(ctx, path)
-        prompts = [tok.apply_chat_template(messages(ctx.domain, i.nl, profile=profile), tokenize=False,  # type: ignore[arg-type]
-                                           add_generation_prompt=True) for i in batch]  # fmt: skip
-        schema = StructuredOutputsParams(json=program_json_schema(ctx.schema), disable_any_whitespace=True)
-        params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, seed=0,
-                                structured_outputs=schema if structured else None)  # fmt: skip
-        outs = llm.generate(prompts, params, use_tqdm=False)
-        return execute(ctx, [o.outputs[0].text for o in outs], k)
+        return execute(ctx, planner_completions(ctx, path, [i.nl for i in batch], structured=structured), k)
 
     return run
 

@@ -106,4 +106,4 @@ def test_mutants_are_nearest_first_and_stay_in_the_grammar() -> None:
         assert all(e.k in DEFAULT_LIMITS.k_ladder and e.rerank <= e.k for e in entries)
         assert v.normalized_sql.count("price < 50") == 1, "the SQL conditions stay"
         assert all((e.rerank or e.k) <= MAX_OUTPUT for e in entries if e != program.retrieval_list[2])
-    assert stream[0].distance == (0, 0, 0, 1, 0)
+    assert stream[0].distance == (0, 0, 0, 0, 1), "a rerank step is nearer than a width step"

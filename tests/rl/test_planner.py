@@ -1,0 +1,133 @@
+"""The planner as an evaluation method: a tiny checkpoint through vLLM offline (free and schema-constrained
+decoding), and the few-shot baseline against a real vLLM OpenAI-compatible server on loopback."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from indexing.config import Config
+from indexing.workspace import Workspace
+from prore.cli import main
+from rl.bench import load_split
+from rl.eval.methods import MethodContext, get_method
+from rl.eval.runner import evaluate, modality_group
+from rl.train.planner import (
+    FAILURES,
+    N_SHOTS,
+    SHOTS_KEY,
+    failure_breakdown,
+    few_shot_messages,
+    pick_exemplars,
+    planner_completions,
+)
+from tests.rl.train_support import TINY, train_bench  # noqa: F401  (fixture)
+
+
+@pytest.fixture(scope="session")
+def tiny_planner(train_bench: Workspace, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811
+    out = tmp_path_factory.mktemp("planner") / "sft"
+    assert main(["--workspace", str(train_bench.root), "train", "sft", *TINY, "--max-steps", "3", "--out", str(out)]) == 0
+    return out / "final"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="session")
+def vllm_server(tiny_planner: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``python -m vllm.entrypoints.openai.api_server`` serving the tiny checkpoint on a loopback port."""
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("vllm-server") / "server.log"
+    log = log_path.open("w")
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_planner),
+         "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--enforce-eager",
+         "--max-model-len", "1024", "--served-model-name", "tiny-planner"],
+        stdout=log, stderr=subprocess.STDOUT, env=env,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 900
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"vLLM server exited with {proc.returncode}: {log_path.read_text()[-3000:]}")
+            try:
+                if httpx.get(url + "/models", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("vLLM server did not answer within 900 s")
+            time.sleep(1)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def _check_run(run: object, instances: list[object]) -> None:
+    results = run.results  # type: ignore[attr-defined]
+    assert len(results) == len(instances)
+    counts = failure_breakdown(results, instances)  # type: ignore[arg-type]
+    errors = [r for r in results if r.error is not None]
+    assert all(r.error.split(" ", 1)[0] in FAILURES for r in errors), [r.error for r in errors]
+    assert counts["format"] + counts["validation"] + counts["execution"] == len(errors)
+    assert sum(r.scores["exec"] for r in results) == len(results) - len(errors)
+
+
+def test_planner_method_generates_executes_and_scores(small_index_cfg: Config, train_bench: Workspace,  # noqa: F811
+                                                       tiny_planner: Path) -> None:  # fmt: skip
+    instances = list(load_split(train_bench, "ecommerce", "test"))
+    ctx = MethodContext(small_index_cfg, "ecommerce")
+    try:
+        for name in (f"planner:{tiny_planner}", f"planner-json:{tiny_planner}"):
+            spec = get_method(name)
+            assert spec.name == ("planner-json:sft" if "json" in name else "planner:sft")
+            _check_run(evaluate(small_index_cfg, "ecommerce", spec, instances, progress=False, ctx=ctx), instances)
+        constrained = planner_completions(ctx, str(tiny_planner), [i.nl for i in instances], structured=True)
+        assert all(c.startswith('{"sql":"') for c in constrained), "the JSON schema fixes the program's shape"
+    finally:
+        ctx.close()
+
+
+def test_few_shot_exemplars_cover_every_modality_group(train_bench: Workspace) -> None:  # noqa: F811
+    train = list(load_split(train_bench, "ecommerce", "train"))
+    shots = pick_exemplars(train)
+    assert len(shots) == N_SHOTS
+    chosen = [next(i for i in train if i.nl == nl) for nl, _ in shots]
+    assert {modality_group(i.modalities) for i in chosen} == {modality_group(i.modalities) for i in train}
+
+
+def test_llm_method_runs_few_shot_against_a_vllm_server(small_index_cfg: Config, train_bench: Workspace,  # noqa: F811
+                                                        vllm_server: str) -> None:  # fmt: skip
+    instances = list(load_split(train_bench, "ecommerce", "test"))[:3]
+    spec = get_method(f"llm:{vllm_server}")
+    ctx = MethodContext(small_index_cfg, "ecommerce")
+    ctx.cache[SHOTS_KEY] = pick_exemplars(list(load_split(train_bench, "ecommerce", "train")))
+    try:
+        chat = few_shot_messages(ctx, instances[0].nl)
+        assert [m["role"] for m in chat] == ["system", *["user", "assistant"] * N_SHOTS, "user"]
+        _check_run(evaluate(small_index_cfg, "ecommerce", spec, instances, progress=False, ctx=ctx), instances)
+        assert ctx.cache["llm:model"] == "tiny-planner"
+    finally:
+        ctx.close()
+        ctx.cache["llm:client"].close()
