@@ -80,7 +80,8 @@ class ExecutionResult:
     scores: tuple[float, ...]
     candidates: Mapping[str, tuple[str, ...]]
     sql: str
-    timings: Mapping[str, float] = field(default_factory=dict)
+    timings: Mapping[str, float] = field(default_factory=dict, compare=False)
+    """Measurements, not part of the answer: two results are equal when their answers are."""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready view."""
