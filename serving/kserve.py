@@ -1,0 +1,121 @@
+"""The project's KServe model: a transformer in front of the planner's predictor.
+
+In the cluster one InferenceService is the whole endpoint: the predictor is KServe's Hugging Face runtime
+serving the planner with vLLM (OpenAI routes under ``/openai/v1``), and this model, as the transformer,
+turns NL into a program into results, reaching the predictor through ``predictor_host``.
+
+The model ``proretrieval`` (:class:`ProRetrievalModel`) answers KServe's v1 route
+``POST /v1/models/proretrieval:predict`` with ``{"instances": [{"query": ..., "domain": ..., "k": ...}]}``;
+each prediction is the query API's search answer (program, candidates, results, timings, fallback). It
+calls the predictor's OpenAI-style route (``/openai/v1/chat/completions``) through
+:class:`serving.planner.Planner`.
+
+KServe 0.21's own OpenAI proxy (``kserve.protocol.rest.openai``) cannot be imported beside vLLM 0.32
+(it imports ``vllm.entrypoints.openai.engine``, which 0.32 does not have), so this transformer does not
+re-export the predictor's OpenAI routes; clients that want raw completions call the predictor.
+
+Run it (``pip install kserve``)::
+
+    python -m serving.kserve --workspace DIR --predictor_host planner-predictor.ns --http_port 8080
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import kserve  # type: ignore[import-untyped]
+from kserve.errors import InvalidInput  # type: ignore[import-untyped]
+
+from serving.api.app import QueryService, Refused, SearchIn
+from serving.api.settings import ApiSettings
+from serving.engine import Engine
+from serving.planner import PlannerSettings
+
+
+class PredictError(InvalidInput):  # type: ignore[misc]
+    """A v1 request the model cannot read (KServe answers 400 with the message)."""
+
+
+def planner_settings(predictor_host: str, *, model: str = "planner", path: str = "/openai/v1",
+                     use_ssl: bool = False, timeout_s: float = 10.0) -> PlannerSettings:  # fmt: skip
+    """The planner client of a predictor at ``predictor_host`` (KServe's Hugging Face runtime: ``/openai/v1``;
+    a bare vLLM server: ``/v1``)."""
+    scheme = "https" if use_ssl else "http"
+    return PlannerSettings(url=f"{scheme}://{predictor_host}{path}", model=model, timeout_s=timeout_s)
+
+
+class ProRetrievalModel(kserve.Model):  # type: ignore[misc]
+    """NL -> program -> results, with the query API's fallback; one v1 instance is one search."""
+
+    def __init__(self, name: str, engines: Mapping[str, Engine], planner: PlannerSettings | None,
+                 settings: ApiSettings | None = None) -> None:  # fmt: skip
+        super().__init__(name)
+        self.service = QueryService(engines, planner, settings or ApiSettings(warmup=False))
+        self._started: asyncio.Lock | None = None
+        self._running = False
+
+    def load(self) -> bool:
+        self.ready = True
+        return True
+
+    async def _start(self) -> None:
+        if self._started is None:
+            self._started = asyncio.Lock()
+        async with self._started:
+            if not self._running:
+                await self.service.start()
+                self._running = True
+
+    async def predict(self, payload: Any, headers: dict[str, str] | None = None, response_headers: Any = None) -> dict[str, Any]:
+        await self._start()
+        if isinstance(payload, bytes | str):
+            try:
+                payload = json.loads(payload)
+            except ValueError:
+                raise PredictError("the request body is not JSON") from None
+        if not isinstance(payload, dict) or not isinstance(payload.get("instances"), list):
+            raise PredictError('a v1 request is {"instances": [{"query": ..., "domain": ...}, ...]}')
+        out = []
+        for i, instance in enumerate(payload["instances"]):
+            try:
+                body = SearchIn.model_validate(instance)
+                rid = (headers or {}).get("x-request-id") or uuid.uuid4().hex
+                out.append(await self.service.search(rid, body))
+            except Refused as exc:
+                out.append({"error": exc.code, "detail": exc.detail})
+            except ValueError as exc:
+                raise PredictError(f"instances[{i}]: {' '.join(str(exc).split())[:300]}") from None
+        return {"predictions": out}
+
+
+def main(argv: list[str] | None = None) -> None:
+    from indexing.config import load_config
+    from serving import settings as _serving_settings  # registers the serving section
+
+    del _serving_settings
+
+    p = argparse.ArgumentParser(description="The ProRetrieval transformer under KServe's ModelServer")
+    p.add_argument("--workspace", required=True)
+    p.add_argument("--config", help="config file (YAML), as prore's --config")
+    p.add_argument("--predictor_host", required=True, help="host[:port] of the planner predictor")
+    p.add_argument("--predictor_path", default="/openai/v1", help="OpenAI base path on the predictor (vLLM: /v1)")
+    p.add_argument("--planner_model", default="planner")
+    p.add_argument("--domains", default="ecommerce,email")
+    p.add_argument("--http_port", type=int, default=8080)
+    p.add_argument("--grpc_port", type=int, default=8081)
+    args, _ = p.parse_known_args(argv)
+    cfg = load_config(args.config, workspace=args.workspace)
+    engines = {d: Engine.open(cfg, d) for d in args.domains.split(",") if d}
+    planner = planner_settings(args.predictor_host, model=args.planner_model, path=args.predictor_path)
+    model = ProRetrievalModel("proretrieval", engines, planner)
+    model.load()
+    kserve.ModelServer(http_port=args.http_port, grpc_port=args.grpc_port, enable_grpc=False).start([model])
+
+
+if __name__ == "__main__":
+    main()
