@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
@@ -28,7 +27,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -42,6 +40,9 @@ from rl.reward.instances import InstanceIndex
 from rl.reward.metrics import ServiceMetrics
 from rl.reward.scorer import RewardItem, RewardResult, RewardScorer
 from rl.reward.settings import ServiceSettings
+from serving.api.server import ServerThread, error_response, validation_line
+
+__all__ = ["ServerThread", "create_app"]
 
 # -- wire format ----------------------------------------------------------------------------------
 
@@ -205,21 +206,8 @@ class Coalescer:
 # -- the app --------------------------------------------------------------------------------------
 
 
-def _error(status: int, code: str, detail: str, retry_after: int | None = None) -> JSONResponse:
-    headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
-    return JSONResponse(
-        {"error": code, "detail": " ".join(detail.split())}, status_code=status, headers=headers
-    )
-
-
-def _validation_line(exc: RequestValidationError) -> str:
-    errors = exc.errors()
-    if not errors:
-        return "the request body is not valid"
-    first = errors[0]
-    loc = ".".join(str(part) for part in first.get("loc", ()) if part != "body")
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"{loc or 'body'}: {first.get('msg', 'invalid')}{more}"
+_error = error_response
+_validation_line = validation_line
 
 
 def warmup_items(domains: Sequence[str]) -> list[RewardItem]:
@@ -359,33 +347,3 @@ def create_app(
         return JSONResponse({"results": [r.to_dict() for r in results]})
 
     return app
-
-
-class ServerThread:
-    """Runs an app under uvicorn in a background thread (tests, or a trainer that embeds the service)."""
-
-    def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0) -> None:
-        config = uvicorn.Config(
-            app, host=host, port=port, log_level="warning", lifespan="on", access_log=False
-        )
-        self.server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self.server.run, name="reward-service", daemon=True)
-
-    @property
-    def url(self) -> str:
-        sock = self.server.servers[0].sockets[0]
-        host, port = sock.getsockname()[:2]
-        return f"http://{host}:{port}"
-
-    def start(self, timeout_s: float = 120.0) -> ServerThread:
-        self._thread.start()
-        deadline = time.monotonic() + timeout_s
-        while not self.server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RewardUnavailable("the reward service did not start")
-            time.sleep(0.02)
-        return self
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self._thread.join(timeout=60)
