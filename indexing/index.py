@@ -22,11 +22,14 @@ loaded BM25 indexes (a bounded cache) and embedding models with their caches (on
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
+import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from indexing.config import Config, EmbedderConfig
 from indexing.embedders.base import Embedder
@@ -296,3 +299,20 @@ def close_all() -> None:
     milvus.close_all()
     bm25.forget_all()
     release_shared_embedders()
+
+
+def exit_process(code: int) -> NoReturn:
+    """End the process with ``code`` after closing what it holds open and flushing its output.
+
+    chDB 4.4 sometimes aborts or segfaults in its own static destructors when the interpreter shuts down
+    (``Exception in global_context->shutdown(): The ShutdownTablesThreadPool is not initialized``, then exit
+    status 134 or 139), after every byte of the program's work was written. Commands, jobs and test
+    processes end here instead, so their exit status is the one they chose; the chDB files are already
+    consistent at that point (every statement has returned).
+    """
+    with contextlib.suppress(Exception):
+        close_all()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)

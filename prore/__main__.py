@@ -1,3 +1,3 @@
-from prore.cli import main
+from prore.cli import run
 
-raise SystemExit(main())
+run()

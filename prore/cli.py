@@ -95,6 +95,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def run() -> None:
+    """The ``prore`` console script: :func:`main`, then the process ends with its status (see
+    :func:`indexing.index.exit_process`: chDB may otherwise abort in its destructors after the work is done)."""
+    from indexing.index import exit_process
+
+    exit_process(main())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -229,3 +229,20 @@ def write_synthetic_corpus() -> Callable[..., dict[str, Any]]:
         return write_corpus(Workspace(cfg.workspace), schema_for(domain), batches, {"generator": "synthetic", "seed": seed})
 
     return write
+
+
+_FINISHED: dict[str, int] = {}
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _FINISHED["status"] = int(exitstatus)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """End the test process with pytest's own status once every report is written: chDB 4.4 may abort in
+    its destructors at interpreter shutdown (see :func:`indexing.index.exit_process`)."""
+    if "status" in _FINISHED:
+        from indexing.index import exit_process
+
+        exit_process(_FINISHED["status"])

@@ -34,6 +34,8 @@ cfg = Config(workspace=ws, clickhouse=ClickHouseConfig(chdb_path=str(ws / "chdb"
 _BUILD = """
 from indexing.build import build_index
 print(build_index(cfg, "ecommerce", batch_rows=50, progress=False).summary())
+from indexing.index import exit_process
+exit_process(0)
 """
 
 # Everything a reader can get from the index, with the times of the build (when it ran) left out.
@@ -51,6 +53,8 @@ with open_index(cfg, "ecommerce") as idx:
     meta = {k: v for k, v in idx.meta.items() if k not in ("published_at", "reference_time")}
     print(json.dumps({"version": idx.version, "rows": rows, "milvus": idx.vectors.count(idx.collection),
                       "vectors": vectors, "dense": dense, "sparse": sparse, "meta": meta}, sort_keys=True, default=str))
+from indexing.index import exit_process
+exit_process(0)
 """
 
 
