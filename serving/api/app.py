@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from typing import Any, Literal
 
+from cachetools import LRUCache
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -228,6 +229,7 @@ class QueryService:
         self.inflight = 0
         self.metrics = ApiMetrics(lambda: self.inflight)
         self._executors = {d: ThreadPoolExecutor(1, thread_name_prefix=f"engine-{d}") for d in self.engines}
+        self._docs: LRUCache[tuple[str, tuple[str, ...], str], dict[str, Any]] = LRUCache(settings.doc_cache_rows)
 
     async def start(self) -> None:
         if self.planner_settings is not None:
@@ -259,14 +261,29 @@ class QueryService:
             self.metrics.stages.labels(stage).observe(time.perf_counter() - start)
 
     async def _fetch(self, domain: str, ids: Sequence[str], fields: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The shown fields of ``ids``; rows come from the index once and then from an LRU cache (an
+        index version's documents never change, and each engine serves one version)."""
         if not ids or not fields:
             return {}
         engine = self.engine_of(domain)
-        loop = asyncio.get_running_loop()
         start = time.perf_counter()
-        docs = await loop.run_in_executor(self._executors[domain], engine.handle.fetch_docs, list(ids), ["id", *fields])
+        key = tuple(fields)
+        out: dict[str, dict[str, Any]] = {}
+        missing = []
+        for doc in ids:
+            row = self._docs.get((domain, key, doc))
+            if row is None:
+                missing.append(doc)
+            else:
+                out[doc] = row
+        if missing:
+            loop = asyncio.get_running_loop()
+            docs = await loop.run_in_executor(self._executors[domain], engine.handle.fetch_docs, missing, ["id", *fields])
+            for d in docs:
+                out[str(d["id"])] = d
+                self._docs[(domain, key, str(d["id"]))] = d
         self.metrics.stages.labels("fetch").observe(time.perf_counter() - start)
-        return {str(d["id"]): d for d in docs}
+        return out
 
     def fields_of(self, domain: str, wanted: Sequence[str] | None) -> tuple[str, ...]:
         schema = schema_for(domain)

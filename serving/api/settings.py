@@ -20,6 +20,8 @@ class ApiSettings:
     fallback_deadline_s: float = 10.0
     token: str | None = None
     """Bearer token ``/v1/*`` requires; None: no check (the loopback demo)."""
+    doc_cache_rows: int = 50_000
+    """Result rows (per corpus and field list) kept in memory, so a repeated id is not fetched again."""
     warmup: bool = True
     """Run the fallback program once per corpus at start (loads the embedders before the first request)."""
 

@@ -102,6 +102,14 @@ def test_search_with_a_good_program_answers_from_the_planner(scripted_api: Api, 
     assert r.headers["x-request-id"] == body["request_id"]
 
 
+def test_repeated_results_come_with_the_same_fields(scripted_api: Api) -> None:
+    first = scripted_api.client.post("/v1/execute", json={"program": GOOD, "k": 5}).json()["results"]
+    again = scripted_api.client.post("/v1/execute", json={"program": GOOD, "k": 5, "fields": ["title", "price"]}).json()["results"]
+    cached = scripted_api.client.post("/v1/execute", json={"program": GOOD, "k": 5}).json()["results"]
+    assert cached == first
+    assert [x["fields"] for x in again] == [{"title": x["fields"]["title"], "price": x["fields"]["price"]} for x in first]
+
+
 def test_search_fields_and_email(scripted_api: Api, scripted_planner: ScriptedPlanner) -> None:
     scripted_planner.completion = json.dumps(
         {"sql": "SELECT id FROM emails WHERE id IN <text_1>", "retrieval_list": [{"type": "text", "field": "body", "query": "budget"}]}
@@ -128,8 +136,11 @@ def test_hostile_or_broken_program_falls_back_with_the_reason(
 
 
 @pytest.mark.parametrize("query", ["\x1b", "lamp\u200b with\x00 a shade", "\ud7ff\ufeff"])
-def test_control_characters_in_the_request_still_get_the_fallback(dead_api: Api, query: str) -> None:
-    r = _search(dead_api, query)
+def test_control_characters_in_the_request_still_get_the_fallback(
+    scripted_api: Api, scripted_planner: ScriptedPlanner, query: str
+) -> None:
+    scripted_planner.completion = "not a program"
+    r = _search(scripted_api, query)
     assert r.status_code in (200, 422), r.text
     if r.status_code == 200:
         assert r.json()["source"] == "fallback"

@@ -1,0 +1,207 @@
+"""Query API under a bounded load on loopback: ``/v1/execute`` (engine only) and ``/v1/search`` (with a planner).
+
+The API runs in this process under uvicorn (a server thread) over a workspace's ecommerce index
+(default ``bench/results/workspace-serve``, 3,000 products with MiniLM, built once). An async httpx client
+keeps 1, 4 and 16 requests in flight for a fixed number of requests each and records, per request, the
+HTTP latency and the stage timings the API reports. Before the load, the same programs run directly on
+an engine to give the engine's own latency, so the table shows what ``/v1/execute`` adds over it at p50
+(goal: at most 2 ms).
+
+``/v1/search`` goes to the planner at ``--planner-url`` (an OpenAI-compatible base URL, e.g. a vLLM CPU
+server of the local checkpoint); without one, it measures the fallback path (every search is a fallback).
+
+Prints a table; writes ``bench/results/serve.json``. ``--quick``: 1,000 products, fewer requests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+from machine import machine  # noqa: E402
+
+from indexing.build import build_index  # noqa: E402
+from indexing.config import ClickHouseConfig, Config, EmbedderConfig  # noqa: E402
+from indexing.corpora import generate, generator_version  # noqa: E402
+from indexing.corpora.files import write_corpus  # noqa: E402
+from indexing.schema import PRODUCTS  # noqa: E402
+from indexing.workspace import Workspace  # noqa: E402
+from serving.api.app import create_app  # noqa: E402
+from serving.api.server import ServerThread  # noqa: E402
+from serving.api.settings import ApiSettings  # noqa: E402
+from serving.dsl import parse_program  # noqa: E402
+from serving.engine import Engine  # noqa: E402
+from serving.planner import PlannerSettings  # noqa: E402
+
+DEFAULT_OUT = ROOT / "bench" / "results" / "serve.json"
+DEFAULT_WORKSPACE = ROOT / "bench" / "results" / "workspace-serve"
+CLIENTS = (1, 4, 16)
+PHRASES = ("great noise cancelling", "long battery life", "sturdy build", "comfortable fit", "bright light",
+           "easy to set up", "fast charging", "good value")  # fmt: skip
+REQUESTS = ("wireless headphones under $200", "a white desk lamp", "a sturdy backpack for hiking",
+            "fast charging power bank", "black running shoes rated above 4")  # fmt: skip
+
+
+def programs() -> list[dict[str, Any]]:
+    out = []
+    for i, phrase in enumerate(PHRASES):
+        out.append({
+            "sql": f"SELECT id FROM products WHERE price < {100 + 50 * i} AND id IN <text_1>",
+            "retrieval_list": [{"type": "text", "field": "review", "query": phrase}],
+        })  # fmt: skip
+    return out
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {"p50": round(pct(values, 50), 3), "p95": round(pct(values, 95), 3), "p99": round(pct(values, 99), 3)}
+
+
+def ensure_index(cfg: Config, size: int) -> None:
+    ws = Workspace(cfg.workspace)
+    manifest = ws.corpus_dir("ecommerce") / "manifest.json"
+    if not manifest.is_file() or json.loads(manifest.read_text()).get("rows") != size:
+        meta = {"generator": "ecommerce", "generator_version": generator_version("ecommerce"), "size": size, "seed": 0}
+        write_corpus(ws, PRODUCTS, generate("ecommerce", size, seed=0), meta)
+    build_index(cfg, "ecommerce", progress=False)
+
+
+def engine_latency(engine: Engine, progs: list[dict[str, Any]], reps: int) -> list[float]:
+    """The engine's own latency (ms) on the warm programs, as the API's engine stage sees them."""
+    parsed = [parse_program(json.dumps(p)) for p in progs]
+    for p in parsed:
+        engine.execute(p, 10)
+    out = []
+    for _ in range(reps):
+        for p in parsed:
+            t = time.perf_counter()
+            engine.execute(p, 10)
+            out.append((time.perf_counter() - t) * 1000)
+    return out
+
+
+async def load(url: str, path: str, bodies: list[dict[str, Any]], clients: int, total: int) -> dict[str, Any]:
+    latencies: list[float] = []
+    stages: dict[str, list[float]] = {}
+    statuses: dict[int, int] = {}
+    fallbacks = 0
+    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    for i in range(total):
+        queue.put_nowait(bodies[i % len(bodies)])
+
+    async def worker(client: httpx.AsyncClient) -> None:
+        nonlocal fallbacks
+        while True:
+            try:
+                body = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            t = time.perf_counter()
+            r = await client.post(url + path, json=body)
+            latencies.append((time.perf_counter() - t) * 1000)
+            statuses[r.status_code] = statuses.get(r.status_code, 0) + 1
+            if r.status_code == 200:
+                data = r.json()
+                fallbacks += data["source"] == "fallback"
+                for stage, ms in data["timings"].items():
+                    stages.setdefault(stage, []).append(ms)
+
+    start = time.perf_counter()
+    async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=clients)) as client:
+        await asyncio.gather(*(worker(client) for _ in range(clients)))
+    seconds = time.perf_counter() - start
+    return {
+        "clients": clients, "requests": total, "seconds": round(seconds, 3), "throughput_rps": round(total / seconds, 2),
+        "latency_ms": summary(latencies), "stages_ms": {s: summary(v) for s, v in sorted(stages.items())},
+        "statuses": statuses, "fallback_rate": round(fallbacks / max(1, statuses.get(200, 0)), 4),
+    }  # fmt: skip
+
+
+def table(results: dict[str, Any]) -> str:
+    lines = ["| route | clients | req/s | p50 ms | p95 ms | p99 ms | engine p50 | plan p50 | fallback rate |",
+             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for route, runs in results["routes"].items():
+        for r in runs:
+            st = r["stages_ms"]
+            eng = st.get("engine_ms", st.get("fallback_ms", {})).get("p50", float("nan"))
+            plan = st.get("plan_ms", {}).get("p50", float("nan"))
+            lines.append(f"| {route} | {r['clients']} | {r['throughput_rps']:.1f} | {r['latency_ms']['p50']:.2f} | "
+                         f"{r['latency_ms']['p95']:.2f} | {r['latency_ms']['p99']:.2f} | {eng:.2f} | {plan:.2f} | "
+                         f"{r['fallback_rate']:.2f} |")  # fmt: skip
+    g = results["goal"]
+    lines.append("")
+    lines.append(f"engine alone p50 {g['engine_p50_ms']:.2f} ms; /v1/execute at 1 client p50 {g['execute_p50_ms']:.2f} ms; "
+                 f"added {g['added_ms']:.2f} ms (goal <= 2 ms: {'met' if g['met'] else 'not met'})")  # fmt: skip
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--workspace", type=Path, default=DEFAULT_WORKSPACE)
+    parser.add_argument("--planner-url", help="OpenAI-compatible base URL of a planner, up to /v1")
+    parser.add_argument("--planner-model", default="planner")
+    parser.add_argument("--requests", type=int, default=200, help="requests per route and client count")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args(argv)
+    size = 1_000 if args.quick else 3_000
+    total = 40 if args.quick else args.requests
+    cfg = Config(
+        workspace=args.workspace,
+        clickhouse=ClickHouseConfig(chdb_path=str(args.workspace / "chdb")),
+        embedder=EmbedderConfig(text="minilm", image="minilm"),
+    )
+    ensure_index(cfg, size)
+    engine = Engine.open(cfg, "ecommerce")
+    progs = programs()
+    alone = engine_latency(engine, progs, reps=max(3, total // len(progs)))
+    planner = None
+    if args.planner_url:
+        planner = PlannerSettings(url=args.planner_url, model=args.planner_model, timeout_s=30)
+    settings = ApiSettings(max_concurrent=64, plan_deadline_s=30)
+    server = ServerThread(create_app({"ecommerce": engine}, planner, settings)).start()
+    results: dict[str, Any] = {"quick": args.quick, "corpus_size": size, "planner": args.planner_url, "routes": {}}
+    try:
+        execute_bodies = [{"program": p, "domain": "ecommerce", "k": 10} for p in progs]
+        search_bodies = [{"query": q, "domain": "ecommerce", "k": 10} for q in REQUESTS]
+        asyncio.run(load(server.url, "/v1/execute", execute_bodies, 1, len(progs)))  # warm the API path
+        results["routes"]["/v1/execute"] = [asyncio.run(load(server.url, "/v1/execute", execute_bodies, c, total)) for c in CLIENTS]
+        search_total = max(10, total // 4) if planner else total
+        results["routes"]["/v1/search"] = [asyncio.run(load(server.url, "/v1/search", search_bodies, c, search_total)) for c in CLIENTS]
+    finally:
+        server.stop()
+        engine.close()
+    engine_p50 = pct(alone, 50)
+    execute_p50 = results["routes"]["/v1/execute"][0]["latency_ms"]["p50"]
+    results["engine_alone_ms"] = summary(alone)
+    results["goal"] = {"engine_p50_ms": round(engine_p50, 3), "execute_p50_ms": execute_p50,
+                       "added_ms": round(execute_p50 - engine_p50, 3), "met": execute_p50 - engine_p50 <= 2.0}  # fmt: skip
+    results["machine"] = machine()
+    print(table(results))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
