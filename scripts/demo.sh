@@ -15,32 +15,32 @@ METHODS="oracle sql-only bm25 dense rrf self-query"
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-step "1/6 corpora at the paper's sizes"
+step "1/8 corpora at the paper's sizes"
 $PRORE corpus build ecommerce --size 3000
 $PRORE corpus build email --size 5000
 
-step "2/6 indexes: ClickHouse (chDB) + Milvus Lite + BM25"
+step "2/8 indexes: ClickHouse (chDB) + Milvus Lite + BM25"
 $PRORE index build ecommerce
 $PRORE index build email
 
-step "3/6 what is indexed"
+step "3/8 what is indexed"
 $PRORE index info
 $PRORE corpus show ecommerce --n 2
 $PRORE corpus show email --n 1
 
-step "4/6 example programs of each level"
+step "4/8 example programs of each level"
 for f in examples/programs/*.json; do
   echo "--- $f"
   $PRORE execute --program "$f" --k 5
 done
 
-step "5/6 benchmarks with executable gold programs (profile: $PROFILE)"
+step "5/8 benchmarks with executable gold programs (profile: $PROFILE)"
 for d in ecommerce email; do
   $PRORE bench synth "$d" --train "$TRAIN" --test "$TEST" --ood "$OOD"
   $PRORE bench show "$d" --n 2
 done
 
-step "6/6 baselines on the test split (gold metrics Hit@1..NDCG@3, graded metrics P@1..R@10), then side by side"
+step "6/8 baselines on the test split (gold metrics Hit@1..NDCG@3, graded metrics P@1..R@10), then side by side"
 for d in ecommerce email; do
   for m in $METHODS; do
     $PRORE eval "$d" --method "$m" --split test
@@ -51,3 +51,13 @@ echo
 echo "Hit@1, Hit@3, MRR and NDCG@3: did the method find the gold document (the one the gold program ranks first)?"
 echo "P@1, P@5, nDCG@10 and R@10: did it satisfy the request (any document meeting all its conditions counts)?"
 echo "Reports (markdown, JSON, PNG charts) are under ${PRORE_WORKSPACE:-workspace}/reports/."
+
+step "7/8 a small planner trained by SFT, then a short GRPO, evaluated next to the baselines"
+if [[ "${DEMO_TRAIN:-1}" != "0" ]]; then
+  PROFILE="$PROFILE" bash scripts/demo_train.sh
+else
+  echo "skipped (DEMO_TRAIN=0)"
+fi
+
+step "8/8 the query API and playground on loopback, and one search through it"
+bash scripts/demo_serve.sh
