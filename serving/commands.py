@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,9 +39,6 @@ DEFAULT_FIELDS: dict[str, tuple[str, ...]] = {
 }
 """Fields ``prore execute`` prints when ``--fields`` is not given."""
 
-_FROM = re.compile(r"\bFROM\s+`?\"?([A-Za-z_][A-Za-z0-9_]*)", re.IGNORECASE)
-
-
 def register(sub: Any) -> None:
     """Add this layer's subcommands to the ``prore`` parser."""
     p = sub.add_parser(
@@ -53,6 +49,12 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--program", default="-", metavar="FILE|-", help="program JSON file, or - for stdin (default)"
+    )
+    p.add_argument(
+        "--domain",
+        choices=tuple(SCHEMAS),
+        help="the corpus to run on (default: the corpus whose table the program's SQL reads; "
+        "validation refuses a program that reads another table)",
     )
     p.add_argument("--k", type=int, default=20, help="how many ranked ids to return (default 20)")
     p.add_argument(
@@ -148,17 +150,28 @@ def serve_command(args: argparse.Namespace, cfg: Config) -> int:
 
 
 def schema_of(program: Program) -> CorpusSchema:
-    """The corpus a program runs on: the first table its SQL reads from.
+    """The corpus a program runs on when no domain is named: the corpus whose table its SQL reads first.
 
-    Validation checks the whole SQL against this schema afterwards; this only picks which corpus to open,
-    and a name that is no corpus table falls through to validation, which rejects it with its code.
+    The table comes from the SQL's syntax tree (sqlglot), never from a pattern over its text. This only
+    picks which corpus to open; validation then checks every table against that corpus and rejects
+    anything else with its code. SQL that does not parse opens the default corpus and fails validation
+    there with its own error.
     """
-    match = _FROM.search(program.sql)
-    if match is not None:
-        name = match.group(1).lower()
-        for schema in SCHEMAS.values():
-            if schema.table == name:
-                return schema_for_table(name)
+    import sqlglot
+    from sqlglot import exp
+
+    from serving.dsl.placeholders import mark_placeholders
+
+    try:
+        marked, _ = mark_placeholders(program.sql)
+        tree = sqlglot.parse_one(marked, dialect="clickhouse")
+    except Exception:
+        return PRODUCTS
+    table = tree.find(exp.Table) if tree is not None else None
+    name = table.name.lower() if table is not None else ""
+    for schema in SCHEMAS.values():
+        if schema.table == name:
+            return schema_for_table(name)
     return PRODUCTS
 
 
@@ -189,7 +202,7 @@ def execute_command(args: argparse.Namespace, cfg: Config) -> int:
     if args.k < 1:
         raise ConfigError(f"--k must be at least 1, got {args.k}", code="bad_k")
     program = parse_program(_read_program(args.program))
-    schema = schema_of(program)
+    schema = SCHEMAS[args.domain] if args.domain else schema_of(program)
     fields = _fields(schema, args.fields)
     engine = Engine.open(cfg, schema.domain)
     try:

@@ -93,6 +93,23 @@ def test_emails_are_routed_by_table(
     )
 
 
+def test_the_corpus_is_an_explicit_argument(
+    small_index_cfg: Config, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--domain`` names the corpus; the table check stays validation's (a products program on the email
+    corpus is refused with its code). Without it, the table is read from the SQL's syntax tree: a
+    string literal that looks like a FROM clause does not move the program to another corpus."""
+    program = {"sql": "SELECT id FROM products WHERE brand = 'x FROM emails'", "retrieval_list": []}
+    path = write(tmp_path, program)
+    assert run(small_index_cfg, "--program", path, "--domain", "ecommerce", "--format", "json") == 0
+    assert json.loads(capsys.readouterr().out)["domain"] == "ecommerce"
+    assert run(small_index_cfg, "--program", path, "--domain", "email") == 2
+    assert capsys.readouterr().err.startswith("error unknown_table: ")
+    emails = {"sql": "SELECT id FROM emails WHERE title = 'FROM products'", "retrieval_list": []}
+    assert run(small_index_cfg, "--program", write(tmp_path, emails)) == 2
+    assert capsys.readouterr().err.startswith("error unknown_column: ")  # validated against emails
+
+
 @pytest.mark.parametrize(
     ("program", "code"),
     [
