@@ -21,6 +21,7 @@ from rl.mutate import DEFAULT_BUDGET, repair
 from rl.prompt import Profile, messages
 from rl.reward import parse_completion
 from rl.train.data import load_instances, split_train_val
+from rl.train.planner import model_len
 from serving.dsl import Program
 from serving.engine import Engine, ExecutionResult
 
@@ -28,12 +29,11 @@ from serving.engine import Engine, ExecutionResult
 def _rollouts(model_dir: Path, instances: Sequence[Any], profile: Profile) -> list[str]:
     import os
 
-    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     from vllm import LLM, SamplingParams
 
     llm = LLM(model=str(model_dir), tokenizer=str(model_dir), dtype="float32", enforce_eager=True,
-              max_model_len=1024, seed=0)  # fmt: skip
+              max_model_len=model_len(model_dir), seed=0)  # fmt: skip
     tok = llm.get_tokenizer()
     prompts = [tok.apply_chat_template(messages(i.domain, i.nl, profile=profile), tokenize=False,  # type: ignore[arg-type]
                                        add_generation_prompt=True) for i in instances]  # fmt: skip

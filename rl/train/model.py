@@ -29,7 +29,8 @@ class ModelSize:
     num_kv_heads: int
     head_dim: int
     intermediate_size: int
-    max_positions: int = 1024
+    max_positions: int = 8192
+    """Longest context (rotary positions cost nothing to allow): room for the full prompt with few-shot exemplars."""
     tie_embeddings: bool = True
     """Tied input and output embeddings (fewer parameters at a small vocabulary)."""
 

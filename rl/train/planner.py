@@ -33,6 +33,8 @@ from serving.dsl import Program, ValidationError, program_json_schema
 
 MAX_TOKENS = 256
 """Longest completion generated (a program is 30-60 tokens with the local tokenizer, about 100 with Qwen's)."""
+MAX_MODEL_LEN = 4096
+"""Context vLLM allocates for a local planner: a short-profile prompt is about 150 tokens, a program 30-60."""
 N_SHOTS = 7
 """Exemplar programs of the few-shot baseline (the paper's 6-7, covering every modality)."""
 FAILURES = ("format", "validation", "execution", "miss", "not-satisfied")
@@ -104,6 +106,15 @@ def failure_breakdown(results: Sequence[Any], instances: Sequence[EvalInstance])
 # -- planner:PATH -------------------------------------------------------------------------------------
 
 
+def model_len(path: Path) -> int:
+    """The context to allocate: :data:`MAX_MODEL_LEN`, or less when the model has fewer positions."""
+    import json
+
+    config = path / "config.json"
+    positions = json.loads(config.read_text()).get("max_position_embeddings") if config.is_file() else None
+    return min(MAX_MODEL_LEN, int(positions)) if positions else MAX_MODEL_LEN
+
+
 def _vllm(ctx: MethodContext, path: str) -> tuple[Any, Any, str]:
     key = f"planner:{Path(path).resolve()}"
     if key not in ctx.cache:
@@ -114,12 +125,12 @@ def _vllm(ctx: MethodContext, path: str) -> tuple[Any, Any, str]:
         except ImportError as exc:  # pragma: no cover - depends on the installed extras
             raise TrainError(f"the planner method needs vLLM: pip install 'proretrieval[train]' ({exc})",
                              code="missing_extra") from exc  # fmt: skip
-        # The engine runs in this process: no spawned engine core re-importing the caller's main module.
-        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        # vLLM's engine core runs in its own process (its in-process mode rebinds kernels across every
+        # loaded module, which breaks beside chDB's); the caller's main module must be import-safe.
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
         card = read_card(Path(path))
         llm = LLM(model=str(path), tokenizer=str(path), dtype="float32", enforce_eager=True,
-                  max_model_len=1024, seed=0)  # fmt: skip
+                  max_model_len=model_len(Path(path)), seed=0)  # fmt: skip
         ctx.cache[key] = (llm, llm.get_tokenizer(), card["profile"])
     got: tuple[Any, Any, str] = ctx.cache[key]
     return got
@@ -219,6 +230,9 @@ def llm_run(target: str, *, workers: int = 8) -> Callable[[MethodContext, Sequen
                     "max_tokens": MAX_TOKENS}  # fmt: skip
             try:
                 r = client.post("/chat/completions", json=body)
+                if 400 <= r.status_code < 500 and r.status_code != 429:
+                    raise TrainError(f"the endpoint {base} refused the request ({r.status_code}): {r.text[:300]}",
+                                     code="llm_request")  # fmt: skip
                 r.raise_for_status()
                 return str(r.json()["choices"][0]["message"]["content"] or "")
             except (httpx.HTTPError, KeyError, IndexError, ValueError) as exc:
