@@ -129,7 +129,7 @@ def test_registry_rejects_unknown_and_duplicate_names() -> None:
     with pytest.raises(ConfigError) as err:
         make_embedder(EmbedderConfig(text="word2vec"), Role.TEXT)
     assert err.value.code == "unknown_embedder"
-    assert "hashing, minilm, openai" in err.value.one_line()
+    assert "hashing, minilm, minilm-onnx, minilm-onnx-int8, openai" in err.value.one_line()
     reg = Registry("thing")
     reg.register("x")(lambda cfg: HashingEmbedder(4))
     with pytest.raises(ConfigError) as dup:
