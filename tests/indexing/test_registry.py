@@ -29,7 +29,7 @@ def test_docstring_examples_run() -> None:
 
 def test_embedders_are_one_instance_of_it() -> None:
     assert isinstance(EMBEDDERS, Registry)
-    assert EMBEDDERS.names() == ("hashing", "minilm", "openai")
+    assert EMBEDDERS.names() == ("hashing", "minilm", "minilm-onnx", "minilm-onnx-int8", "openai")
 
 
 def test_error_types_and_codes_are_the_callers() -> None:
