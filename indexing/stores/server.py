@@ -219,6 +219,7 @@ def _spawn(milvus: Any, directory: Path, port: int) -> subprocess.Popen[bytes]:
         server.config.resolve()  # free ports for the internal services; writes configs/milvus.yaml
     except RuntimeError as exc:
         raise ConfigError(f"cannot start the Milvus server on port {port}: {exc}") from None
+    _own_etcd_ports(directory, int(server.config.configurable_items["etcd_port"][1]))
     milvus._initialize_data_files(str(directory))  # unpacks bin/ once
     metrics_port, sock = server.config.resolve_port(9091)
     sock.close()
@@ -236,6 +237,39 @@ def _spawn(milvus: Any, directory: Path, port: int) -> subprocess.Popen[bytes]:
             [str(exe), "run", "standalone"], cwd=directory, env=env, stdin=subprocess.DEVNULL,
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
+
+
+def _own_etcd_ports(directory: Path, client_port: int) -> None:
+    """Give the server's embedded etcd ports of its own.
+
+    Milvus 2.3.5's embedded etcd listens on the fixed peer port 2380 unless it is given a configuration
+    file, so a second server on one machine (a test's beside the suite's, two workspaces) would fail to
+    start with "bind: address already in use". The generated ``configs/milvus.yaml`` is pointed at an
+    ``embedEtcd.yaml`` with the client port the package resolved and a free peer port.
+    """
+    import yaml
+
+    configs = directory / "configs"
+    peer = free_port()
+    etcd_file = configs / "embedEtcd.yaml"
+    client, peer_url = f"http://127.0.0.1:{client_port}", f"http://127.0.0.1:{peer}"
+    etcd_file.write_text(
+        yaml.safe_dump(
+            {
+                "name": "default",
+                "listen-client-urls": client,
+                "advertise-client-urls": client,
+                "listen-peer-urls": peer_url,
+                "initial-advertise-peer-urls": peer_url,
+                "initial-cluster": f"default={peer_url}",
+            }
+        )
+    )
+    main = configs / "milvus.yaml"
+    config = yaml.safe_load(main.read_text())
+    config.setdefault("etcd", {}).setdefault("config", {})["path"] = str(etcd_file)
+    config["etcd"]["endpoints"] = f"127.0.0.1:{client_port}"
+    main.write_text(yaml.safe_dump(config, sort_keys=False))
 
 
 def _read_state(directory: Path) -> dict[str, Any]:
