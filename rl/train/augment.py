@@ -21,7 +21,7 @@ from rl.mutate import DEFAULT_BUDGET, repair
 from rl.prompt import Profile, messages
 from rl.reward import parse_completion
 from rl.train.data import load_instances, split_train_val
-from rl.train.planner import model_len
+from rl.train.planner import close_llm, open_llm
 from serving.dsl import Program
 from serving.engine import Engine, ExecutionResult
 
@@ -30,14 +30,16 @@ def _rollouts(model_dir: Path, instances: Sequence[Any], profile: Profile) -> li
     import os
 
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    from vllm import LLM, SamplingParams
+    from vllm import SamplingParams
 
-    llm = LLM(model=str(model_dir), tokenizer=str(model_dir), dtype="float32", enforce_eager=True,
-              max_model_len=model_len(model_dir), seed=0)  # fmt: skip
+    llm = open_llm(model_dir)
     tok = llm.get_tokenizer()
     prompts = [tok.apply_chat_template(messages(i.domain, i.nl, profile=profile), tokenize=False,  # type: ignore[arg-type]
                                        add_generation_prompt=True) for i in instances]  # fmt: skip
-    outs = llm.generate(prompts, SamplingParams(temperature=0.0, max_tokens=256), use_tqdm=True)
+    try:
+        outs = llm.generate(prompts, SamplingParams(temperature=0.0, max_tokens=256), use_tqdm=True)
+    finally:
+        close_llm(llm)
     return [o.outputs[0].text for o in outs]
 
 

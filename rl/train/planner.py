@@ -15,6 +15,8 @@ method that produced no ranking says why, with the failed layer first: ``format`
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import re
 from collections import Counter
@@ -35,6 +37,9 @@ MAX_TOKENS = 256
 """Longest completion generated (a program is 30-60 tokens with the local tokenizer, about 100 with Qwen's)."""
 MAX_MODEL_LEN = 4096
 """Context vLLM allocates for a local planner: a short-profile prompt is about 150 tokens, a program 30-60."""
+MEMORY_SHARE = 0.1
+"""Share of the machine's memory vLLM reserves (on CPU its ``gpu_memory_utilization``); the default 0.92
+refuses to start beside any other process, and a small planner needs far less."""
 N_SHOTS = 7
 """Exemplar programs of the few-shot baseline (the paper's 6-7, covering every modality)."""
 FAILURES = ("format", "validation", "execution", "miss", "not-satisfied")
@@ -106,6 +111,28 @@ def failure_breakdown(results: Sequence[Any], instances: Sequence[EvalInstance])
 # -- planner:PATH -------------------------------------------------------------------------------------
 
 
+def open_llm(path: Path) -> Any:
+    """A vLLM engine on the model directory ``path``, shut down when this process exits.
+
+    vLLM's engine core is a separate process that otherwise outlives a caller that exits without
+    shutting it down (a CLI run, a test session); ``atexit`` stops it.
+    """
+    from vllm import LLM
+
+    llm = LLM(model=str(path), tokenizer=str(path), dtype="float32", enforce_eager=True,
+              max_model_len=model_len(path), gpu_memory_utilization=MEMORY_SHARE, seed=0)  # fmt: skip
+    atexit.register(close_llm, llm)
+    return llm
+
+
+def close_llm(llm: Any) -> None:
+    """Stop ``llm``'s engine core process (harmless when it already stopped)."""
+    core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+    if core is not None:
+        with contextlib.suppress(Exception):
+            core.shutdown()
+
+
 def model_len(path: Path) -> int:
     """The context to allocate: :data:`MAX_MODEL_LEN`, or less when the model has fewer positions."""
     import json
@@ -121,7 +148,7 @@ def _vllm(ctx: MethodContext, path: str) -> tuple[Any, Any, str]:
         if not Path(path).is_dir():
             raise TrainError(f"no planner checkpoint at {path}", code="planner_path")
         try:
-            from vllm import LLM
+            import vllm  # noqa: F401
         except ImportError as exc:  # pragma: no cover - depends on the installed extras
             raise TrainError(f"the planner method needs vLLM: pip install 'proretrieval[train]' ({exc})",
                              code="missing_extra") from exc  # fmt: skip
@@ -129,8 +156,7 @@ def _vllm(ctx: MethodContext, path: str) -> tuple[Any, Any, str]:
         # loaded module, which breaks beside chDB's); the caller's main module must be import-safe.
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
         card = read_card(Path(path))
-        llm = LLM(model=str(path), tokenizer=str(path), dtype="float32", enforce_eager=True,
-                  max_model_len=model_len(Path(path)), seed=0)  # fmt: skip
+        llm = open_llm(Path(path))
         ctx.cache[key] = (llm, llm.get_tokenizer(), card["profile"])
     got: tuple[Any, Any, str] = ctx.cache[key]
     return got
