@@ -106,10 +106,16 @@ class MethodContext:
         return self.engine.handle
 
     def close(self) -> None:
-        """Close the engine if one was opened; closing twice is harmless."""
+        """Close the engine if one was opened, and every cached value that has a ``close`` (a model
+        server's client, an inference engine); closing twice is harmless."""
         engine, self._engine = self._engine, None
         if engine is not None:
             engine.close()
+        cached, self.cache = list(self.cache.values()), {}
+        for value in cached:
+            close = getattr(value, "close", None)
+            if callable(close):
+                close()
 
 
 Method = Callable[[MethodContext, Sequence[EvalInstance], int], list[Outcome]]

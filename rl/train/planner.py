@@ -142,7 +142,18 @@ def model_len(path: Path) -> int:
     return min(MAX_MODEL_LEN, int(positions)) if positions else MAX_MODEL_LEN
 
 
-def _vllm(ctx: MethodContext, path: str) -> tuple[Any, Any, str]:
+class LoadedPlanner:
+    """A planner's vLLM engine, tokenizer and prompt profile, kept in a method context's cache;
+    :meth:`MethodContext.close` closes it, which stops vLLM's engine core process."""
+
+    def __init__(self, llm: Any, profile: str) -> None:
+        self.llm, self.tokenizer, self.profile = llm, llm.get_tokenizer(), profile
+
+    def close(self) -> None:
+        close_llm(self.llm)
+
+
+def _vllm(ctx: MethodContext, path: str) -> LoadedPlanner:
     key = f"planner:{Path(path).resolve()}"
     if key not in ctx.cache:
         if not Path(path).is_dir():
@@ -156,9 +167,8 @@ def _vllm(ctx: MethodContext, path: str) -> tuple[Any, Any, str]:
         # loaded module, which breaks beside chDB's); the caller's main module must be import-safe.
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
         card = read_card(Path(path))
-        llm = open_llm(Path(path))
-        ctx.cache[key] = (llm, llm.get_tokenizer(), card["profile"])
-    got: tuple[Any, Any, str] = ctx.cache[key]
+        ctx.cache[key] = LoadedPlanner(open_llm(Path(path)), card["profile"])
+    got: LoadedPlanner = ctx.cache[key]
     return got
 
 
@@ -167,8 +177,9 @@ def planner_completions(ctx: MethodContext, path: str, requests: Sequence[str], 
     from vllm import SamplingParams
     from vllm.sampling_params import StructuredOutputsParams
 
-    llm, tok, profile = _vllm(ctx, path)
-    prompts = [tok.apply_chat_template(messages(ctx.domain, nl, profile=profile), tokenize=False,  # type: ignore[arg-type]
+    planner = _vllm(ctx, path)
+    llm, tok = planner.llm, planner.tokenizer
+    prompts = [tok.apply_chat_template(messages(ctx.domain, nl, profile=planner.profile), tokenize=False,  # type: ignore[arg-type]
                                        add_generation_prompt=True) for nl in requests]  # fmt: skip
     schema = StructuredOutputsParams(json=program_json_schema(ctx.schema), disable_any_whitespace=True)
     params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, seed=0,

@@ -26,6 +26,7 @@ from rl.train.planner import (
     FAILURES,
     N_SHOTS,
     SHOTS_KEY,
+    LoadedPlanner,
     failure_breakdown,
     few_shot_messages,
     pick_exemplars,
@@ -106,6 +107,8 @@ def test_planner_method_generates_executes_and_scores(small_index_cfg: Config, t
             assert spec.name == ("planner-json:sft" if "json" in name else "planner:sft")
             _check_run(evaluate(small_index_cfg, "ecommerce", spec, instances, progress=False, ctx=ctx), instances)
         constrained = planner_completions(ctx, str(tiny_planner), [i.nl for i in instances], structured=True)
+        (loaded,) = [v for v in ctx.cache.values() if isinstance(v, LoadedPlanner)]
+        core = loaded.llm.llm_engine.engine_core.resources.engine_manager.processes[0]
         shape = re.compile(r'^\{"(sql|retrieval_list)": ?["\[]')
         assert all(shape.match(c) for c in constrained), "the JSON schema fixes the program's shape"
         for c in constrained:
@@ -113,6 +116,8 @@ def test_planner_method_generates_executes_and_scores(small_index_cfg: Config, t
                 assert set(json.loads(c)) == {"sql", "retrieval_list"}
     finally:
         ctx.close()
+    core.join(timeout=60)
+    assert not core.is_alive(), "closing the context stops vLLM's engine core"
 
 
 def test_few_shot_exemplars_cover_every_modality_group(train_bench: Workspace) -> None:  # noqa: F811
@@ -136,7 +141,6 @@ def test_llm_method_runs_few_shot_against_a_vllm_server(small_index_cfg: Config,
         assert ctx.cache["llm:model"] == "tiny-planner"
     finally:
         ctx.close()
-        ctx.cache["llm:client"].close()
 
 
 _OPEN_AND_EXIT = """
