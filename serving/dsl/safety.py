@@ -24,7 +24,6 @@ for subqueries. Columns may be qualified only with the corpus table's name.
 
 from __future__ import annotations
 
-import functools
 import logging
 import re
 import unicodedata
@@ -637,33 +636,14 @@ def _check_placeholder_slots(tree: exp.Select) -> None:
             )
 
 
-CHECKED_CACHE_SIZE = 4096
-"""How many accepted SQL texts :func:`check_sql` remembers (per schema and limits)."""
-
-
 def check_sql(
     sql: str, schema: CorpusSchema, limits: DslLimits = DEFAULT_LIMITS
 ) -> tuple[exp.Select, tuple[PlaceholderToken, ...]]:
     """Check a program's SQL; return its tree (placeholders as sentinels) and the placeholders as written.
 
-    Accepted texts are remembered (an LRU of :data:`CHECKED_CACHE_SIZE`): sampled programs repeat their SQL
-    with other phrases, and a check costs milliseconds of sqlglot. The tree is shared between callers, who
-    never change it in place (every pass works on a copy). Refusals are not remembered here; the engine
-    keeps its own record of refused programs.
+    Every call checks afresh; :func:`serving.dsl.validate.validate` remembers what it derives from an
+    accepted SQL text, so a sampled program that repeats its SQL costs no sqlglot work there.
     """
-    return _check_sql_cached(sql, schema, limits)
-
-
-@functools.lru_cache(maxsize=CHECKED_CACHE_SIZE)
-def _check_sql_cached(
-    sql: str, schema: CorpusSchema, limits: DslLimits
-) -> tuple[exp.Select, tuple[PlaceholderToken, ...]]:
-    return _check_sql(sql, schema, limits)
-
-
-def _check_sql(
-    sql: str, schema: CorpusSchema, limits: DslLimits
-) -> tuple[exp.Select, tuple[PlaceholderToken, ...]]:
     if len(sql) > limits.max_sql_chars:
         _fail(f"SQL has {len(sql)} characters; at most {limits.max_sql_chars}", Code.SQL_TOO_LONG)
     _check_characters(sql)

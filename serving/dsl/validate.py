@@ -157,11 +157,18 @@ def _check_uses(uses: list[PlaceholderUse], entries: tuple[Retrieval, ...]) -> N
             )
 
 
-@functools.lru_cache(maxsize=4096)
+CHECKED_CACHE_SIZE = 4096
+"""How many accepted SQL texts validation remembers (per schema and limits)."""
+
+
+@functools.lru_cache(maxsize=CHECKED_CACHE_SIZE)
 def _checked_sql(
     sql: str, schema: CorpusSchema, limits: DslLimits
 ) -> tuple[exp.Select, tuple[PlaceholderUse, ...], str]:
-    """What validation derives from the SQL text alone, remembered per text like :func:`check_sql` itself."""
+    """What validation derives from the SQL text alone: the checked tree, its placeholder uses and the
+    normalized SQL, remembered per accepted text (sampled programs repeat their SQL with other phrases, and
+    a check costs milliseconds of sqlglot). The tree is shared; every pass after validation works on a
+    copy. Refusals are not remembered here; the engine keeps its own record of refused programs."""
     tree, _ = check_sql(sql, schema, limits)
     uses = tuple(use for _, use in placeholder_sites(tree))
     return tree, uses, restore_placeholders(tree).sql(dialect=_DIALECT, comments=False)
