@@ -25,6 +25,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import pytest
 
 from indexing.config import ClickHouseConfig, Config, EmbedderConfig, MilvusConfig
+from indexing.stores.server import free_port
 
 SMALL_CORPUS_ROWS = 600
 """Documents per domain in :func:`small_index_cfg`."""
@@ -88,19 +89,13 @@ def small_index_cfg(session_workspace: Path, chdb_path: Path) -> Config:
     return cfg
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
 
 @pytest.fixture(scope="session")
 def milvus_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """URI of a Milvus Lite gRPC server (``python -m milvus_lite server``) on a free localhost port."""
     pytest.importorskip("milvus_lite", reason="milvus-lite is not installed (pip install 'proretrieval[milvus]')")
     root = tmp_path_factory.mktemp("milvus-server")
-    port = _free_port()
+    port = free_port()
     log = (root / "server.log").open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(root / "data"),

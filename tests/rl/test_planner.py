@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import httpx
 import pytest
 
 from indexing.config import Config
+from indexing.stores.server import free_port
 from indexing.workspace import Workspace
 from prore.cli import main
 from rl.bench import load_split
@@ -42,17 +42,11 @@ def tiny_planner(train_bench: Workspace, tmp_path_factory: pytest.TempPathFactor
     return out / "final"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
 
 @pytest.fixture(scope="session")
 def vllm_server(tiny_planner: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``python -m vllm.entrypoints.openai.api_server`` serving the tiny checkpoint on a loopback port."""
-    port = _free_port()
+    port = free_port()
     log_path = tmp_path_factory.mktemp("vllm-server") / "server.log"
     log = log_path.open("w")
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}

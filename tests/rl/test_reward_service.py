@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +13,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from indexing.config import Config
+from indexing.stores.server import free_port
 from rl.reward import RewardError, RewardItem, RewardScorer
 from rl.reward.client import RewardClient
 from rl.reward.instances import Answer, InstanceIndex
@@ -61,12 +61,6 @@ def wire_key(result: dict[str, Any]) -> tuple[Any, ...]:
     """A result as the service answers it, without timings."""
     return tuple((k, json.dumps(v)) for k, v in sorted(result.items()) if k != "timings")
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class Running:

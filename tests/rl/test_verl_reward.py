@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from indexing.stores.server import free_port
 from tests.rl.verl_support import require_verl
 
 require_verl()
@@ -40,12 +40,6 @@ from tests.rl.verl_support import synth_bench, tiny_qwen3  # noqa: E402
 
 DOMAIN = "ecommerce"
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +145,7 @@ def test_compute_score_runs_in_verls_reward_loop_on_a_dataproto(setup: dict[str,
 def test_compute_score_retries_until_the_service_comes_up(setup: dict[str, Any],
                                                           monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """The worker's first calls find nothing listening; the client retries until the service starts."""
-    port = _free_port()
+    port = free_port()
     monkeypatch.setenv(URL_ENV, f"http://127.0.0.1:{port}")
     row, completion = _samples(setup)[0]
     settings = ServiceSettings(domains=(DOMAIN,), window_ms=5.0)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -21,14 +20,10 @@ from typing import Any
 import pytest
 from fastapi import Request
 
+from indexing.stores.server import free_port
+
 PLANNER_NAME = "planner"
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @pytest.fixture(scope="session")

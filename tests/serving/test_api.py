@@ -62,7 +62,7 @@ def scripted_api(engines: dict[str, Engine], scripted_planner_server: ScriptedPl
 
 @pytest.fixture(scope="module")
 def dead_api(engines: dict[str, Engine]) -> Iterator[Api]:
-    from tests.serving.conftest import free_port
+    from indexing.stores.server import free_port
 
     planner = PlannerSettings(url=f"http://127.0.0.1:{free_port()}/v1", model="m", retries=1, backoff_s=0.01)
     api = Api(engines, planner, ApiSettings(warmup=False))

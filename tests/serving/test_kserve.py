@@ -13,7 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.serving.conftest import PLANNER_NAME, free_port
+from indexing.stores.server import free_port
+from tests.serving.conftest import PLANNER_NAME
 
 pytest.importorskip("kserve", reason="pip install kserve")
 

@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 
 from indexing.config import Config
+from indexing.stores.server import free_port
 from serving.api.app import create_app
 from serving.api.server import ServerThread
 from serving.api.settings import ApiSettings
 from serving.engine import Engine
 from serving.planner import PlannerSettings
-from tests.serving.conftest import ScriptedPlanner, free_port
+from tests.serving.conftest import ScriptedPlanner
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
