@@ -12,7 +12,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from indexing.config import Config
@@ -32,6 +31,7 @@ from rl.train.planner import (
     pick_exemplars,
     planner_completions,
 )
+from tests.processes import VLLM_SERVER, served
 from tests.rl.train_support import TINY, train_bench  # noqa: F401  (fixture)
 
 
@@ -48,37 +48,15 @@ def vllm_server(tiny_planner: Path, tmp_path_factory: pytest.TempPathFactory) ->
     """``python -m vllm.entrypoints.openai.api_server`` serving the tiny checkpoint on a loopback port."""
     port = free_port()
     log_path = tmp_path_factory.mktemp("vllm-server") / "server.log"
-    log = log_path.open("w")
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_planner),
-         "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--enforce-eager",
-         "--max-model-len", "8192", "--served-model-name", "tiny-planner", "--gpu-memory-utilization", "0.1"],
-        stdout=log, stderr=subprocess.STDOUT, env=env,
-    )  # fmt: skip
+    command = [
+        *VLLM_SERVER, "--model", str(tiny_planner), "--host", "127.0.0.1", "--port", str(port),
+        "--dtype", "float32", "--enforce-eager", "--max-model-len", "8192",
+        "--served-model-name", "tiny-planner", "--gpu-memory-utilization", "0.1",
+    ]  # fmt: skip
     url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 900
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"vLLM server exited with {proc.returncode}: {log_path.read_text()[-3000:]}")
-            try:
-                if httpx.get(url + "/models", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("vLLM server did not answer within 900 s")
-            time.sleep(1)
+    with served(command, url + "/models", log_path, what="the vLLM server", timeout_s=900, env=env, poll_s=1):
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 def _check_run(run: object, instances: list[object]) -> None:

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +18,7 @@ import pytest
 from fastapi import Request
 
 from indexing.stores.server import free_port
+from tests.processes import VLLM_SERVER, served
 
 PLANNER_NAME = "planner"
 
@@ -55,41 +53,15 @@ def vllm_server(planner_checkpoint: Path, tmp_path_factory: pytest.TempPathFacto
     port = free_port()
     log_path = tmp_path_factory.mktemp("vllm") / "server.log"
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(planner_checkpoint),
-             "--served-model-name", PLANNER_NAME, "--host", "127.0.0.1", "--port", str(port),
-             "--dtype", "float32", "--enforce-eager", "--max-model-len", "4096", "--seed", "0",
-             "--structured-outputs-config", '{"backend": "xgrammar", "disable_any_whitespace": true}'],
-            stdout=log, stderr=subprocess.STDOUT, env=env,
-        )  # fmt: skip
-    try:
-        _wait_ready(proc, f"http://127.0.0.1:{port}/v1/models", log_path, timeout_s=300)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def _wait_ready(proc: subprocess.Popen[Any], url: str, log: Path, *, timeout_s: float) -> None:
-    import httpx
-
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if proc.poll() is not None:
-            pytest.fail(f"the vLLM server exited with {proc.returncode}: {log.read_text()[-3000:]}")
-        try:
-            if httpx.get(url, timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            pytest.fail(f"the vLLM server did not answer within {timeout_s:g} s: {log.read_text()[-3000:]}")
-        time.sleep(0.5)
+    command = [
+        *VLLM_SERVER, "--model", str(planner_checkpoint), "--served-model-name", PLANNER_NAME,
+        "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--enforce-eager",
+        "--max-model-len", "4096", "--seed", "0",
+        "--structured-outputs-config", '{"backend": "xgrammar", "disable_any_whitespace": true}',
+    ]  # fmt: skip
+    url = f"http://127.0.0.1:{port}/v1"
+    with served(command, url + "/models", log_path, what="the vLLM server", timeout_s=300, env=env):
+        yield url
 
 
 @pytest.fixture

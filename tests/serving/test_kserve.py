@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import httpx
 import pytest
 
 from indexing.stores.server import free_port
+from tests.processes import served
 from tests.serving.conftest import PLANNER_NAME
 
 pytest.importorskip("kserve", reason="pip install kserve")
@@ -32,36 +32,14 @@ def transformer(vllm_server: str, tmp_path_factory: pytest.TempPathFactory) -> I
     _prore(ws, "index", "build", "ecommerce")
     port = free_port()
     host = vllm_server.removeprefix("http://").removesuffix("/v1")
-    log = (ws / "kserve.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "serving.kserve", "--workspace", str(ws), "--domains", "ecommerce",
-         "--predictor_host", host, "--predictor_path", "/v1", "--planner_model", PLANNER_NAME,
-         "--http_port", str(port), "--grpc_port", str(free_port())],
-        stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"the model server exited: {(ws / 'kserve.log').read_text()[-3000:]}")
-            try:
-                if httpx.get(url + "/v1/models/proretrieval", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"the model server did not start: {(ws / 'kserve.log').read_text()[-3000:]}")
-            time.sleep(0.5)
+    command = [
+        sys.executable, "-m", "serving.kserve", "--workspace", str(ws), "--domains", "ecommerce",
+        "--predictor_host", host, "--predictor_path", "/v1", "--planner_model", PLANNER_NAME,
+        "--http_port", str(port), "--grpc_port", str(free_port()),
+    ]  # fmt: skip
+    with served(command, url + "/v1/models/proretrieval", ws / "kserve.log", what="the model server", timeout_s=180):
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 @pytest.mark.slow
