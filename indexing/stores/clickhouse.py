@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import logging
 import re
 import threading
 from collections.abc import Mapping, Sequence
@@ -26,6 +25,7 @@ import pyarrow.parquet as pq
 
 from indexing.config import ClickHouseConfig, Config
 from indexing.errors import QueryRejected, StoreError, StoreFailure, StoreUnavailable, require
+from indexing.logs import drop_messages
 from indexing.schema import CorpusSchema, DType, Field
 from indexing.workspace import Workspace
 
@@ -39,15 +39,8 @@ CLICKHOUSE_TYPES: dict[DType, str] = {
     DType.DATETIME: "DateTime('UTC')",
 }
 
-class _QuietDriverFailures(logging.Filter):
-    """Drop clickhouse-connect's "Unexpected Http Driver Exception" warning: the store turns that failure into
-    one typed, retryable :class:`StoreUnavailable` line, and a user must see that line alone."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("Unexpected Http Driver Exception")
-
-
-logging.getLogger("clickhouse_connect.driver._backend.http_sync").addFilter(_QuietDriverFailures())
+# clickhouse-connect warns about a failure the store reports as one typed, retryable StoreUnavailable line.
+drop_messages("clickhouse_connect.driver._backend.http_sync", "Unexpected Http Driver Exception")
 
 _SELECT_START = re.compile(r"^(\s|--[^\n]*\n|/\*.*?\*/|\()*(SELECT|WITH)\b", re.IGNORECASE | re.DOTALL)
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$")

@@ -24,7 +24,6 @@ for subqueries. Columns may be qualified only with the corpus table's name.
 
 from __future__ import annotations
 
-import logging
 import re
 import unicodedata
 from collections import Counter
@@ -36,6 +35,7 @@ from sqlglot.dialects.clickhouse import ClickHouse
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokenizer_core import Token, TokenType
 
+from indexing.logs import drop_messages
 from indexing.schema import CorpusSchema, DType
 from serving.dsl.errors import Code, ValidationError
 from serving.dsl.limits import DEFAULT_LIMITS, DslLimits
@@ -51,15 +51,9 @@ from serving.dsl.placeholders import (
 _DIALECT = ClickHouse()
 
 
-class _QuietJsonPaths(logging.Filter):
-    """Drop sqlglot's "Invalid JSON path syntax" warning: it is about text of a program that is then refused
-    with one typed error (JSON functions are not on the allow-list), and a user must see that line alone."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("Invalid JSON path syntax")
-
-
-logging.getLogger("sqlglot").addFilter(_QuietJsonPaths())
+# sqlglot warns about a bad JSON path in a program that is then refused with one typed error (JSON functions
+# are not on the allow-list); the user sees that line alone.
+drop_messages("sqlglot", "Invalid JSON path syntax")
 _CLASS_REPR = re.compile(r"<class '[\w.]*?(\w+)'>")
 
 # Characters never legitimate anywhere in a program's SQL, including inside string literals.
