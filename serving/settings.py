@@ -8,6 +8,8 @@ Importing this module registers the section (see :func:`indexing.config.register
         max_entries: 8
       engine:           # entries kept by the engine's caches (serving.settings.CacheSizes)
         programs: 50000
+      planning:         # optional planning passes (serving.settings.PlanningOptions)
+        pushdown: false
 
 >>> from indexing.config import Config
 >>> Config().section(ServingSettings).dsl.default_k
@@ -49,9 +51,34 @@ class CacheSizes:
         return cls(0, 0, 0)
 
 
+@dataclass(frozen=True)
+class PlanningOptions:
+    """Optional planning passes of the engine (:mod:`serving.engine.pushdown`): both change which
+    candidates a program's searches return, so both are off unless the config turns them on.
+
+    Defaults follow one rule: a pass is on by default only if the oracle (each benchmark instance's
+    gold program run again) keeps Hit@1 = 1.0 on the benchmarks; see README, "Filter pushdown and
+    adaptive K", for the measured trade-off.
+    """
+
+    pushdown: bool = False
+    """Push the program's structured conditions that guard a placeholder (its AND-siblings on the way
+    up to the WHERE) into that placeholder's vector search as a Milvus ``filter``, so its top-K is
+    drawn from documents that can be results. Exact in the limit of a large K; at a fixed K it
+    returns more rows, so the ranked first row can differ from the unpushed program's."""
+    adaptive_k: bool = False
+    """Widen the positive entries of a program whose SQL returns fewer rows than asked for, one rung
+    of ``serving.dsl.k_ladder`` per round (past the top rung, doubling), up to ``adaptive_k_max``."""
+    adaptive_k_max: int = 50
+    """Widest ``k`` adaptive K may give an entry; at least the ladder's smallest rung. Values past the
+    ladder's top rung are reached by doubling it (50, 100, 200, ...)."""
+
+
 def _check_ladder(name: str, ladder: tuple[int, ...], *, least: int) -> None:
     if not ladder or list(ladder) != sorted(set(ladder)) or ladder[0] < least:
-        raise ConfigError(f"{SECTION}.dsl.{name} must be increasing whole numbers from {least} up, got {ladder}")
+        raise ConfigError(
+            f"{SECTION}.dsl.{name} must be increasing whole numbers from {least} up, got {ladder}"
+        )
 
 
 def check_dsl_limits(limits: DslLimits) -> None:
@@ -69,7 +96,9 @@ def check_dsl_limits(limits: DslLimits) -> None:
             f"{DEFAULT_LIMITS.rrf_constant}, got {limits.rrf_constant}"
         )
     if 0 not in limits.rerank_ladder:
-        raise ConfigError(f"{SECTION}.dsl.rerank_ladder must hold 0 (no reranking), got {limits.rerank_ladder}")
+        raise ConfigError(
+            f"{SECTION}.dsl.rerank_ladder must hold 0 (no reranking), got {limits.rerank_ladder}"
+        )
     for f in fields(limits):
         value = getattr(limits, f.name)
         if isinstance(value, int) and not isinstance(value, bool) and value < 1:
@@ -85,12 +114,21 @@ class ServingSettings:
     Lowering a cap refuses more programs; the defaults are the language's."""
     engine: CacheSizes = field(default_factory=CacheSizes)
     """Entries kept by each of the engine's caches; 0 turns a cache off."""
+    planning: PlanningOptions = field(default_factory=PlanningOptions)
+    """Optional planning passes: filter pushdown and bounded adaptive K."""
 
     def __post_init__(self) -> None:
         check_dsl_limits(self.dsl)
+        if self.planning.adaptive_k_max < self.dsl.k_ladder[0]:
+            raise ConfigError(
+                f"{SECTION}.planning.adaptive_k_max must be at least the smallest rung of "
+                f"{SECTION}.dsl.k_ladder ({self.dsl.k_ladder[0]}), got {self.planning.adaptive_k_max}"
+            )
         for f in fields(self.engine):
             if getattr(self.engine, f.name) < 0:
-                raise ConfigError(f"{SECTION}.engine.{f.name} must be 0 or more, got {getattr(self.engine, f.name)}")
+                raise ConfigError(
+                    f"{SECTION}.engine.{f.name} must be 0 or more, got {getattr(self.engine, f.name)}"
+                )
 
 
 register_section(SECTION, ServingSettings)
