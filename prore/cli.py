@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from indexing import commands as indexing_commands
+from indexing.embedders.registry import EMBEDDERS
 from indexing.errors import ProReError
 from prore import config as prore_config
 from prore import k8s as k8s_commands
@@ -45,7 +46,7 @@ GLOBAL_OPTIONS: tuple[tuple[str, str, str], ...] = (
     ("--config", "FILE", "YAML config (see docs/config.example.yaml)"),
     ("--clickhouse-url", "URL", "ClickHouse server URL (default: embedded chDB)"),
     ("--milvus-uri", "URI", "Milvus server URI (default: embedded Milvus Lite)"),
-    ("--embedder", "NAME", "embedder for text and image fields: minilm|hashing|openai"),
+    ("--embedder", "NAME", "embedder for text and image fields: " + "|".join(EMBEDDERS.names())),
 )
 """Options every command takes, before or after its name: (flag, metavar, help)."""
 

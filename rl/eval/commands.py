@@ -81,7 +81,7 @@ def eval_settings(args: argparse.Namespace, cfg: Config) -> EvalSettings:
 
 def _run_eval(args: argparse.Namespace, cfg: Config) -> int:
     from rl.eval.methods import get_method
-    from rl.eval.report import headline, load_summary, write_run
+    from rl.eval.report import failures_table, headline, load_summary, write_run
     from rl.eval.runner import evaluate
 
     domain = args.eval_domain
@@ -111,6 +111,7 @@ def _run_eval(args: argparse.Namespace, cfg: Config) -> int:
     summary = load_summary(run_dir)
     print(f"{run.method} on {domain}/{split}: {len(run.results)} queries in {run.elapsed_s:.1f} s")
     print(headline(summary))
+    print(failures_table(summary))
     print(f"report: {run_dir}")
     return 0
 
@@ -143,8 +144,10 @@ def register_eval(sub: Any) -> None:
     p = sub.add_parser(
         "eval",
         help="evaluate a retrieval method on a benchmark split, or compare stored runs",
-        description="Evaluate a method (Hit@1/3, MRR, NDCG@3, execution rate with bootstrap 95% CIs) "
-        "and store a report under <workspace>/reports/eval.",
+        description="Evaluate a method and store a report (markdown, JSON, PNG charts) under "
+        "<workspace>/reports/eval: Hit@1/3, MRR and NDCG@3 against the gold document, P@1, P@5, "
+        "nDCG@10 and R@10 against each instance's relevant set, execution rate, and a failure breakdown, "
+        "with bootstrap 95% CIs.",
     )
     defaults = EvalSettings()
     targets = p.add_subparsers(dest="eval_target", metavar="{" + "|".join(DOMAINS) + "|compare}", required=True)

@@ -4,7 +4,8 @@ A run lives in ``<workspace>/reports/eval/<domain>/<split>/<method>/<stamp>/``::
 
     summary.json     overall, by level (L1/L2/L3) and by modality, each metric with mean, 95% CI and n:
                      the gold metrics, and the graded ones where the benchmark has relevant sets
-                     (``graded`` says whether it does, and why not)
+                     (``graded`` says whether it does, and why not); ``failures`` counts the queries
+                     that failed at each layer (:func:`failure_breakdown`)
     summary.md       the same as a markdown table
     queries.jsonl    one line per query: rank of the gold id, every metric, returned ids, error
     by_level.png     bar chart with error bars by level
@@ -37,6 +38,33 @@ LEVEL_PNG = "by_level.png"
 MODALITY_PNG = "by_modality.png"
 PLOTTED: tuple[str, ...] = ("hit@1", "hit@3", "mrr", "ndcg@3", "p@1", "p@5", "ndcg@10", "recall@10")
 """Metrics drawn in the charts (the graded ones only where the run has them)."""
+FAILURES: tuple[str, ...] = ("format", "validation", "execution", "miss", "not-satisfied")
+"""Why a query did not count, in the reward's layer order (DESIGN.md section 5): the completion did not
+parse as a program, the program failed validation, it did not run, it ran and the gold was not first, it
+ran and its first result does not satisfy the request (only where the benchmark has relevant sets)."""
+
+
+def failure_breakdown(results: Iterable[QueryResult]) -> dict[str, int]:
+    """How many queries failed at each of :data:`FAILURES`.
+
+    A failed query's error starts with its layer (``format``, ``validation`` or ``execution``, as the
+    planner methods write it from the reward's parser and the engine's typed errors); any other error is
+    an execution failure. ``miss`` and ``not-satisfied`` count queries that ran: one query can be both.
+
+    >>> ok = QueryResult("q1", "L1", "text", "P1", 2, {"p@1": 0.0}, ("P2",), None)
+    >>> bad = QueryResult("q2", "L1", "text", "P1", None, {}, (), "format not_json: no JSON object")
+    >>> failure_breakdown([ok, bad])
+    {'format': 1, 'validation': 0, 'execution': 0, 'miss': 1, 'not-satisfied': 1}
+    """
+    counts = dict.fromkeys(FAILURES, 0)
+    for r in results:
+        if r.error is not None:
+            layer = r.error.split(" ", 1)[0]
+            counts[layer if layer in FAILURES[:3] else "execution"] += 1
+            continue
+        counts["miss"] += r.rank != 1
+        counts["not-satisfied"] += r.scores.get("p@1", 1.0) == 0.0
+    return counts
 
 
 def eval_root(ws: Workspace) -> Path:
@@ -83,6 +111,7 @@ def summarize(
         "by_level": {lv: _group(rs, resamples, confidence, seed) for lv, rs in by_level.items() if rs},
         "by_modality": {g: _group(rs, resamples, confidence, seed) for g, rs in by_mod.items() if rs},
         "errors": {"count": len(errors), "examples": [{"qid": r.qid, "error": r.error} for r in errors[:5]]},
+        "failures": failure_breakdown(res),
         **({"meta": run.meta} if run.meta else {}),
     }
 
@@ -118,6 +147,14 @@ def headline(summary: Mapping[str, Any]) -> str:
     return markdown_table(headers, body)
 
 
+def failures_table(summary: Mapping[str, Any]) -> str:
+    """The run's failure breakdown as a one-row markdown table (``n/a`` for not-satisfied without relevant sets)."""
+    failures = summary.get("failures") or {}
+    graded = (summary.get("graded") or {}).get("available", False)
+    row = [str(failures.get(f, 0)) if graded or f != "not-satisfied" else "n/a" for f in FAILURES]
+    return markdown_table(["n", *FAILURES], [[str(summary["overall"]["n"]), *row]])
+
+
 def render_markdown(summary: Mapping[str, Any]) -> str:
     """The full ``summary.md`` text."""
     gold = " (reference: reads the gold program)" if summary.get("uses_gold") else ""
@@ -135,6 +172,9 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
     graded = summary.get("graded") or {}
     if not graded.get("available", False):
         lines += ["", f"P@1, P@5, nDCG@10 and R@10: {graded.get('reason') or GRADED_NA}"]
+    if "failures" in summary:
+        lines += ["", "Failures by layer (a query that ran can both miss and not satisfy):", "",
+                  failures_table(summary)]  # fmt: skip
     if summary["errors"]["count"]:
         lines += ["", f"{summary['errors']['count']} queries failed; first: {summary['errors']['examples'][0]}"]
     return "\n".join(lines) + "\n"

@@ -10,7 +10,8 @@
 
 Programs are parsed with the reward's rule and executed by the engine in one ``execute_many`` call. A
 method that produced no ranking says why, with the failed layer first: ``format``, ``validation`` or
-``execution`` (:func:`failure_breakdown` counts them, plus ``miss`` and ``not-satisfied``).
+``execution`` (:func:`rl.eval.report.failure_breakdown` counts them in every report, plus ``miss`` and
+``not-satisfied``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import atexit
 import contextlib
 import os
 import re
-from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -42,7 +42,6 @@ MEMORY_SHARE = 0.1
 refuses to start beside any other process, and a small planner needs far less."""
 N_SHOTS = 7
 """Exemplar programs of the few-shot baseline (the paper's 6-7, covering every modality)."""
-FAILURES = ("format", "validation", "execution", "miss", "not-satisfied")
 
 
 class EndpointUnavailable(TrainError):
@@ -88,24 +87,6 @@ def execute(ctx: MethodContext, completions: Sequence[str], k: int) -> list[Outc
             else:
                 outcomes[i] = Outcome.ranked(got.ids)
     return [o for o in outcomes if o is not None]
-
-
-def failure_breakdown(results: Sequence[Any], instances: Sequence[EvalInstance]) -> dict[str, int]:
-    """Counts of ``format``, ``validation``, ``execution`` failures, ``miss`` (ran, gold not first) and
-    ``not-satisfied`` (ran, first result outside the relevant set; only where the instance has one)."""
-    by_qid = {i.qid: i for i in instances}
-    counts: Counter[str] = Counter({f: 0 for f in FAILURES})
-    for r in results:
-        if r.error is not None:
-            layer = r.error.split(" ", 1)[0]
-            counts[layer if layer in FAILURES else "execution"] += 1
-            continue
-        if r.rank != 1:
-            counts["miss"] += 1
-        relevant = getattr(by_qid.get(r.qid), "relevant_ids", ())
-        if relevant and (not r.ids or (r.ids[0] not in relevant and r.ids[0] != r.gold_id)):
-            counts["not-satisfied"] += 1
-    return dict(counts)
 
 
 # -- planner:PATH -------------------------------------------------------------------------------------

@@ -71,10 +71,12 @@ def register_train(sub: Any) -> Any:
     p = sub.add_parser(
         "train",
         help="export training data and launch verl training (SFT, GRPO, DAPO)",
-        description="Training data from a benchmark, and the verl commands that train the planner on it. "
-        "Hyperparameters come from rl/verl/recipes/defaults.yaml (the paper's).",
+        description="Training data from a benchmark, the verl commands that train the planner on it in a "
+        "cluster (export, launch; hyperparameters from rl/verl/recipes/defaults.yaml, the paper's), and "
+        "training a small planner on this machine with TRL (sft, grpo, dapo, plot).",
     )
-    actions = p.add_subparsers(dest="train_action", metavar="{export|launch}", required=True)
+    # No fixed metavar: argparse lists every action, including those rl.train adds (sft, grpo, dapo, plot).
+    actions = p.add_subparsers(dest="train_action", required=True)
     e = actions.add_parser(
         "export",
         help="write verl's RL and SFT parquet from a benchmark",

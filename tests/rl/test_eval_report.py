@@ -181,6 +181,9 @@ def test_report_files_and_summary(cfg: Config) -> None:
     assert len(lines) == 40 and json.loads(lines[0])["qid"] == "q000"
     table = (run_dir / TABLE).read_text()
     assert "| overall | 40 |" in table and "modality: mixed" in table
+    # The five failures are execution failures; every query that ran found its gold; no relevant sets.
+    assert summary["failures"] == {"format": 0, "validation": 0, "execution": 5, "miss": 0, "not-satisfied": 0}
+    assert "| 40 | 0 | 0 | 5 | 0 | n/a |" in table
     assert not list(run_dir.parent.glob(".*partial"))
 
 

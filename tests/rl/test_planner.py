@@ -20,13 +20,12 @@ from indexing.workspace import Workspace
 from prore.cli import main
 from rl.bench import load_split
 from rl.eval.methods import MethodContext, get_method
+from rl.eval.report import FAILURES, failure_breakdown
 from rl.eval.runner import evaluate, modality_group
 from rl.train.planner import (
-    FAILURES,
     N_SHOTS,
     SHOTS_KEY,
     LoadedPlanner,
-    failure_breakdown,
     few_shot_messages,
     pick_exemplars,
     planner_completions,
@@ -62,7 +61,7 @@ def vllm_server(tiny_planner: Path, tmp_path_factory: pytest.TempPathFactory) ->
 def _check_run(run: object, instances: list[object]) -> None:
     results = run.results  # type: ignore[attr-defined]
     assert len(results) == len(instances)
-    counts = failure_breakdown(results, instances)  # type: ignore[arg-type]
+    counts = failure_breakdown(results)
     errors = [r for r in results if r.error is not None]
     assert all(r.error.split(" ", 1)[0] in FAILURES for r in errors), [r.error for r in errors]
     assert counts["format"] + counts["validation"] + counts["execution"] == len(errors)
