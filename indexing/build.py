@@ -18,6 +18,11 @@ The previously published version is kept, and so is every version an open
   (chunk ignored).
 
 One build per domain and workspace runs at a time (a file lock); a second one fails at once.
+
+**Engines.** Where the chunks get their vectors is a :class:`ChunkSource`, chosen by ``build.engine``:
+``local`` reads and embeds in this process (:func:`local_chunks`); ``ray`` runs a Ray Data pipeline
+(:mod:`indexing.ray_build`). Everything else, the stores' writes, the journal, BM25, the check and
+the publish, is this module's, so both engines build the same version with the same build key.
 """
 
 from __future__ import annotations
@@ -31,11 +36,12 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
@@ -43,7 +49,7 @@ from indexing.config import Config
 from indexing.corpora.files import corpus_manifest, iter_corpus, part_paths
 from indexing.embedders.base import Embedder, Vectors
 from indexing.embedders.registry import embedder_identity, make_embedder
-from indexing.errors import StoreError
+from indexing.errors import ConfigError, StoreError
 from indexing.index import (
     BM25_DIR,
     CURRENT,
@@ -125,6 +131,32 @@ class BuildResult:
         return f"{self.domain}: published {self.version} with {self.rows} docs ({how}){dropped}{kept}"
 
 
+@dataclass(frozen=True)
+class EmbeddedChunk:
+    """Chunk ``index`` of the corpus (see :func:`~indexing.corpora.files.iter_corpus`) with one row of
+    vectors per document for each vector field."""
+
+    index: int
+    table: pa.Table
+    vectors: dict[str, Vectors]
+
+
+class ChunkSource(Protocol):
+    """Yields the embedded chunks from ``start_chunk`` on, in chunk order, each exactly once.
+
+    The build closes the iterator when it stops early, so a source may hold resources (a Ray session)
+    for exactly as long as it is read.
+    """
+
+    def __call__(
+        self, ws: Workspace, schema: CorpusSchema, batch_rows: int, start_chunk: int
+    ) -> Generator[EmbeddedChunk]: ...
+
+
+ENGINES = ("local", "ray")
+"""The values of ``build.engine``."""
+
+
 def embedders_for(cfg: Config, schema: CorpusSchema) -> dict[Role, Embedder]:
     """One embedder per role the schema has (unknown names fail here, before anything is written)."""
     roles = [r for r in (Role.TEXT, Role.IMAGE) if schema.names(r)]
@@ -136,6 +168,40 @@ def embed_unique(embedder: Embedder, texts: list[str]) -> Vectors:
     slots = {t: i for i, t in enumerate(dict.fromkeys(texts))}
     unique = embedder.embed(list(slots))
     return unique[[slots[t] for t in texts]]
+
+
+def embed_table(embedders: dict[Role, Embedder], schema: CorpusSchema, table: pa.Table) -> dict[str, Vectors]:
+    """The vectors of every vector field of ``table``'s rows."""
+    return {
+        f: embed_unique(embedders[schema.field(f).role], table.column(f).to_pylist())
+        for f in schema.vector_fields
+    }
+
+
+@dataclass(frozen=True)
+class LocalChunks:
+    """The ``local`` engine: read and embed chunk after chunk in this process."""
+
+    embedders: dict[Role, Embedder]
+
+    def __call__(
+        self, ws: Workspace, schema: CorpusSchema, batch_rows: int, start_chunk: int
+    ) -> Generator[EmbeddedChunk]:
+        for i, chunk in enumerate(iter_corpus(ws, schema, batch_rows)):
+            if i >= start_chunk:
+                yield EmbeddedChunk(i, chunk, embed_table(self.embedders, schema, chunk))
+
+
+def chunk_source(cfg: Config, embedders: dict[Role, Embedder]) -> ChunkSource:
+    """The source of ``cfg.build.engine``; a missing extra or a bad setting fails here, before any write."""
+    engine = cfg.build.engine
+    if engine == "local":
+        return LocalChunks(embedders)
+    if engine == "ray":
+        from indexing.ray_build import RayChunks
+
+        return RayChunks.from_config(cfg)
+    raise ConfigError(f"build.engine must be one of {', '.join(ENGINES)}, got {engine!r}")
 
 
 def build_settings(
@@ -172,7 +238,8 @@ def build_index(
     """Build (or resume, or confirm) the index of ``domain`` and publish it; see the module docstring.
 
     ``progress`` shows tqdm bars (``None``: only on a terminal). ``on_chunk(i)`` is called after
-    chunk ``i`` is committed (tests use it to read the index while a build is running).
+    chunk ``i`` is committed (tests use it to read the index while a build is running). The engine is
+    ``cfg.build.engine``.
     """
     if batch_rows < 1:
         raise StoreError(f"--batch-rows must be at least 1, got {batch_rows}", code="bad_batch_rows")
@@ -181,6 +248,7 @@ def build_index(
     manifest = corpus_manifest(ws, domain)
     check_index_config(cfg.milvus, lite=is_lite(milvus_uri(cfg)))
     embedders = embedders_for(cfg, schema)
+    source = chunk_source(cfg, embedders)
     settings = build_settings(cfg, schema, manifest, embedders)
     key = build_key(settings)
     ws.index_root(domain).mkdir(parents=True, exist_ok=True)
@@ -203,7 +271,7 @@ def build_index(
             sql.drop_table(physical_table(cfg, schema, version))
             vec.drop_collection(collection_name(schema, version))
             atomic_write_json(ws.index_dir(domain, version) / JOURNAL, journal)
-        builder = _Builder(cfg, ws, schema, manifest, embedders, sql, vec, version, journal, progress)
+        builder = _Builder(cfg, ws, schema, manifest, embedders, source, sql, vec, version, journal, progress)
         result = builder.run(on_chunk, resumed=resumed)
         kept = {version} | ({current} if current else set())
         gone, in_use = _collect_garbage(cfg, ws, schema, kept, sql, vec)
@@ -220,6 +288,7 @@ class _Builder:
         schema: CorpusSchema,
         manifest: dict[str, Any],
         embedders: dict[Role, Embedder],
+        source: ChunkSource,
         sql: ChdbStore | ClickHouseServerStore,
         vec: MilvusStore,
         version: str,
@@ -227,7 +296,7 @@ class _Builder:
         progress: bool | None,
     ) -> None:
         self.cfg, self.ws, self.schema, self.manifest = cfg, ws, schema, manifest
-        self.embedders, self.sql, self.vec = embedders, sql, vec
+        self.embedders, self.source, self.sql, self.vec = embedders, source, sql, vec
         self.version, self.journal = version, journal
         self.disable = None if progress is None else not progress
         self.table = physical_table(cfg, schema, version)
@@ -263,16 +332,16 @@ class _Builder:
             for i, stage in enumerate(("embed", "clickhouse", "milvus"))
         }  # fmt: skip
         written = 0
+        chunks = self.source(self.ws, self.schema, batch_rows, start_chunk)
         try:
-            for i, chunk in enumerate(iter_corpus(self.ws, self.schema, batch_rows)):
-                if i < start_chunk:
-                    continue
-                n = chunk.num_rows
+            while True:
+                # Embedding time is the wait for the next embedded chunk (a pipeline's other stages overlap it).
                 with self._timed("embed_s"):
-                    vectors = {
-                        f: embed_unique(self.embedders[self.schema.field(f).role], chunk.column(f).to_pylist())
-                        for f in self.schema.vector_fields
-                    }
+                    embedded = next(chunks, None)
+                if embedded is None:
+                    break
+                i, chunk, vectors = embedded.index, embedded.table, embedded.vectors
+                n = chunk.num_rows
                 bars["embed"].update(n)
                 _fault("embedded", i)
                 with self._timed("clickhouse_s"):
@@ -295,6 +364,7 @@ class _Builder:
             with self._timed("milvus_s"):
                 self.vec.flush(self.collection)
         finally:
+            chunks.close()
             for bar in bars.values():
                 bar.close()
         return written

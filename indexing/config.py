@@ -5,7 +5,7 @@ Unknown keys are rejected, and every value is checked against its field's type, 
 silently falls back to a default: each mistake is one :class:`~indexing.errors.ConfigError` line
 naming the dotted key (``serving.dsl.default_k``).
 
-This layer owns ``workspace`` and the ``clickhouse``, ``milvus`` and ``embedder`` sections. A layer
+This layer owns ``workspace`` and the ``clickhouse``, ``milvus``, ``embedder`` and ``build`` sections. A layer
 above adds a section of its own, a frozen dataclass whose fields all have defaults, with
 :func:`register_section` when its settings module is imported (``serving.settings``,
 ``rl.settings``); ``prore`` imports those modules before it loads the file, so one YAML file holds
@@ -39,7 +39,7 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import yaml
 
@@ -131,6 +131,27 @@ class EmbedderConfig:
 
 
 @dataclass(frozen=True)
+class BuildConfig:
+    """How ``prore index build`` runs; neither setting changes what is built (an index built by one
+    engine is the same index, with the same build key, as one built by the other)."""
+
+    engine: Literal["local", "ray"] = "local"
+    """``local``: this process reads, embeds and writes chunk after chunk. ``ray``: a Ray Data pipeline
+    reads the corpus parts in tasks and embeds in a pool of actors, one embedder each; this process
+    still writes every store, commits and publishes (see :mod:`indexing.ray_build`)."""
+    ray_actors: int = 2
+    """Embedding actors in the Ray pool, each with its own embedder and one CPU."""
+    ray_address: str | None = None
+    """The Ray cluster of a ``ray`` build: ``None`` joins the one ``RAY_ADDRESS`` names (a KubeRay RayJob
+    sets it) or else starts a local one for the build and stops it after; otherwise an address such as
+    ``auto`` or ``ray://head:10001``."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.ray_actors, bool) or not isinstance(self.ray_actors, int) or self.ray_actors < 1:
+            raise ConfigError(f"build.ray_actors must be at least 1, got {self.ray_actors!r}")
+
+
+@dataclass(frozen=True)
 class Config:
     """Everything a command needs to find its workspace and stores, plus the other layers' sections."""
 
@@ -139,6 +160,7 @@ class Config:
     clickhouse: ClickHouseConfig = field(default_factory=ClickHouseConfig)
     milvus: MilvusConfig = field(default_factory=MilvusConfig)
     embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
+    build: BuildConfig = field(default_factory=BuildConfig)
     sections: Mapping[str, Any] = field(default_factory=dict)
     """Registered sections by name (``serving``, ``rl``), as loaded; read them with :meth:`section`."""
 
@@ -162,6 +184,7 @@ BUILTIN_SECTIONS: dict[str, type[Any]] = {
     "clickhouse": ClickHouseConfig,
     "milvus": MilvusConfig,
     "embedder": EmbedderConfig,
+    "build": BuildConfig,
 }
 """This layer's sections: fields of :class:`Config`."""
 

@@ -15,7 +15,7 @@ from indexing.workspace import Workspace
 
 def register(sub: Any) -> None:
     """Add ``prore index ...`` to the ``prore`` parser."""
-    from indexing.build import DEFAULT_BATCH_ROWS
+    from indexing.build import DEFAULT_BATCH_ROWS, ENGINES
 
     index = sub.add_parser("index", help="build and inspect the versioned indexes of a corpus")
     isub = index.add_subparsers(dest="index_command", metavar="<index command>", required=True)
@@ -30,6 +30,15 @@ def register(sub: Any) -> None:
     build.add_argument("--index-type", metavar="TYPE", help="Milvus index type (default from config: FLAT)")
     build.add_argument(
         "--batch-rows", metavar="N", default=str(DEFAULT_BATCH_ROWS), help=f"rows per chunk (default {DEFAULT_BATCH_ROWS})"
+    )
+    build.add_argument(
+        "--engine",
+        choices=ENGINES,
+        help="local: embed in this process; ray: Ray Data with an actor pool "
+        "(default from config: local; the index is the same either way)",
+    )
+    build.add_argument(
+        "--actors", metavar="N", help="embedding actors of the ray engine (default from config: 2)"
     )
     build.add_argument("--no-progress", action="store_true", help="no progress bars")
     build.set_defaults(handler=cmd_build)
@@ -51,6 +60,14 @@ def cmd_build(args: argparse.Namespace, cfg: Config) -> int:
         raise ConfigError(f"--batch-rows must be a whole number, got {args.batch_rows!r}") from None
     if args.index_type:
         cfg = cfg.replace(milvus=dataclasses.replace(cfg.milvus, index_type=args.index_type))
+    if args.engine:
+        cfg = cfg.replace(build=dataclasses.replace(cfg.build, engine=args.engine))
+    if args.actors is not None:
+        try:
+            actors = int(args.actors)
+        except ValueError:
+            raise ConfigError(f"--actors must be a whole number, got {args.actors!r}") from None
+        cfg = cfg.replace(build=dataclasses.replace(cfg.build, ray_actors=actors))
     result = build_index(cfg, args.domain, batch_rows=batch_rows, progress=False if args.no_progress else None)
     print(result.summary())
     return 0

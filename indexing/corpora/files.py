@@ -155,13 +155,25 @@ def corpus_manifest(ws: Workspace, domain: str) -> dict[str, Any]:
 
 
 def iter_corpus(ws: Workspace, schema: CorpusSchema, batch_rows: int = 10_000) -> Iterator[pa.Table]:
-    """Stream the workspace corpus in tables of at most ``batch_rows`` rows, in id order as written."""
-    corpus_manifest(ws, schema.domain)
-    parts = sorted(ws.corpus_dir(schema.domain).glob("part-*.parquet"))
-    for part in parts:
-        pf = pq.ParquetFile(part)
-        for rb in pf.iter_batches(batch_size=batch_rows):
-            yield pa.Table.from_batches([rb])
+    """Stream the workspace corpus in tables of at most ``batch_rows`` rows, in id order as written.
+
+    The tables are the chunks of :func:`iter_part`, part after part.
+    """
+    for part in part_paths(ws, schema.domain):
+        yield from iter_part(part, batch_rows)
+
+
+def iter_part(part: Path, batch_rows: int) -> Iterator[pa.Table]:
+    """The chunks of one corpus part: ``ceil(rows / batch_rows)`` tables of ``batch_rows`` rows, the last
+    one shorter (parquet's batches span row groups, so only the part's end cuts a chunk short)."""
+    for rb in pq.ParquetFile(part).iter_batches(batch_size=batch_rows):
+        yield pa.Table.from_batches([rb])
+
+
+def part_chunks(part: Path, batch_rows: int) -> int:
+    """How many chunks :func:`iter_part` yields for ``part``, from the parquet footer alone."""
+    rows = int(pq.ParquetFile(part).metadata.num_rows)
+    return -(-rows // batch_rows)
 
 
 def part_paths(ws: Workspace, domain: str) -> list[Path]:
