@@ -10,6 +10,8 @@ Importing this module registers the section (see :func:`indexing.config.register
         programs: 50000
       planning:         # optional planning passes (serving.settings.PlanningOptions)
         pushdown: false
+      sql:              # how id sets reach ClickHouse (serving.settings.SqlSettings)
+        ids: bound
 
 >>> from indexing.config import Config
 >>> Config().section(ServingSettings).dsl.default_k
@@ -23,6 +25,7 @@ indexing.errors.ConfigError: serving.dsl.default_k 7 must be one of serving.dsl.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from typing import Literal
 
 from indexing.config import register_section
 from indexing.errors import ConfigError
@@ -74,6 +77,23 @@ class PlanningOptions:
     ladder's top rung are reached by doubling it (50, 100, 200, ...)."""
 
 
+@dataclass(frozen=True)
+class SqlSettings:
+    """How the engine hands a program's id sets to ClickHouse (:mod:`serving.engine.sqlrun`).
+
+    Either way the SQL text comes only from the validated program's tree and the ids only from the
+    index's searches; the results are the same (tested across both).
+    """
+
+    ids: Literal["bound", "literal"] = "bound"
+    """``bound``: each placeholder becomes a query parameter, ``id IN {text_1: Array(String)}``, and the
+    ids travel beside the statement (chDB ``params=``, clickhouse-connect ``parameters=``); the
+    statement is rendered once per program, whatever its id sets, and batches name one parameter per
+    distinct id set. ``literal``: the ids are written into the SQL as string literals,
+    ``id IN ('P1', 'P2')``, rendered again for every new id set. The default is the faster one in
+    ``bench/engine.py`` (README, "Benchmarks")."""
+
+
 def _check_ladder(name: str, ladder: tuple[int, ...], *, least: int) -> None:
     if not ladder or list(ladder) != sorted(set(ladder)) or ladder[0] < least:
         raise ConfigError(
@@ -116,6 +136,8 @@ class ServingSettings:
     """Entries kept by each of the engine's caches; 0 turns a cache off."""
     planning: PlanningOptions = field(default_factory=PlanningOptions)
     """Optional planning passes: filter pushdown and bounded adaptive K."""
+    sql: SqlSettings = field(default_factory=SqlSettings)
+    """How id sets reach ClickHouse: bound query parameters or SQL literals."""
 
     def __post_init__(self) -> None:
         check_dsl_limits(self.dsl)

@@ -18,6 +18,7 @@ so columns qualified with the corpus table's name keep resolving, in subqueries 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 
@@ -85,6 +86,46 @@ def substitute_tree(
         predicate.set("expressions", [exp.Literal.string(i) for i in ids])
     _rename_tables(tree, validated.table, table)
     return tree
+
+
+def parameterize_tree(
+    validated: ValidatedProgram, *, table: str, id_type: str = "String"
+) -> tuple[exp.Select, tuple[tuple[str, int], ...]]:
+    """The tree of :func:`substitute` with each placeholder a ClickHouse query parameter instead of its ids,
+    and the parameters it holds as ``(name, entry)`` pairs (0-based entries, in order of first use).
+
+    ``id IN <text_1>`` becomes ``id IN {text_1: Array(String)}``: the statement no longer depends on the
+    id sets, so it is built and rendered once per program, and the ids travel beside it, bound by the
+    store (``params=``). An empty id set binds an empty array: ``id IN []`` is false, as with literals.
+    Programs cannot write parameters themselves (validation refuses braces), so every parameter in the
+    tree is one this pass put there.
+
+    >>> from indexing.schema import PRODUCTS
+    >>> from serving.dsl.parse import parse_program
+    >>> from serving.dsl.validate import validate
+    >>> v = validate(parse_program({"sql": "SELECT id FROM products WHERE id IN <text_1> AND id NOT IN <image_2>",
+    ...     "retrieval_list": [{"type": "text", "field": "title", "query": "jeans"},
+    ...                        {"type": "image", "field": "image", "query": "denim"}]}), PRODUCTS)
+    >>> tree, params = parameterize_tree(v, table="t")
+    >>> render(tree), params
+    ('SELECT id FROM t AS products WHERE id IN {text_1: Array(String)} AND NOT (id IN {image_2: Array(String)})', (('text_1', 0), ('image_2', 1)))
+    """
+    tree = validated.tree.copy()
+    kind = _array_type(id_type)
+    params: dict[str, int] = {}
+    for predicate, use in placeholder_sites(tree):
+        name = f"{use.modality}_{use.entry + 1}"
+        params.setdefault(name, use.entry)
+        predicate.set("expressions", [])
+        predicate.set("field", exp.Placeholder(this=exp.var(name), kind=kind.copy()))
+    _rename_tables(tree, validated.table, table)
+    return tree, tuple(params.items())
+
+
+@functools.cache
+def _array_type(id_type: str) -> exp.DataType:
+    # Parsing a type costs more than the rest of the pass; callers copy the cached node.
+    return exp.DataType.build(f"Array({id_type})", dialect=_DIALECT)
 
 
 def render(tree: exp.Expr) -> str:

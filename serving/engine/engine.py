@@ -20,6 +20,7 @@ from indexing.config import Config
 from indexing.errors import ProReError
 from indexing.index import IndexHandle, open_index
 from indexing.stores.base import Hit
+from indexing.stores.clickhouse import column_type
 from serving.dsl import (
     DEFAULT_LIMITS,
     Code,
@@ -29,15 +30,15 @@ from serving.dsl import (
     ValidatedProgram,
     validate,
 )
-from serving.dsl.substitute import render, substitute_tree
+from serving.dsl.substitute import parameterize_tree, render, substitute_tree
 from serving.engine.cache import LRU, CacheStats
 from serving.engine.plan import flatten_self_subqueries, is_plain_filter, pin_clock, stable_order
 from serving.engine.ranking import rank_results
 from serving.engine.rerank import Reranker
 from serving.engine.results import STAGES, DeadlineExceeded, ExecutionLimits, ExecutionResult, candidate_name
 from serving.engine.retrieval import RetrievalRequest, Retriever
-from serving.engine.sqlrun import Outcome, SqlJob, SqlRunner
-from serving.settings import CacheSizes, ServingSettings
+from serving.engine.sqlrun import Outcome, Params, SqlJob, SqlRunner
+from serving.settings import CacheSizes, ServingSettings, SqlSettings
 
 BatchOutcome = ExecutionResult | ProReError
 """What :meth:`Engine.execute_many` returns per program: a result, or the typed error it raised."""
@@ -139,8 +140,11 @@ class Engine:
         limits: ExecutionLimits | None = None,
         caches: CacheSizes | None = None,
         dsl_limits: DslLimits | None = None,
+        sql_settings: SqlSettings | None = None,
     ) -> None:
         self.handle = handle
+        self.sql_settings = sql_settings or SqlSettings()
+        """How id sets reach ClickHouse: bound query parameters or SQL literals (same results)."""
         self.dsl_limits = dsl_limits or DEFAULT_LIMITS
         """What every program is validated against (ladders, caps); the language's defaults unless given."""
         self.schema = handle.schema
@@ -151,8 +155,9 @@ class Engine:
         self.retriever = Retriever(handle, reranker=reranker, sizes=sizes)
         self.sql = SqlRunner(self._query, handle.table, handle.schema.table, self.limits)
         self._prepared: LRU[str, Prepared | Rejection] = LRU(sizes.programs)
-        self._sql_results: LRU[str, tuple[str, ...]] = LRU(sizes.programs)
-        self._jobs: LRU[tuple[str, tuple[tuple[str, ...], ...]], SqlJob] = LRU(sizes.programs)
+        self._sql_results: LRU[tuple[str, Params], tuple[str, ...]] = LRU(sizes.programs)
+        # Literal ids: a job per (program, id sets). Bound ids: a template per program (id sets None).
+        self._jobs: LRU[tuple[str, tuple[tuple[str, ...], ...] | None], SqlJob] = LRU(sizes.programs)
         self._stats_lock = threading.Lock()
         self._programs = 0
         self._results = 0
@@ -171,12 +176,13 @@ class Engine:
         reranker: Reranker | None = None,
         caches: CacheSizes | None = None,
         dsl_limits: DslLimits | None = None,
+        sql_settings: SqlSettings | None = None,
     ) -> Engine:
         """An engine on the published index of ``domain`` (or ``version``) in ``cfg``'s workspace.
 
         Its execution limits are ``cfg.clickhouse``'s; its cache sizes and DSL limits are the config's
-        ``serving`` section (:class:`~serving.settings.ServingSettings`: ``engine`` and ``dsl``) unless
-        ``caches`` or ``dsl_limits`` are given.
+        ``serving`` section (:class:`~serving.settings.ServingSettings`: ``engine``, ``dsl`` and ``sql``)
+        unless ``caches``, ``dsl_limits`` or ``sql_settings`` are given.
         """
         settings = cfg.section(ServingSettings)
         return cls(
@@ -184,6 +190,7 @@ class Engine:
             reranker=reranker,
             caches=caches or settings.engine,
             dsl_limits=dsl_limits or settings.dsl,
+            sql_settings=sql_settings or settings.sql,
         )
 
     def __enter__(self) -> Engine:
@@ -401,46 +408,56 @@ class Engine:
 
     def _job(self, p: Prepared, hits: Mapping[RetrievalRequest, tuple[Hit, ...]]) -> SqlJob:
         id_sets = tuple(tuple(doc for doc, _ in hits[r]) for r in p.requests)
-        # Substitution is a pure function of the program's tree and the id sets: render it once.
-        key = (p.validated.normalized_sql, id_sets)
+        # Substitution is a pure function of the program's tree (and, for literals, the id sets): render
+        # it once. Bound ids leave the statement the same for every id set: one template per program.
+        bound = self.sql_settings.ids == "bound"
+        key = (p.validated.normalized_sql, None if bound else id_sets)
         job = self._jobs.get(key)
         if job is None:
-            job = self._render(p, id_sets)
+            job = self._render(p, None if bound else id_sets)
             self._jobs.put(key, job)
-        return job
+        return job.bind(id_sets)
 
-    def _render(self, p: Prepared, id_sets: tuple[tuple[str, ...], ...]) -> SqlJob:
-        tree = substitute_tree(p.plan, dict(enumerate(id_sets)), table=self.handle.table)
+    def _render(self, p: Prepared, id_sets: tuple[tuple[str, ...], ...] | None) -> SqlJob:
+        """The program's job with ``id_sets`` as literals, or its template (query parameters) for None."""
+        slots: tuple[tuple[str, int], ...] = ()
+        if id_sets is None:
+            id_type = column_type(self.schema.field("id"))
+            tree, slots = parameterize_tree(p.plan, table=self.handle.table, id_type=id_type)
+        else:
+            tree = substitute_tree(p.plan, dict(enumerate(id_sets)), table=self.handle.table)
         where = tree.args.get("where") if p.plain else None
         # A plain filter's statement is SELECT [DISTINCT] id FROM <table> AS <corpus> WHERE <cond>; a scan
         # batches its condition subtree (ids are the table's key, so DISTINCT changes nothing).
-        return SqlJob(render(tree), tree, where.this if isinstance(where, exp.Where) else None)
+        return SqlJob(render(tree), tree, where.this if isinstance(where, exp.Where) else None, slots=slots)
 
     def _run_sql(self, jobs: Sequence[SqlJob], deadline: float | None, costs: list[float]) -> list[Outcome]:
-        """Each job's rows (SQL results cached by text; identical statements run once, their time
+        """Each job's rows (SQL results cached by text and bound ids; identical statements run once, their time
         split among the jobs that share them, a cached one costing nothing), adding ms into ``costs``."""
         out: list[Outcome | None] = [None] * len(jobs)
-        todo: dict[str, list[int]] = {}
+        todo: dict[tuple[str, Params], list[int]] = {}
         for i, job in enumerate(jobs):
-            cached = self._sql_results.get(job.sql)
+            cached = self._sql_results.get(job.key)
             if cached is not None:
                 out[i] = cached
             else:
-                todo.setdefault(job.sql, []).append(i)
+                todo.setdefault(job.key, []).append(i)
         distinct = [jobs[idxs[0]] for idxs in todo.values()]
         # A batch of one runs the program's own SQL, so execute() and execute_many() agree exactly.
         distinct_ms = [0.0] * len(distinct)
         results = self.sql.run(distinct, deadline=deadline, costs=distinct_ms)
         for idxs, res, ms in zip(todo.values(), results, distinct_ms, strict=True):
             if not isinstance(res, ProReError):
-                self._sql_results.put(jobs[idxs[0]].sql, res)
+                self._sql_results.put(jobs[idxs[0]].key, res)
             for i in idxs:
                 out[i] = res
                 costs[i] += ms / len(idxs)
         return [o if o is not None else () for o in out]
 
-    def _query(self, sql: str, settings: dict[str, Any]) -> list[tuple[Any, ...]]:
-        rows: list[tuple[Any, ...]] = self.handle.sql.query(sql, settings=settings)
+    def _query(
+        self, sql: str, settings: dict[str, Any], params: Mapping[str, Any] | None
+    ) -> list[tuple[Any, ...]]:
+        rows: list[tuple[Any, ...]] = self.handle.sql.query(sql, settings=settings, params=params)
         return rows
 
 
@@ -487,5 +504,3 @@ def _late(prepared: dict[int, Prepared], outcomes: list[BatchOutcome | None], de
 
 def _counts(cache: LRU[Any, Any]) -> dict[str, int]:
     return {"size": len(cache), "maxsize": cache.maxsize, "hits": cache.hits, "misses": cache.misses}
-
-

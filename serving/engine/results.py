@@ -55,7 +55,8 @@ class ExecutionResult:
     ``ids`` are ranked by the ranking contract (:mod:`serving.engine.ranking`), at most ``k``;
     ``scores`` are their contract scores. ``candidates`` maps each placeholder name (``text_1``,
     ``image_2``) to the ranked ids its entry retrieved. ``sql`` is the SQL that ran, with the id sets
-    substituted. ``timings`` gives milliseconds per stage (:data:`STAGES`), this program's own:
+    substituted: as string literals, or (``serving.sql.ids: bound``) as query parameters named after the
+    placeholders, ``id IN {text_1: Array(String)}``, bound to ``candidates["text_1"]``. ``timings`` gives milliseconds per stage (:data:`STAGES`), this program's own:
 
     * ``validate``: its own validation and planning (a cache hit costs a lookup);
     * ``embed``, ``ann``, ``sparse``, ``rerank``: work shared by a batch, attributed by request. Each

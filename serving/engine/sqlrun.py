@@ -10,6 +10,12 @@ sqlglot trees from the programs' substituted trees and rendered once (never past
   ``SELECT 0, groupArray(id) FROM (<sql_0>) UNION ALL SELECT 1, ...``; ``groupArray`` over a
   subquery keeps the subquery's ``ORDER BY`` order.
 
+**Id sets.** A job carries its ids either as string literals in its SQL (``id IN ('P1', 'P2')``) or as
+query parameters beside it (``id IN {text_1: Array(String)}`` with ``text_1`` bound to the ids), as
+:class:`~serving.settings.SqlSettings` chooses. A batch renames each job's parameters to names unique in
+the batch, one per distinct id set (:func:`bind_apart`), so programs never see each other's ids and an id
+set that many programs share is sent once.
+
 A batch the store refuses because of a statement in it (:class:`~indexing.errors.QueryRejected`) is
 split in halves and retried, down to single programs, which run their own SQL exactly as
 :meth:`Engine.execute` would; so a failing program fails alone, with the same error it gets when run by
@@ -21,10 +27,11 @@ never scores an infrastructure failure as the programs' failure.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,10 +54,19 @@ _TIMEOUT = 159  # TIMEOUT_EXCEEDED: the program's max_execution_time
 _DIALECT = "clickhouse"
 
 
+Params = tuple[tuple[str, tuple[str, ...]], ...]
+"""Query parameters of a job: ``(name, ids)`` pairs, each bound as ``{name: Array(String)}``."""
+
+
 @dataclass(frozen=True)
 class SqlJob:
     """One program's substituted statement: ``tree``, its rendering ``sql`` (what runs alone), and
     ``where``, the condition subtree of ``tree`` when the program is a plain filter (scan-batchable).
+
+    With bound ids, ``sql`` names query parameters and ``params`` holds the ids bound to each; a
+    *template* (``params`` empty, ``slots`` naming the entry behind each parameter) is what the engine
+    caches per program, and :meth:`bind` makes a program's job of it for given id sets. With literal
+    ids, ``sql`` holds them and ``params`` is empty.
 
     A job may be cached and shared by concurrent batches: its trees are never changed, the batch
     statements are built from copies.
@@ -59,10 +75,62 @@ class SqlJob:
     sql: str
     tree: exp.Select = field(compare=False, repr=False)
     where: exp.Expr | None = field(default=None, compare=False, repr=False)
+    params: Params = ()
+    """The ids bound to each query parameter of ``sql``; empty when the ids are literals in it."""
+    slots: tuple[tuple[str, int], ...] = field(default=(), compare=False, repr=False)
+    """A template's parameters: ``(name, entry)``, the entry (0-based) whose ids each one binds."""
+
+    @property
+    def key(self) -> tuple[str, Params]:
+        """What decides the job's rows: its SQL and its bound ids (the SQL results cache's key)."""
+        return self.sql, self.params
+
+    def bind(self, id_sets: Sequence[Sequence[str]]) -> SqlJob:
+        """This template's job for ``id_sets`` (entry ``i``'s ids at ``id_sets[i]``): its parameters bound."""
+        if not self.slots:
+            return self
+        return dataclasses.replace(self, params=tuple((name, tuple(id_sets[e])) for name, e in self.slots))
+
+    def bound(self) -> dict[str, list[str]] | None:
+        """The parameters as the stores take them (``params=``), or None without any."""
+        return {name: list(ids) for name, ids in self.params} if self.params else None
 
 
-def scan_statement(conditions: Sequence[exp.Expr], table: str, alias: str) -> exp.Select:
-    """``SELECT groupArrayIf(id, (c0)), ... FROM table AS alias`` as a tree; the conditions are copied.
+def bind_apart(
+    trees: Sequence[exp.Expr], jobs: Sequence[SqlJob]
+) -> tuple[list[exp.Expr], dict[str, list[str]]]:
+    """Copies of ``trees`` (``trees[i]`` from ``jobs[i]``) whose query parameters are renamed apart for one
+    batch statement, and the batch's parameters: one name (``b0``, ``b1``, ...) per distinct id set.
+
+    >>> import sqlglot
+    >>> job = SqlJob("", exp.select("id"), params=(("text_1", ("P1",)), ("text_2", ("P2",))))
+    >>> cond = sqlglot.parse_one("id IN {text_1: Array(String)} AND id IN {text_2: Array(String)}", read="clickhouse")
+    >>> other = SqlJob("", exp.select("id"), params=(("text_1", ("P2",)),))
+    >>> trees, params = bind_apart([cond, sqlglot.parse_one("id IN {text_1: Array(String)}", read="clickhouse")], [job, other])
+    >>> [t.sql(dialect="clickhouse") for t in trees], params
+    (['id IN {b0: Array(String)} AND id IN {b1: Array(String)}', 'id IN {b1: Array(String)}'], {'b0': ['P1'], 'b1': ['P2']})
+    """
+    names: dict[tuple[str, ...], str] = {}
+    out: list[exp.Expr] = []
+    for tree, job in zip(trees, jobs, strict=True):
+        own = dict(job.params)
+        copy = tree.copy()
+        for node in list(copy.find_all(exp.Placeholder)):
+            ids = own.get(node.name)
+            if ids is None:
+                raise StoreFailure(
+                    f"a program's SQL names the parameter {node.name!r} but binds no ids to it"
+                )
+            node.set("this", exp.var(names.setdefault(ids, f"b{len(names)}")))
+        out.append(copy)
+    return out, {name: list(ids) for ids, name in names.items()}
+
+
+def scan_statement(
+    conditions: Sequence[exp.Expr], table: str, alias: str, *, copy: bool = True
+) -> exp.Select:
+    """``SELECT groupArrayIf(id, (c0)), ... FROM table AS alias`` as a tree; the conditions are copied
+    unless ``copy`` is false (they are the caller's own copies).
 
     >>> cond = exp.EQ(this=exp.column("brand"), expression=exp.Literal.string("x') OR (1"))
     >>> scan_statement([cond, exp.true()], "prore.products__v0001", "products").sql(dialect="clickhouse")
@@ -70,15 +138,17 @@ def scan_statement(conditions: Sequence[exp.Expr], table: str, alias: str) -> ex
     """
     source = exp.alias_(exp.to_table(table, dialect=_DIALECT), alias, table=True)
     columns = [
-        exp.Anonymous(this="groupArrayIf", expressions=[exp.column("id"), exp.Paren(this=c.copy())])
+        exp.Anonymous(
+            this="groupArrayIf", expressions=[exp.column("id"), exp.Paren(this=c.copy() if copy else c)]
+        )
         for c in conditions
     ]
     return exp.select(*columns, copy=False).from_(source, copy=False)
 
 
-def union_statement(statements: Sequence[exp.Select]) -> exp.Select | exp.Union:
+def union_statement(statements: Sequence[exp.Expr], *, copy: bool = True) -> exp.Select | exp.Union:
     """``SELECT 0 AS p, groupArray(id) FROM (<s0>) UNION ALL SELECT 1 AS p, ...`` as a tree; the
-    statements are copied.
+    statements are copied unless ``copy`` is false.
 
     >>> union_statement([exp.select("id").from_("t").limit(2)]).sql(dialect="clickhouse")
     'SELECT 0 AS p, groupArray(id) FROM (SELECT id FROM t LIMIT 2)'
@@ -88,7 +158,7 @@ def union_statement(statements: Sequence[exp.Select]) -> exp.Select | exp.Union:
             exp.alias_(exp.Literal.number(i), "p"),
             exp.Anonymous(this="groupArray", expressions=[exp.column("id")]),
             copy=False,
-        ).from_(exp.Subquery(this=s.copy()), copy=False)
+        ).from_(exp.Subquery(this=s.copy() if copy else s), copy=False)
         for i, s in enumerate(statements)
     ]
     out: exp.Select | exp.Union = parts[0]
@@ -98,7 +168,9 @@ def union_statement(statements: Sequence[exp.Select]) -> exp.Select | exp.Union:
 
 
 Outcome = tuple[str, ...] | ExecutionError | DeadlineExceeded
-QueryFn = Callable[[str, dict[str, Any]], list[tuple[Any, ...]]]
+QueryFn = Callable[[str, dict[str, Any], Mapping[str, Any] | None], list[tuple[Any, ...]]]
+"""``query(sql, settings, params)``: a store's read-only query with ``params`` bound to ``{name: Type}``."""
+Statement = tuple[str, Mapping[str, Any] | None]
 
 
 def execution_error(exc: BaseException) -> ExecutionError:
@@ -130,11 +202,13 @@ def store_failure(exc: Exception) -> StoreFailure | StoreUnavailable:
     if isinstance(exc, StoreFailure | StoreUnavailable):
         return exc
     detail = exc.one_line() if isinstance(exc, ProReError) else f"{type(exc).__name__}: {exc}"
-    return StoreFailure(f"running the programs' SQL failed, not because of a program: {' '.join(detail.split())[:400]}")
+    return StoreFailure(
+        f"running the programs' SQL failed, not because of a program: {' '.join(detail.split())[:400]}"
+    )
 
 
 class SqlRunner:
-    """Runs jobs through ``query(sql, settings)`` under ``limits``; safe to call from several threads
+    """Runs jobs through ``query(sql, settings, params)`` under ``limits``; safe to call from several threads
     (each call keeps its own state; the store serializes its queries itself).
 
     A filter scan reads ``table`` (physical, ``[db.]name``) as ``alias`` (the corpus table's name), as
@@ -185,7 +259,7 @@ class SqlRunner:
 
     def _one(self, job: SqlJob, index: int, call: _Call) -> Outcome:
         try:
-            rows = self._call(lambda: job.sql, [index], call)
+            rows = self._call(lambda: (job.sql, job.bound()), [index], call)
         except _Late as late:
             return late.error()
         except QueryRejected as exc:  # the statement's own fault: this program's failure alone
@@ -194,7 +268,9 @@ class SqlRunner:
             raise store_failure(exc) from exc
         return tuple(str(r[0]) for r in rows)
 
-    def _call(self, statement: Callable[[], str], idxs: Sequence[int], call: _Call) -> list[tuple[Any, ...]]:
+    def _call(
+        self, statement: Callable[[], Statement], idxs: Sequence[int], call: _Call
+    ) -> list[tuple[Any, ...]]:
         """Render and run one statement carrying jobs ``idxs``, under the limits and the time left."""
         settings = {**TUNING, **self._limits.settings(len(idxs))}
         capped = False
@@ -208,10 +284,10 @@ class SqlRunner:
                 capped = True
         start = time.perf_counter()
         try:
-            sql = statement()
+            sql, params = statement()
             with self._calls_lock:
                 self._calls += 1
-            return self._query(sql, settings)
+            return self._query(sql, settings, params)
         except QueryRejected as exc:
             if capped and exc.number == _TIMEOUT:
                 raise _Late(len(idxs)) from exc  # stopped by the deadline, not by the program's own cap
@@ -270,14 +346,20 @@ class SqlRunner:
             raise StoreFailure(f"union returned {len(by_index)} of {len(chunk)} programs")
         return [by_index[i] for i in range(len(chunk))]
 
-    def _scan_sql(self, chunk: Sequence[SqlJob]) -> str:
+    def _scan_sql(self, chunk: Sequence[SqlJob]) -> Statement:
         conditions = [job.where for job in chunk if job.where is not None]
         assert len(conditions) == len(chunk), "a filter scan takes plain filters only"
-        return _render(scan_statement(conditions, self._table, self._alias))
+        if not any(job.params for job in chunk):
+            return _render(scan_statement(conditions, self._table, self._alias)), None
+        renamed, params = bind_apart(conditions, chunk)
+        return _render(scan_statement(renamed, self._table, self._alias, copy=False)), params
 
     @staticmethod
-    def _union_sql(chunk: Sequence[SqlJob]) -> str:
-        return _render(union_statement([job.tree for job in chunk]))
+    def _union_sql(chunk: Sequence[SqlJob]) -> Statement:
+        if not any(job.params for job in chunk):
+            return _render(union_statement([job.tree for job in chunk])), None
+        renamed, params = bind_apart([job.tree for job in chunk], chunk)
+        return _render(union_statement(renamed, copy=False)), params
 
 
 @dataclass
