@@ -6,6 +6,11 @@ client retries connection failures, 429 and 5xx answers, waiting what ``Retry-Af
 the service says nothing, an exponential backoff with jitter. A 4xx other than 429 is the caller's
 mistake and raises :class:`~rl.reward.RewardError` at once with the service's one-line reason.
 
+The client is built on ``aiohttp``: on this project's 2-core machine, 8 clients sending 8,192 one-item
+requests took about 12 s through aiohttp against about 61 s through ``httpx.AsyncClient`` (a cached
+completion, so the service's own work was the same; ``bench/reward.py`` measures the whole path). A
+trainer sends one request per sample, so the client's cost per request is the reward's floor.
+
 >>> import asyncio
 >>> async def main():  # doctest: +SKIP
 ...     async with RewardClient("http://127.0.0.1:8300") as client:
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import os
 import random
 import time
@@ -23,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import aiohttp
 
 from rl.reward.errors import RewardError, RewardUnavailable
 from rl.reward.settings import URL_ENV
@@ -74,22 +80,29 @@ class RewardClient:
         backoff_s: float = 0.05,
         max_backoff_s: float = 5.0,
         max_connections: int = 64,
-        transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         url = base_url or os.environ.get(URL_ENV)
         if not url:
             raise RewardError(f"no reward service URL: pass one or set {URL_ENV}", code="no_reward_url")
         if max_attempts < 1:
             raise RewardError(f"max_attempts must be positive, got {max_attempts}", code="bad_reward_config")
+        if max_connections < 1:
+            raise RewardError(f"max_connections must be positive, got {max_connections}", code="bad_reward_config")
         self.base_url = url.rstrip("/")
         self.max_attempts = max_attempts
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self.stats = ClientStats()
-        limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-        self._http = httpx.AsyncClient(
-            base_url=self.base_url, timeout=timeout_s, limits=limits, transport=transport
-        )
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    def _http(self) -> aiohttp.ClientSession:
+        # Made on first use: an aiohttp session belongs to the event loop that is running when it is made.
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=self._max_connections)
+            self._session = aiohttp.ClientSession(timeout=self._timeout, connector=connector)
+        return self._session
 
     async def __aenter__(self) -> RewardClient:
         return self
@@ -98,39 +111,43 @@ class RewardClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
 
     async def score(self, items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """Per-item results (terms, total, error, ids, length, timings) for ``items``, in order."""
         body = {"items": [dict(item) for item in items]}
+        url = self.base_url + "/v1/score"
         last = "no attempt made"
         for attempt in range(1, self.max_attempts + 1):
             self.stats.attempts += 1
             wait: float | None = None
             try:
-                response = await self._http.post("/v1/score", json=body)
-            except httpx.TransportError as exc:
+                async with self._http().post(url, json=body) as response:
+                    status = response.status
+                    if status == 200:
+                        results: list[dict[str, Any]] = (await response.json())["results"]
+                        if len(results) != len(items):
+                            raise RewardError(
+                                f"{len(results)} results for {len(items)} items", code="bad_response"
+                            )
+                        return results
+                    reason = _reason(await response.read(), response.reason)
+                    wait = retry_after_s(response.headers.get("Retry-After"))
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                # A connection refused or reset, a request past its time: no answer, so a retry is safe.
                 self.stats.unavailable += 1
                 last = f"{type(exc).__name__}: {exc}"
             else:
-                if response.status_code == 200:
-                    results: list[dict[str, Any]] = response.json()["results"]
-                    if len(results) != len(items):
-                        raise RewardError(
-                            f"{len(results)} results for {len(items)} items", code="bad_response"
-                        )
-                    return results
-                reason = _reason(response)
-                if response.status_code not in RETRY_STATUSES:
+                if status not in RETRY_STATUSES:
                     code, detail = reason
-                    raise RewardError(f"the reward service refused the request ({response.status_code}): {detail}",
-                                      code=code)  # fmt: skip
-                if response.status_code == 429:
+                    raise RewardError(f"the reward service refused the request ({status}): {detail}", code=code)
+                if status == 429:
                     self.stats.rejected += 1
                 else:
                     self.stats.unavailable += 1
-                wait = retry_after_s(response.headers.get("Retry-After"))
-                last = f"{response.status_code} {reason[0]}: {reason[1]}"
+                last = f"{status} {reason[0]}: {reason[1]}"
             if attempt == self.max_attempts:
                 break
             self.stats.retries += 1
@@ -165,11 +182,13 @@ class RewardClient:
         return random.uniform(0, min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1)))
 
 
-def _reason(response: httpx.Response) -> tuple[str, str]:
+def _reason(body: bytes, phrase: str | None) -> tuple[str, str]:
+    """The service's ``(error, detail)`` from an error answer's body (anything else: the body's start)."""
+    text = body.decode("utf-8", "replace")
     try:
-        data = response.json()
+        data = json.loads(text)
     except ValueError:
-        return "http_error", response.text[:200] or response.reason_phrase
+        return "http_error", text[:200] or (phrase or "")
     if isinstance(data, dict):
         return str(data.get("error", "http_error")), str(data.get("detail", data))
     return "http_error", str(data)[:200]

@@ -32,7 +32,7 @@ __all__ = ["TERMS", "URL_ENV", "client_for", "compute_score", "score_item"]
 TERMS = ("s_f", "s_e", "s_r", "s_l")
 
 # One client (one connection pool) per event loop and URL: each of verl's reward workers runs one loop
-# and shares it across its per-sample tasks; an httpx client must not cross loops.
+# and shares it across its per-sample tasks; an aiohttp session must not cross loops.
 _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str | None, RewardClient]] = (
     weakref.WeakKeyDictionary()
 )
