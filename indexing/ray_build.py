@@ -161,6 +161,8 @@ class RayChunks:
         ds: ray.data.Dataset = ray.data.from_items(items, override_num_blocks=len(items))
         ds.context.execution_options.preserve_order = True
         ds.context.enable_progress_bars = False  # the build draws its own bars, stage by stage
+        # A task's own exception, not Ray Data's UserCodeException that keeps only its text.
+        ds.context.raise_original_map_exception = True
         read = functools.partial(read_parts, batch_rows=batch_rows, start_chunk=start_chunk)
         ds = ds.map_batches(read, batch_size=1, batch_format="pyarrow")
         ds = ds.repartition(target_num_rows_per_block=batch_rows)
@@ -177,7 +179,7 @@ class RayChunks:
             yield from ds.iter_batches(batch_size=None, batch_format="pyarrow")
         except ray.exceptions.RayError as exc:
             # A typed error raised in a task or an actor stays that error for the user (one line, its code).
-            typed = _typed_cause(exc)
+            typed = typed_cause(exc)
             if typed is None:
                 raise
             raise typed from exc
@@ -236,7 +238,7 @@ def _chunk(index: int, table: pa.Table, schema: CorpusSchema, target: pa.Schema)
     return EmbeddedChunk(index, table.select(target.names).cast(target), vectors)
 
 
-def _typed_cause(exc: BaseException) -> ProReError | None:
+def typed_cause(exc: BaseException) -> ProReError | None:
     """The project's error behind a Ray exception (a task's error travels as its ``cause``), if any.
 
     Ray's own wrappers (``RayTaskError(StoreError)``) are subclasses of the error they carry; the

@@ -38,21 +38,9 @@ from indexing.index import exit_process
 exit_process(0)
 """
 
-# Everything a reader can get from the index, with the times of the build (when it ran) left out.
 _DIGEST = """
-import json
-from indexing.index import open_index
-with open_index(cfg, "ecommerce") as idx:
-    ids = [r[0] for r in idx.sql.query(f"SELECT id FROM {idx.table} ORDER BY id")]
-    rows = [list(map(str, r)) for r in idx.sql.query(f"SELECT * FROM {idx.table} ORDER BY id")]
-    vectors = {f: {i: [round(float(x), 6) for x in v] for i, v in sorted(idx.vectors.fetch_vectors(idx.collection, f, ids).items())}
-               for f in idx.schema.vector_fields}
-    queries = [r[1] for r in idx.sql.query(f"SELECT id, title FROM {idx.table} ORDER BY id LIMIT 5")]
-    dense = {f: idx.dense_search(f, queries, 5) for f in idx.schema.vector_fields}
-    sparse = {f: idx.sparse_search(f, queries, 5) for f in idx.schema.vector_fields}
-    meta = {k: v for k, v in idx.meta.items() if k not in ("published_at", "reference_time")}
-    print(json.dumps({"version": idx.version, "rows": rows, "milvus": idx.vectors.count(idx.collection),
-                      "vectors": vectors, "dense": dense, "sparse": sparse, "meta": meta}, sort_keys=True, default=str))
+from tests.indexing.digest import print_digest
+print_digest(cfg, "ecommerce")
 from indexing.index import exit_process
 exit_process(0)
 """
