@@ -233,20 +233,21 @@ class MemorySampler:
         self._interval = interval_s
         self._thread.start()
 
-    def _rss(self, proc: Any) -> float:
+    def _rss(self, proc: Any, *, children: bool) -> float:
         total = 0
         with contextlib.suppress(self._psutil.Error):
             total += proc.memory_info().rss
-            for child in proc.children(recursive=True):
+            for child in proc.children(recursive=True) if children else ():
                 with contextlib.suppress(self._psutil.Error):
                     total += child.memory_info().rss
         return total / 2**20
 
     def sample(self) -> None:
         peak = self.peaks.setdefault(self._phase, {"bench_mb": 0.0, "milvus_mb": 0.0})
-        peak["bench_mb"] = max(peak["bench_mb"], round(self._rss(self._me), 1))
+        # This process alone: the server it started is one of its children, counted apart.
+        peak["bench_mb"] = max(peak["bench_mb"], round(self._rss(self._me, children=False), 1))
         if self._server is not None:
-            peak["milvus_mb"] = max(peak["milvus_mb"], round(self._rss(self._server), 1))
+            peak["milvus_mb"] = max(peak["milvus_mb"], round(self._rss(self._server, children=True), 1))
 
     def _loop(self) -> None:
         while not self._stop.wait(self._interval):
@@ -393,7 +394,7 @@ def ensure_built(cfg: Config, run: Run, memory: MemorySampler) -> dict[str, Any]
 
     memory.set_phase("embed + insert")
     result = build_index(cfg, DOMAIN, progress=sys.stderr.isatty(), on_chunk=on_chunk)
-    memory.set_phase("setup")
+    memory.set_phase("after build")
     log(f"{run.label}: {result.summary()}")
     if (
         result.status == "up_to_date"
@@ -743,6 +744,17 @@ def extrapolate(results: Sequence[Mapping[str, Any]], docs: int) -> dict[str, An
             a, b = fit
             out["seconds"][stage] = round(a * docs**b, 1)
             out["exponent"][stage] = round(b, 2)
+    # The same law for each candidate's p50 per level (a trend of the sizes measured, not a measurement).
+    out["p50_ms"] = {}
+    for name in dict.fromkeys(n for r in built for n in r["candidates"]):
+        per_level = {}
+        for lv in LEVELS:
+            pts = [(r["docs"], r["candidates"][name]["latency"].get(lv, {}).get("p50_ms") or math.nan)
+                   for r in built if name in r["candidates"]]  # fmt: skip
+            fit = power_fit(pts) if len(pts) > 1 else None
+            if fit is not None:
+                per_level[lv] = round(fit[0] * docs ** fit[1], 1)
+        out["p50_ms"][name] = per_level
     return out
 
 
@@ -1072,6 +1084,7 @@ def plots(results: Mapping[str, Any], where: Path, stem: str) -> list[str]:
     matplotlib: Any = require("matplotlib", "eval")
     matplotlib.use("Agg", force=True)
     plt: Any = require("matplotlib.pyplot", "eval")
+    require("matplotlib.ticker", "eval")
     runs = results["runs"]
     embedders = list(dict.fromkeys(r["embedder"] for r in runs))
     styles = ["-", "--", ":", "-."]
@@ -1079,6 +1092,14 @@ def plots(results: Mapping[str, Any], where: Path, stem: str) -> list[str]:
 
     def series(e: str) -> list[Mapping[str, Any]]:
         return sorted((r for r in runs if r["embedder"] == e), key=lambda r: r["docs"])
+
+    sizes = sorted({r["docs"] for r in runs})
+
+    def size_axis(ax: Any) -> None:
+        ax.set_xscale("log")
+        ax.set_xticks(sizes, [size_label(n) for n in sizes])
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        ax.set_xlabel("products")
 
     fig, ax = plt.subplots(figsize=(7.5, 4.2), dpi=110)
     try:
@@ -1088,9 +1109,8 @@ def plots(results: Mapping[str, Any], where: Path, stem: str) -> list[str]:
                 ys = [r["build"]["seconds"].get(stage, math.nan) for r in rs]
                 ax.plot([r["docs"] for r in rs], ys, styles[j % 4], marker="o", color=f"C{i}",
                         label=f"{STAGE_LABELS[stage]} ({e})")  # fmt: skip
-        ax.set_xscale("log")
+        size_axis(ax)
         ax.set_yscale("log")
-        ax.set_xlabel("products")
         ax.set_ylabel("seconds")
         ax.set_title("Index build time per stage")
         ax.grid(True, which="both", alpha=0.3)
@@ -1116,9 +1136,8 @@ def plots(results: Mapping[str, Any], where: Path, stem: str) -> list[str]:
                         ax.plot(*zip(*pts, strict=True), styles[j % 4], marker="o", color=f"C{i}",
                                 label=f"{results['candidates'][name]['label']} ({e})")  # fmt: skip
             ax.axhline(GOAL_P50_MS, color="grey", lw=0.8, ls="--")
-            ax.set_xscale("log")
+            size_axis(ax)
             ax.set_title(f"{lv} p50")
-            ax.set_xlabel("products")
             ax.grid(True, which="both", alpha=0.3)
         axes[0].set_ylabel("ms (cold caches)")
         axes[-1].legend(fontsize=6)
@@ -1140,10 +1159,9 @@ def plots(results: Mapping[str, Any], where: Path, stem: str) -> list[str]:
                     if pts:
                         ax.plot(*zip(*pts, strict=True), styles[j % 4], marker="o", color=f"C{i}",
                                 label=f"{results['candidates'][name]['label']} ({e})")  # fmt: skip
-            ax.set_xscale("log")
+            size_axis(ax)
             ax.set_ylim(0, 1)
             ax.set_title(title, fontsize=9)
-            ax.set_xlabel("products")
             ax.grid(True, which="both", alpha=0.3)
         axes[1].legend(fontsize=6)
         fig.tight_layout()
@@ -1231,6 +1249,11 @@ def table(results: Mapping[str, Any]) -> str:
                 parts = ", ".join(f"{k} {v:,.0f}" for k, v in ex["seconds"].items())
                 note = f"; extrapolated build s from {', '.join(size_label(n) for n in ex['from_sizes'])}: {parts}"
             lines.append(f"  {s['label']}: {s['why']}{note}")
+            for name, per_level in (ex or {}).get("p50_ms", {}).items():
+                if per_level:
+                    trend = "/".join(_f(per_level.get(lv)) for lv in LEVELS)
+                    label = results["candidates"].get(name, {}).get("label", name)
+                    lines.append(f"    p50 L1/L2/L3 trend at {size_label(s['docs'])}, {label}: {trend} ms")
     if results["candidates_left_out"]:
         lines += [
             "",
