@@ -17,7 +17,7 @@ from serving.engine.results import (
     candidate_name,
 )
 from serving.engine.retrieval import RetrievalRequest
-from serving.settings import CacheSizes
+from serving.settings import CacheSizes, PlanningOptions
 
 __all__ = [
     "RRF_K",
@@ -31,6 +31,7 @@ __all__ = [
     "ExecutionError",
     "ExecutionLimits",
     "ExecutionResult",
+    "PlanningOptions",
     "Prepared",
     "Ranked",
     "RerankRequest",

@@ -31,14 +31,16 @@ from serving.dsl import (
     validate,
 )
 from serving.dsl.substitute import parameterize_tree, render, substitute_tree
+from serving.engine.adaptive import rows_needed, widen
 from serving.engine.cache import LRU, CacheStats
 from serving.engine.plan import flatten_self_subqueries, is_plain_filter, pin_clock, stable_order
+from serving.engine.pushdown import pushdown_filters
 from serving.engine.ranking import rank_results
 from serving.engine.rerank import Reranker
 from serving.engine.results import STAGES, DeadlineExceeded, ExecutionLimits, ExecutionResult, candidate_name
 from serving.engine.retrieval import RetrievalRequest, Retriever
 from serving.engine.sqlrun import Outcome, Params, SqlJob, SqlRunner
-from serving.settings import CacheSizes, ServingSettings, SqlSettings
+from serving.settings import CacheSizes, PlanningOptions, ServingSettings, SqlSettings
 
 BatchOutcome = ExecutionResult | ProReError
 """What :meth:`Engine.execute_many` returns per program: a result, or the typed error it raised."""
@@ -52,7 +54,7 @@ class Prepared:
     plan: ValidatedProgram
     """What gets substituted and run: ``validated`` after the planning passes of :mod:`serving.engine.plan`."""
     requests: tuple[RetrievalRequest, ...]
-    """One request per entry of ``retrieval_list``, in order."""
+    """One request per entry of ``retrieval_list``, in order (with its pushed filter, when pushdown is on)."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -141,8 +143,11 @@ class Engine:
         caches: CacheSizes | None = None,
         dsl_limits: DslLimits | None = None,
         sql_settings: SqlSettings | None = None,
+        planning: PlanningOptions | None = None,
     ) -> None:
         self.handle = handle
+        self.planning = planning or PlanningOptions()
+        """Optional planning passes: filter pushdown and bounded adaptive K (off unless configured)."""
         self.sql_settings = sql_settings or SqlSettings()
         """How id sets reach ClickHouse: bound query parameters or SQL literals (same results)."""
         self.dsl_limits = dsl_limits or DEFAULT_LIMITS
@@ -177,12 +182,14 @@ class Engine:
         caches: CacheSizes | None = None,
         dsl_limits: DslLimits | None = None,
         sql_settings: SqlSettings | None = None,
+        planning: PlanningOptions | None = None,
     ) -> Engine:
         """An engine on the published index of ``domain`` (or ``version``) in ``cfg``'s workspace.
 
         Its execution limits are ``cfg.clickhouse``'s; its cache sizes and DSL limits are the config's
         ``serving`` section (:class:`~serving.settings.ServingSettings`: ``engine``, ``dsl`` and ``sql``)
-        unless ``caches``, ``dsl_limits`` or ``sql_settings`` are given.
+        unless ``caches``, ``dsl_limits`` or ``sql_settings`` are given; its planning passes are
+        ``serving.planning`` unless ``planning`` is given.
         """
         settings = cfg.section(ServingSettings)
         return cls(
@@ -191,6 +198,7 @@ class Engine:
             caches=caches or settings.engine,
             dsl_limits=dsl_limits or settings.dsl,
             sql_settings=sql_settings or settings.sql,
+            planning=planning or settings.planning,
         )
 
     def __enter__(self) -> Engine:
@@ -303,6 +311,9 @@ class Engine:
         )
         pinned = pin_clock(validated.tree, self.reference_time)
         tree = flatten_self_subqueries(stable_order(pinned), validated.table, self.schema.nullable_fields)
+        if self.planning.pushdown:
+            filters = pushdown_filters(tree, self.schema)
+            requests = tuple(dataclasses.replace(r, filter=filters.get(i)) for i, r in enumerate(requests))
         return Prepared(validated, dataclasses.replace(validated, tree=tree), requests)
 
     def _execute(self, program_list: Sequence[Program], k: int, deadline: float | None) -> list[BatchOutcome]:
@@ -372,11 +383,15 @@ class Engine:
             own[i]["sql"] += (time.perf_counter() - start) * 1000
         order = list(jobs)
         sql_ms = [0.0] * len(order)
-        rows = self._run_sql([jobs[i] for i in order], deadline, sql_ms)
+        rows: list[Outcome | ProReError] = list(self._run_sql([jobs[i] for i in order], deadline, sql_ms))
         for i, ms in zip(order, sql_ms, strict=True):
             own[i]["sql"] += ms
         t3 = time.perf_counter()
         batch_ms["sql"] = (t3 - t2) * 1000
+        used = {i: prepared[i].requests for i in order}
+        if self.planning.adaptive_k:
+            rows = self._widen(prepared, order, rows, used, hits, jobs, own, k, deadline, batch_ms)
+            t3 = time.perf_counter()
 
         for i, result_rows in zip(order, rows, strict=True):
             if isinstance(result_rows, ProReError):
@@ -384,7 +399,7 @@ class Engine:
                 continue
             start = time.perf_counter()
             p = prepared[i]
-            lists = [hits[r] for r in p.requests]
+            lists = [hits[r] for r in used[i]]
             ranked = rank_results(
                 result_rows,
                 [[doc for doc, _ in lists[e]] for e in p.positive],
@@ -406,8 +421,70 @@ class Engine:
             out.append(o)
         return out, batch_ms
 
-    def _job(self, p: Prepared, hits: Mapping[RetrievalRequest, tuple[Hit, ...]]) -> SqlJob:
-        id_sets = tuple(tuple(doc for doc, _ in hits[r]) for r in p.requests)
+    def _widen(
+        self,
+        prepared: Mapping[int, Prepared],
+        order: Sequence[int],
+        rows: Sequence[Outcome | ProReError],
+        used: dict[int, tuple[RetrievalRequest, ...]],
+        hits: dict[RetrievalRequest, tuple[Hit, ...]],
+        jobs: dict[int, SqlJob],
+        own: list[dict[str, float]],
+        k: int,
+        deadline: float | None,
+        batch_ms: dict[str, float],
+    ) -> list[Outcome | ProReError]:
+        """Bounded adaptive K (:mod:`serving.engine.adaptive`): rounds that widen the positive entries of
+        the programs with fewer rows than needed and run their SQL again; updates ``used``, ``hits`` and
+        ``jobs`` and returns every program's rows (in ``order``)."""
+        out: list[Outcome | ProReError] = list(rows)
+        at = {i: n for n, i in enumerate(order)}
+        ladder, top = self.dsl_limits.k_ladder, self.planning.adaptive_k_max
+        while deadline is None or time.monotonic() < deadline:
+            wider: dict[int, tuple[RetrievalRequest, ...]] = {}
+            for i in order:
+                got = out[at[i]]
+                if isinstance(got, ProReError) or len(got) >= rows_needed(prepared[i].plan.tree, k):
+                    continue
+                nxt = widen(used[i], prepared[i].positive, ladder, top)
+                if nxt is not None:
+                    wider[i] = nxt
+            if not wider:
+                break
+            costs: dict[RetrievalRequest, dict[str, float]] = {}
+            hits.update(self.retriever.resolve((r for reqs in wider.values() for r in reqs), batch_ms, costs))
+            for req, share in costs.items():
+                holders = [i for i, reqs in wider.items() if req in reqs]
+                for i in holders:
+                    for stage, ms in share.items():
+                        own[i][stage] += ms / len(holders)
+            start = time.perf_counter()
+            redo: list[int] = []
+            for i, reqs in wider.items():
+                used[i] = reqs
+                try:
+                    jobs[i] = self._job(prepared[i], hits, reqs)
+                except ProReError as exc:
+                    out[at[i]] = exc
+                    continue
+                redo.append(i)
+            sql_ms = [0.0] * len(redo)
+            again = self._run_sql([jobs[i] for i in redo], deadline, sql_ms)
+            for i, got, ms in zip(redo, again, sql_ms, strict=True):
+                out[at[i]] = got
+                own[i]["sql"] += ms
+            batch_ms["sql"] += (time.perf_counter() - start) * 1000
+        return out
+
+    def _job(
+        self,
+        p: Prepared,
+        hits: Mapping[RetrievalRequest, tuple[Hit, ...]],
+        requests: Sequence[RetrievalRequest] | None = None,
+    ) -> SqlJob:
+        """The SQL job of ``p`` with the id sets of ``requests`` (its own unless adaptive K widened them)."""
+        reqs = p.requests if requests is None else requests
+        id_sets = tuple(tuple(doc for doc, _ in hits[r]) for r in reqs)
         # Substitution is a pure function of the program's tree (and, for literals, the id sets): render
         # it once. Bound ids leave the statement the same for every id set: one template per program.
         bound = self.sql_settings.ids == "bound"

@@ -63,7 +63,8 @@ def is_plain_filter(select: exp.Expr) -> bool:
     return len(cols) == 1 and isinstance(cols[0], exp.Column) and cols[0].name == "id" and not cols[0].table
 
 
-def _reads_only(select: exp.Select, table: str) -> bool:
+def reads_only(select: exp.Select, table: str) -> bool:
+    """True when ``select`` reads the corpus table ``table`` alone, unaliased (no join, no other table)."""
     source = select.args.get("from_")
     if source is None or source.args.get("expressions") or select.args.get("joins"):
         return False
@@ -100,7 +101,7 @@ def _flattenable(node: exp.In, table: str, nullable: frozenset[str]) -> exp.Expr
         return None
     query = node.args.get("query")
     select = query.this if isinstance(query, exp.Subquery) else query
-    if not isinstance(select, exp.Select) or not is_plain_filter(select) or not _reads_only(select, table):
+    if not isinstance(select, exp.Select) or not is_plain_filter(select) or not reads_only(select, table):
         return None
     cond = select.args["where"].this
     return cond if _never_null(cond, nullable) else None

@@ -1,8 +1,17 @@
 """Resolve a batch of retrieval requests into ranked id lists, with as few store calls as possible.
 
 Every request of a batch is deduplicated; distinct query phrases are embedded in one call per
-embedder; each field gets one Milvus search (and one BM25 search) per width of the ladder in use,
-for the whole batch.
+embedder; each field gets one Milvus search (and one BM25 search) per width of the ladder in use and
+per pushed filter, for the whole batch.
+
+**Pushed filters.** A request may carry a Milvus ``filter`` (:mod:`serving.engine.pushdown`): its
+dense search then ranks only the documents that pass it. Only dense searches take it (``dense``, and
+the dense half of ``fuse``); BM25 runs in process over the whole field and is never filtered, so a
+``sparse`` request ignores its filter and a ``fuse`` request fuses a filtered dense list with an
+unfiltered BM25 one. The filter is part of every cache key (requests and raw searches). Should a
+store refuse a filter (it never should: the translation writes only what Milvus Lite and the Milvus
+server both accept, and the tests hold it to that), that search runs again without it, which is the
+unpushed meaning, and ``calls["filter_refused"]`` counts it.
 
 A request's result must not depend on which other requests share its batch, or a reward computed in
 a batch would differ from the same program run alone. Two things could make it depend:
@@ -35,6 +44,7 @@ import numpy as np
 
 from indexing.embedders.base import Embedder
 from indexing.embedders.cache import CachedEmbedder
+from indexing.errors import StoreError, StoreUnavailable
 from indexing.index import IndexHandle
 from indexing.stores.base import Hit, Vectors
 from serving.engine.cache import LRU, CacheStats
@@ -58,8 +68,8 @@ def search_width(k: int) -> int:
 
 DENSE, SPARSE, FUSE = "dense", "sparse", "fuse"
 
-RawKey = tuple[str, str, str, int]
-"""(field, dense|sparse, query, width): one store search."""
+RawKey = tuple[str, str, str, int, str | None]
+"""(field, dense|sparse, query, width, filter): one store search (sparse searches have no filter)."""
 
 _EMBED_LOCKS: dict[str, threading.Lock] = {}
 _EMBED_LOCKS_GUARD = threading.Lock()
@@ -85,6 +95,8 @@ class RetrievalRequest:
     query: str
     k: int
     rerank: int
+    filter: str | None = None
+    """A Milvus boolean expression its dense search is restricted to (pushed down), or None."""
 
 
 def _by_score(hits: Iterable[Hit]) -> tuple[Hit, ...]:
@@ -106,7 +118,8 @@ class Retriever:
 
     @property
     def calls(self) -> Counter[str]:
-        """Store calls made so far, by kind: ``embed``, ``ann``, ``sparse``, ``fetch_vectors`` (a copy)."""
+        """Store calls made so far, by kind: ``embed``, ``ann``, ``sparse``, ``fetch_vectors`` and
+        ``filter_refused`` (a filtered search the store refused, run again unfiltered) (a copy)."""
         with self._calls_lock:
             return Counter(self._calls)
 
@@ -130,10 +143,16 @@ class Retriever:
 
     def cache_stats(self) -> dict[str, dict[str, int]]:
         caches: dict[str, LRU[Any, Any]] = {"searches": self._searches, "requests": self._requests}
-        stats = {n: {"size": len(c), "maxsize": c.maxsize, "hits": c.hits, "misses": c.misses} for n, c in caches.items()}
+        stats = {
+            n: {"size": len(c), "maxsize": c.maxsize, "hits": c.hits, "misses": c.misses}
+            for n, c in caches.items()
+        }
         for emb in self._cached_embedders():
             stats[f"embeddings:{emb.name}"] = {
-                "size": len(emb), "maxsize": emb.maxsize, "hits": emb.hits, "misses": emb.misses
+                "size": len(emb),
+                "maxsize": emb.maxsize,
+                "hits": emb.hits,
+                "misses": emb.misses,
             }
         return stats
 
@@ -240,13 +259,12 @@ class Retriever:
 
     @staticmethod
     def _recall(req: RetrievalRequest, raw: Mapping[RawKey, tuple[Hit, ...]]) -> tuple[Hit, ...]:
-        width = search_width(req.k)
         if req.mode == SPARSE:
-            return raw[(req.field, SPARSE, req.query, width)][: req.k]
-        dense = raw[(req.field, DENSE, req.query, width)][: req.k]
+            return raw[_raw_key(req, SPARSE)][: req.k]
+        dense = raw[_raw_key(req, DENSE)][: req.k]
         if req.mode == DENSE:
             return dense
-        sparse = raw[(req.field, SPARSE, req.query, width)][: req.k]
+        sparse = raw[_raw_key(req, SPARSE)][: req.k]
         return tuple(rrf_fuse([dense, sparse], req.k))
 
     def _raw_searches(
@@ -255,14 +273,13 @@ class Retriever:
         """The raw searches of ``todo`` and, per stage, the requests that needed a search not cached."""
         raw: dict[RawKey, tuple[Hit, ...]] = {}
         fresh: set[RawKey] = set()
-        # (field, width) -> phrases to search, per kind
-        dense: dict[tuple[str, int], dict[str, None]] = {}
-        sparse: dict[tuple[str, int], dict[str, None]] = {}
+        # (field, width, filter) -> phrases to search, per kind
+        dense: dict[tuple[str, int, str | None], dict[str, None]] = {}
+        sparse: dict[tuple[str, int, str | None], dict[str, None]] = {}
         for req in todo:
-            width = search_width(req.k)
             kinds = {DENSE: (DENSE,), SPARSE: (SPARSE,)}.get(req.mode, (DENSE, SPARSE))
             for kind in kinds:
-                key = (req.field, kind, req.query, width)
+                key = _raw_key(req, kind)
                 if key in raw:
                     continue
                 cached = self._searches.get(key)
@@ -270,41 +287,60 @@ class Retriever:
                     raw[key] = cached
                 elif key not in fresh:
                     fresh.add(key)
-                    (dense if kind == DENSE else sparse).setdefault((req.field, width), {})[req.query] = None
+                    group = (key[0], key[3], key[4])
+                    (dense if kind == DENSE else sparse).setdefault(group, {})[req.query] = None
         if dense:
             start = time.perf_counter()
             by_field: dict[str, list[str]] = {}
-            for (fld, _), queries in dense.items():
+            for (fld, _, _), queries in dense.items():
                 by_field.setdefault(fld, []).extend(queries)
             encoded = self.encode_many(by_field)
             mid = time.perf_counter()
-            for (fld, width), queries in dense.items():
+            for (fld, width, expr), queries in dense.items():
                 name = self._handle.embedder(fld).name
                 vectors = np.stack([encoded[(name, q)] for q in queries])
-                self._count("ann")
-                results = self._handle.vectors.search(self._handle.collection, fld, vectors, width)
+                results = self._dense(fld, vectors, width, expr)
                 for q, hits in zip(queries, results, strict=True):
-                    raw[(fld, DENSE, q, width)] = _by_score(hits)
+                    raw[(fld, DENSE, q, width, expr)] = _by_score(hits)
             end = time.perf_counter()
             timings["embed"] = timings.get("embed", 0.0) + (mid - start) * 1000
             timings["ann"] = timings.get("ann", 0.0) + (end - mid) * 1000
         if sparse:
             start = time.perf_counter()
-            for (fld, width), queries in sparse.items():
+            for (fld, width, _), queries in sparse.items():
                 self._count("sparse")
                 results = self._handle.sparse_search(fld, list(queries), width)
                 for q, hits in zip(queries, results, strict=True):
                     # A zero BM25 score means no query term matched: not a lexical hit.
-                    raw[(fld, SPARSE, q, width)] = _by_score(h for h in hits if h[1] > 0)
+                    raw[(fld, SPARSE, q, width, None)] = _by_score(h for h in hits if h[1] > 0)
             timings["sparse"] = timings.get("sparse", 0.0) + (time.perf_counter() - start) * 1000
         for key in fresh:
             self._searches.put(key, raw[key])
         needs: dict[str, list[RetrievalRequest]] = {}
         for req in todo:
-            width = search_width(req.k)
-            if req.mode != SPARSE and (req.field, DENSE, req.query, width) in fresh:
+            if req.mode != SPARSE and _raw_key(req, DENSE) in fresh:
                 needs.setdefault("embed", []).append(req)
                 needs.setdefault("ann", []).append(req)
-            if req.mode != DENSE and (req.field, SPARSE, req.query, width) in fresh:
+            if req.mode != DENSE and _raw_key(req, SPARSE) in fresh:
                 needs.setdefault("sparse", []).append(req)
         return raw, needs
+
+    def _dense(self, fld: str, vectors: Vectors, width: int, expr: str | None) -> list[list[Hit]]:
+        """One Milvus search of ``vectors`` on ``fld``; a refused filter is dropped (module docstring)."""
+        self._count("ann")
+        store = self._handle.vectors
+        try:
+            return store.search(self._handle.collection, fld, vectors, width, filter=expr)
+        except StoreUnavailable:
+            raise
+        except StoreError:
+            if expr is None:
+                raise
+        self._count("filter_refused")
+        self._count("ann")
+        return store.search(self._handle.collection, fld, vectors, width)
+
+
+def _raw_key(req: RetrievalRequest, kind: str) -> RawKey:
+    """The store search behind one half of ``req``: BM25 searches carry no filter."""
+    return (req.field, kind, req.query, search_width(req.k), req.filter if kind == DENSE else None)
