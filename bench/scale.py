@@ -628,11 +628,24 @@ def measure(
 # -- one run, in its own process ------------------------------------------------------------------
 
 
+def code_fingerprint() -> str:
+    """A hash of the engine's and the stores' source as this process imported it, so runs made while
+    that code changed can be told apart."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for pattern in ("serving/engine/*.py", "serving/settings.py", "serving/dsl/*.py", "indexing/stores/*.py"):
+        for path in sorted(ROOT.glob(pattern)):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def worker(args: argparse.Namespace) -> int:
     """Build and measure one (embedder, size) in this process; writes ``result.json`` in its workspace."""
     from indexing.stores import server
 
     run = Run(args.embedder, args.docs)
+    fingerprint = code_fingerprint()
     ws_dir = Path(args.run_workspace)
     ws_dir.mkdir(parents=True, exist_ok=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that the finally below stops the server
@@ -667,6 +680,7 @@ def worker(args: argparse.Namespace) -> int:
             "docs": run.docs,
             "label": run.label,
             "workspace": str(ws_dir),
+            "code": fingerprint,
             "milvus": {"server_start_s": round(started_s, 1), **dataclasses.asdict(cfg.milvus)},
             "build": build,
             "memory_peaks_mb": memory.peaks,
@@ -1254,6 +1268,12 @@ def table(results: Mapping[str, Any]) -> str:
                     trend = "/".join(_f(per_level.get(lv)) for lv in LEVELS)
                     label = results["candidates"].get(name, {}).get("label", name)
                     lines.append(f"    p50 L1/L2/L3 trend at {size_label(s['docs'])}, {label}: {trend} ms")
+    codes = sorted({r.get("code") for r in results["runs"]} - {None})
+    if len(codes) > 1:
+        lines += [
+            "",
+            f"WARNING: the engine or store code changed between runs (fingerprints {', '.join(codes)})",
+        ]
     if results["candidates_left_out"]:
         lines += [
             "",
