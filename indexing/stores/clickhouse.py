@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from indexing.config import ClickHouseConfig, Config
-from indexing.errors import QueryRejected, StoreError, StoreFailure, StoreUnavailable, require
+from indexing.errors import ConfigError, QueryRejected, StoreError, StoreFailure, StoreUnavailable, require
 from indexing.logs import drop_messages
 from indexing.schema import CorpusSchema, DType, Field
 from indexing.workspace import Workspace
@@ -59,11 +59,22 @@ def column_type(field: Field) -> str:
     return f"Nullable({base})" if field.nullable else base
 
 
-def create_table_sql(schema: CorpusSchema, table: str) -> str:
+def create_table_sql(
+    schema: CorpusSchema, table: str, *, index_granularity: int = ClickHouseConfig.index_granularity
+) -> str:
     """DDL of a corpus table: every schema field, typed (``Nullable(T)`` where the schema says so),
-    ``MergeTree ORDER BY id``."""
+    ``MergeTree ORDER BY id`` with ``index_granularity`` rows per granule (see
+    :attr:`~indexing.config.ClickHouseConfig.index_granularity`), so ``id IN <ids>`` reads only the
+    granules that hold those ids."""
+    if isinstance(index_granularity, bool) or not isinstance(index_granularity, int) or index_granularity < 1:
+        raise ConfigError(
+            f"clickhouse.index_granularity must be a whole number from 1 up, got {index_granularity!r}"
+        )
     cols = ",\n  ".join(f"`{f.name}` {column_type(f)}" for f in schema.fields)
-    return f"CREATE TABLE IF NOT EXISTS {ident(table)} (\n  {cols}\n) ENGINE = MergeTree ORDER BY id"
+    return (
+        f"CREATE TABLE IF NOT EXISTS {ident(table)} (\n  {cols}\n) ENGINE = MergeTree ORDER BY id "
+        f"SETTINGS index_granularity = {index_granularity}"
+    )
 
 
 @dataclass(frozen=True)
@@ -128,7 +139,8 @@ def refuse_untrusted_clauses(sql: str) -> None:
         bad = match.group("bad")
         if bad is not None:
             raise StoreError(
-                f"an untrusted query may not hold {bad.upper()!r} (offset {match.start()})", code="sql_readonly"
+                f"an untrusted query may not hold {bad.upper()!r} (offset {match.start()})",
+                code="sql_readonly",
             )
 
 
@@ -184,13 +196,22 @@ class _ClickHouseBase:
         if not _SELECT_START.match(sql):
             raise StoreError("query() runs only SELECT statements", code="sql_readonly")
 
+    def estimate_rows(self, sql: str, *, params: Mapping[str, Any] | None = None) -> int:
+        """Rows ClickHouse will read to run the SELECT ``sql`` (``EXPLAIN ESTIMATE``, after the primary
+        key has skipped granules; the statement itself does not run). For benchmarks and tests of pruning.
+        """
+        self._only_select(sql)
+        refuse_untrusted_clauses(sql)
+        rows = self._trusted(f"EXPLAIN ESTIMATE {sql}", params)
+        return sum(int(r[3]) for r in rows)  # database, table, parts, rows, marks
+
     def ensure_database(self, database: str) -> None:
         self.command(f"CREATE DATABASE IF NOT EXISTS {ident(database)}")
 
     def create_table(self, schema: CorpusSchema, table: str) -> None:
         """Create ``table`` (``db.name``) for ``schema`` unless it exists."""
         self.ensure_database(ident(table).split(".")[0] if "." in table else self.cfg.database)
-        self.command(create_table_sql(schema, table))
+        self.command(create_table_sql(schema, table, index_granularity=self.cfg.index_granularity))
 
     def count(self, table: str) -> int:
         return int(self._trusted(f"SELECT count() FROM {ident(table)}")[0][0])
@@ -221,7 +242,9 @@ class _ClickHouseBase:
     def delete_ids(self, table: str, ids: Sequence[str]) -> None:
         """Remove the rows of ``ids`` (a lightweight delete; used to redo a chunk after a crash)."""
         if ids:
-            self.command(f"DELETE FROM {ident(table)} WHERE id IN {{ids:Array(String)}}", params={"ids": list(ids)})
+            self.command(
+                f"DELETE FROM {ident(table)} WHERE id IN {{ids:Array(String)}}", params={"ids": list(ids)}
+            )
 
     def _split(self, table: str) -> tuple[str, str]:
         ident(table)
@@ -247,7 +270,9 @@ def chdb_session(path: Path) -> Any:
             try:
                 _CHDB_SESSION = (resolved, session.Session(str(resolved)))
             except Exception as exc:
-                raise StoreError(f"cannot open chDB at {resolved}: {_first_line(exc)}", code="chdb_path") from None
+                raise StoreError(
+                    f"cannot open chDB at {resolved}: {_first_line(exc)}", code="chdb_path"
+                ) from None
         bound, sess = _CHDB_SESSION
         if bound != resolved:
             raise StoreError(
@@ -377,10 +402,15 @@ class ClickHouseServerStore(_ClickHouseBase):
         try:
             # A server that stops answering fails a request after twice the query's own time limit
             # (at least 30 s), not after clickhouse-connect's default 300 s.
-            timeouts = {"connect_timeout": 10, "send_receive_timeout": max(30.0, 2 * self.cfg.max_execution_time_s)}
+            timeouts = {
+                "connect_timeout": 10,
+                "send_receive_timeout": max(30.0, 2 * self.cfg.max_execution_time_s),
+            }
             self._client = cc.get_client(dsn=url, **{**timeouts, **client_args})
         except Exception as exc:
-            raise StoreUnavailable(f"cannot connect to ClickHouse at {_redact(url)}: {_first_line(exc)}") from None
+            raise StoreUnavailable(
+                f"cannot connect to ClickHouse at {_redact(url)}: {_first_line(exc)}"
+            ) from None
 
     def command(self, sql: str, *, params: Mapping[str, Any] | None = None) -> None:
         """Run trusted DDL/DML written by the project."""
@@ -398,7 +428,9 @@ class ClickHouseServerStore(_ClickHouseBase):
         refuse_untrusted_clauses(sql)
         # Sent as the request's settings (HTTP parameters), never as text of the query.
         limits = limit_settings(self.cfg, settings)
-        result = self._call(lambda: self._client.query(sql, parameters=dict(params) if params else None, settings=limits))
+        result = self._call(
+            lambda: self._client.query(sql, parameters=dict(params) if params else None, settings=limits)
+        )
         return [tuple(r) for r in result.result_rows]
 
     def insert_arrow(self, table: str, data: pa.Table) -> None:
@@ -420,7 +452,9 @@ class ClickHouseServerStore(_ClickHouseBase):
         except Exception as exc:
             name = type(exc).__name__
             if name in ("OperationalError", "ConnectionError") or isinstance(exc, OSError):
-                raise StoreUnavailable(f"ClickHouse at {_redact(self.url)} went away: {_first_line(exc)}") from None
+                raise StoreUnavailable(
+                    f"ClickHouse at {_redact(self.url)} went away: {_first_line(exc)}"
+                ) from None
             raise sql_error(exc) from None
 
 

@@ -41,7 +41,7 @@ def test_cluster_ddl_keeps_the_embedded_columns(schema: Any) -> None:
     assert _columns(local) == cols and _columns(dist) == cols
     assert "ON CLUSTER proretrieval" in local and "ON CLUSTER proretrieval" in dist
     assert "ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')" in local
-    assert local.rstrip().endswith("ORDER BY id")
+    assert local.rstrip().endswith("ORDER BY id SETTINGS index_granularity = 256")
     assert dist.rstrip().endswith("ENGINE = Distributed(proretrieval, corpus, t_local, cityHash64(id))")
     assert "ORDER BY" not in dist
 
