@@ -1,11 +1,13 @@
 """Query API under a bounded load on loopback: ``/v1/execute`` (engine only) and ``/v1/search`` (with a planner).
 
-The API runs in this process under uvicorn (a server thread) over a workspace's ecommerce index
-(default ``bench/results/workspace-serve``, 3,000 products with MiniLM, built once). An async httpx client
-keeps 1, 4 and 16 requests in flight for a fixed number of requests each and records, per request, the
-HTTP latency and the stage timings the API reports. Before the load, the same programs run directly on
-an engine to give the engine's own latency, so the table shows what ``/v1/execute`` adds over it at p50
-(goal: at most 2 ms).
+The API runs as it is deployed: ``prore serve`` in a process of its own, over a workspace's ecommerce
+index (default ``bench/results/workspace-serve``, 3,000 products with MiniLM, built once). The load
+generator is an ``aiohttp`` client in this process (a server thread in the client's process would share
+its GIL, and ``httpx``'s own cost per request is about the size of the goal); it keeps 1, 4 and 16
+requests in flight for a fixed number of requests each and records, per request, the HTTP latency and
+the stage timings the API reports. Before the load, a child process runs the same programs directly on
+an engine to give the engine's own latency (chDB binds its path to one process, so the engine and the
+server never overlap), and the table shows what ``/v1/execute`` adds over it at p50 (goal: at most 2 ms).
 
 ``/v1/search`` goes to the planner at ``--planner-url`` (an OpenAI-compatible base URL, e.g. a vLLM CPU
 server of the local checkpoint); without one, it measures the fallback path (every search is a fallback).
@@ -19,6 +21,7 @@ import argparse
 import asyncio
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -30,6 +33,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import aiohttp  # noqa: E402
 import httpx  # noqa: E402
 from machine import machine  # noqa: E402
 
@@ -38,13 +42,10 @@ from indexing.config import ClickHouseConfig, Config, EmbedderConfig  # noqa: E4
 from indexing.corpora import generate, generator_version  # noqa: E402
 from indexing.corpora.files import write_corpus  # noqa: E402
 from indexing.schema import PRODUCTS  # noqa: E402
+from indexing.stores.server import free_port  # noqa: E402
 from indexing.workspace import Workspace  # noqa: E402
-from serving.api.app import create_app  # noqa: E402
-from serving.api.server import ServerThread  # noqa: E402
-from serving.api.settings import ApiSettings  # noqa: E402
 from serving.dsl import parse_program  # noqa: E402
 from serving.engine import Engine  # noqa: E402
-from serving.planner import PlannerSettings  # noqa: E402
 
 DEFAULT_OUT = ROOT / "bench" / "results" / "serve.json"
 DEFAULT_WORKSPACE = ROOT / "bench" / "results" / "workspace-serve"
@@ -108,7 +109,7 @@ async def load(url: str, path: str, bodies: list[dict[str, Any]], clients: int, 
     for i in range(total):
         queue.put_nowait(bodies[i % len(bodies)])
 
-    async def worker(client: httpx.AsyncClient) -> None:
+    async def worker(session: aiohttp.ClientSession) -> None:
         nonlocal fallbacks
         while True:
             try:
@@ -116,18 +117,19 @@ async def load(url: str, path: str, bodies: list[dict[str, Any]], clients: int, 
             except asyncio.QueueEmpty:
                 return
             t = time.perf_counter()
-            r = await client.post(url + path, json=body)
+            async with session.post(url + path, json=body) as r:
+                data = await r.json() if r.status == 200 else None
             latencies.append((time.perf_counter() - t) * 1000)
-            statuses[r.status_code] = statuses.get(r.status_code, 0) + 1
-            if r.status_code == 200:
-                data = r.json()
+            statuses[r.status] = statuses.get(r.status, 0) + 1
+            if data is not None:
                 fallbacks += data["source"] == "fallback"
                 for stage, ms in data["timings"].items():
                     stages.setdefault(stage, []).append(ms)
 
     start = time.perf_counter()
-    async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=clients)) as client:
-        await asyncio.gather(*(worker(client) for _ in range(clients)))
+    timeout = aiohttp.ClientTimeout(total=120)
+    async with aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=clients)) as session:
+        await asyncio.gather(*(worker(session) for _ in range(clients)))
     seconds = time.perf_counter() - start
     return {
         "clients": clients, "requests": total, "seconds": round(seconds, 3), "throughput_rps": round(total / seconds, 2),
@@ -154,6 +156,47 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def bench_config(workspace: Path) -> Config:
+    return Config(
+        workspace=workspace,
+        clickhouse=ClickHouseConfig(chdb_path=str(workspace / "chdb")),
+        embedder=EmbedderConfig(text="minilm", image="minilm"),
+    )
+
+
+def engine_child(workspace: Path, size: int, reps: int) -> int:
+    """Build the index when needed, then print the engine's own latencies (ms) as one JSON line."""
+    cfg = bench_config(workspace)
+    ensure_index(cfg, size)
+    with Engine.open(cfg, "ecommerce") as engine:
+        print(json.dumps(engine_latency(engine, programs(), reps)))
+    return 0
+
+
+def start_server(workspace: Path, planner_url: str | None, planner_model: str, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """``prore serve`` over the workspace's ecommerce index on a free loopback port, once it answers."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "prore", "--workspace", str(workspace), "--embedder", "minilm",
+           "serve", "--domains", "ecommerce", "--port", str(port), "--max-concurrent", "64",
+           "--log-level", "warning"]  # fmt: skip
+    if planner_url:
+        cmd += ["--planner-url", planner_url, "--planner-model", planner_model, "--planner-timeout-s", "30"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"prore serve exited ({proc.returncode}); its log: {log}")
+        try:
+            if httpx.get(url + "/healthz", timeout=2).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    proc.terminate()
+    raise SystemExit(f"prore serve did not answer within 300 s; its log: {log}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--workspace", type=Path, default=DEFAULT_WORKSPACE)
@@ -162,34 +205,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=200, help="requests per route and client count")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--child-engine", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     size = 1_000 if args.quick else 3_000
     total = 40 if args.quick else args.requests
-    cfg = Config(
-        workspace=args.workspace,
-        clickhouse=ClickHouseConfig(chdb_path=str(args.workspace / "chdb")),
-        embedder=EmbedderConfig(text="minilm", image="minilm"),
-    )
-    ensure_index(cfg, size)
-    engine = Engine.open(cfg, "ecommerce")
     progs = programs()
-    alone = engine_latency(engine, progs, reps=max(3, total // len(progs)))
-    planner = None
-    if args.planner_url:
-        planner = PlannerSettings(url=args.planner_url, model=args.planner_model, timeout_s=30)
-    settings = ApiSettings(max_concurrent=64, plan_deadline_s=30)
-    server = ServerThread(create_app({"ecommerce": engine}, planner, settings)).start()
-    results: dict[str, Any] = {"quick": args.quick, "corpus_size": size, "planner": args.planner_url, "routes": {}}
+    reps = max(3, total // len(progs))
+    if args.child_engine:
+        return engine_child(args.workspace, size, reps)
+    args.workspace.mkdir(parents=True, exist_ok=True)
+    child = [sys.executable, str(Path(__file__).resolve()), "--child-engine", "--workspace", str(args.workspace),
+             "--requests", str(args.requests), *(["--quick"] if args.quick else [])]  # fmt: skip
+    alone = json.loads(subprocess.run(child, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
+    proc, url = start_server(args.workspace, args.planner_url, args.planner_model, args.workspace / "serve.log")
+    results: dict[str, Any] = {"quick": args.quick, "corpus_size": size, "planner": args.planner_url,
+                               "server": "prore serve (own process)", "client": "aiohttp", "routes": {}}  # fmt: skip
     try:
         execute_bodies = [{"program": p, "domain": "ecommerce", "k": 10} for p in progs]
         search_bodies = [{"query": q, "domain": "ecommerce", "k": 10} for q in REQUESTS]
-        asyncio.run(load(server.url, "/v1/execute", execute_bodies, 1, len(progs)))  # warm the API path
-        results["routes"]["/v1/execute"] = [asyncio.run(load(server.url, "/v1/execute", execute_bodies, c, total)) for c in CLIENTS]
-        search_total = max(10, total // 4) if planner else total
-        results["routes"]["/v1/search"] = [asyncio.run(load(server.url, "/v1/search", search_bodies, c, search_total)) for c in CLIENTS]
+        asyncio.run(load(url, "/v1/execute", execute_bodies, 1, len(progs)))  # warm the API path
+        results["routes"]["/v1/execute"] = [asyncio.run(load(url, "/v1/execute", execute_bodies, c, total)) for c in CLIENTS]
+        search_total = max(10, total // 4) if args.planner_url else total
+        results["routes"]["/v1/search"] = [asyncio.run(load(url, "/v1/search", search_bodies, c, search_total)) for c in CLIENTS]
     finally:
-        server.stop()
-        engine.close()
+        proc.terminate()
+        proc.wait(timeout=60)
     engine_p50 = pct(alone, 50)
     execute_p50 = results["routes"]["/v1/execute"][0]["latency_ms"]["p50"]
     results["engine_alone_ms"] = summary(alone)

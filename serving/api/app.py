@@ -26,7 +26,7 @@ import logging
 import time
 import unicodedata
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from typing import Any, Literal
@@ -44,6 +44,8 @@ from prometheus_client import (
     generate_latest,
 )
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from indexing.errors import ProReError
 from indexing.schema import Role, schema_for
@@ -474,53 +476,7 @@ def create_app(engines: Mapping[str, Engine], planner: PlannerSettings | None = 
     )
     app.state.service = service
     metrics = service.metrics
-
-    @app.middleware("http")
-    async def envelope(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        start = time.perf_counter()
-        rid = _request_id(request.headers.get("x-request-id"))
-        request.state.request_id = rid
-        path = request.url.path
-        limited = path.startswith("/v1/")
-        response: Response
-        counted = False
-        try:
-            length = request.headers.get("content-length")
-            if length is not None and (not length.isdigit() or int(length) > cfg.max_body_bytes):
-                metrics.rejections.labels("too_large").inc()
-                response = error_response(413, "too_large", f"the body has {length} bytes; at most {cfg.max_body_bytes}")
-            elif limited and cfg.token is not None and not _authorized(request.headers.get("authorization"), cfg.token):
-                metrics.rejections.labels("unauthorized").inc()
-                response = error_response(401, "unauthorized", "a bearer token is required")
-                response.headers["WWW-Authenticate"] = "Bearer"
-            elif limited and service.inflight >= cfg.max_concurrent:
-                metrics.rejections.labels("concurrency").inc()
-                response = error_response(429, "overloaded", f"{service.inflight} requests in flight; retry later", cfg.retry_after_s)
-            else:
-                if limited:
-                    service.inflight += 1
-                    counted = True
-                body = await request.body()
-                if len(body) > cfg.max_body_bytes:
-                    metrics.rejections.labels("too_large").inc()
-                    response = error_response(413, "too_large", f"the body has {len(body)} bytes; at most {cfg.max_body_bytes}")
-                else:
-                    response = await call_next(request)
-        finally:
-            if counted:
-                service.inflight -= 1
-        seconds = time.perf_counter() - start
-        route = path if path in _ROUTES else "other"
-        metrics.requests.labels(route, str(response.status_code)).inc()
-        metrics.seconds.labels(route).observe(seconds)
-        response.headers["X-Request-ID"] = rid
-        line = {
-            "ts": round(time.time(), 3), "request_id": rid, "method": request.method, "path": path,
-            "status": response.status_code, "ms": round(seconds * 1000, 2),
-            "source": response.headers.get("X-ProRetrieval-Source"), "client": request.client.host if request.client else None,
-        }  # fmt: skip
-        log.info(json.dumps(line))
-        return response
+    app.add_middleware(Envelope, service=service, settings=cfg)
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -587,6 +543,119 @@ def create_app(engines: Mapping[str, Engine], planner: PlannerSettings | None = 
         return JSONResponse(out, headers={"X-ProRetrieval-Source": "program"})
 
     return app
+
+
+class Envelope:
+    """Every request's envelope: size, token and concurrency checks, the request id, metrics and the log line.
+
+    Plain ASGI middleware rather than ``@app.middleware("http")``: Starlette's ``BaseHTTPMiddleware``
+    runs the app in a task behind memory streams, which cost about as much per request as the whole
+    ``/v1/execute`` budget over the engine (2 ms). The body is read here once, checked against
+    ``max_body_bytes`` whether or not the client sent a ``Content-Length``, and replayed to the app.
+    """
+
+    def __init__(self, app: ASGIApp, *, service: QueryService, settings: ApiSettings) -> None:
+        self.app = app
+        self.service = service
+        self.settings = settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        service, metrics = self.service, self.service.metrics
+        headers = Headers(scope=scope)
+        rid = _request_id(headers.get("x-request-id"))
+        scope.setdefault("state", {})["request_id"] = rid  # what routes read as request.state.request_id
+        path: str = scope["path"]
+        limited = path.startswith("/v1/")
+        status, source = 500, None
+
+        async def send_marked(message: Message) -> None:
+            nonlocal status, source
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                marked = MutableHeaders(scope=message)
+                source = marked.get("x-proretrieval-source")
+                marked["X-Request-ID"] = rid
+            await send(message)
+
+        counted = False
+        try:
+            refusal = self._refusal(headers, limited)
+            if refusal is None:
+                if limited:
+                    service.inflight += 1
+                    counted = True
+                body, refusal = await self._body(receive)
+                if refusal is None:
+                    await self.app(scope, _replay(body, receive), send_marked)
+            if refusal is not None:
+                await refusal(scope, receive, send_marked)
+        finally:
+            if counted:
+                service.inflight -= 1
+            seconds = time.perf_counter() - start
+            route = path if path in _ROUTES else "other"
+            metrics.requests.labels(route, str(status)).inc()
+            metrics.seconds.labels(route).observe(seconds)
+            client = scope.get("client")
+            line = {
+                "ts": round(time.time(), 3), "request_id": rid, "method": scope["method"], "path": path,
+                "status": status, "ms": round(seconds * 1000, 2), "source": source,
+                "client": client[0] if client else None,
+            }  # fmt: skip
+            log.info(json.dumps(line))
+
+    def _refusal(self, headers: Headers, limited: bool) -> Response | None:
+        """The answer to a request refused before its body is read, or None."""
+        cfg, service, metrics = self.settings, self.service, self.service.metrics
+        length = headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > cfg.max_body_bytes):
+            metrics.rejections.labels("too_large").inc()
+            return error_response(413, "too_large", f"the body has {length} bytes; at most {cfg.max_body_bytes}")
+        if limited and cfg.token is not None and not _authorized(headers.get("authorization"), cfg.token):
+            metrics.rejections.labels("unauthorized").inc()
+            response = error_response(401, "unauthorized", "a bearer token is required")
+            response.headers["WWW-Authenticate"] = "Bearer"
+            return response
+        if limited and service.inflight >= cfg.max_concurrent:
+            metrics.rejections.labels("concurrency").inc()
+            return error_response(429, "overloaded", f"{service.inflight} requests in flight; retry later", cfg.retry_after_s)
+        return None
+
+    async def _body(self, receive: Receive) -> tuple[bytes, Response | None]:
+        """The whole request body, or a 413 once it grows past ``max_body_bytes``."""
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break  # the client went away; the app sees an empty body and the disconnect after it
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.settings.max_body_bytes:
+                self.service.metrics.rejections.labels("too_large").inc()
+                return b"", error_response(413, "too_large", f"the body has more than {self.settings.max_body_bytes} bytes")
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks), None
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands the app the body already read, then whatever the connection says next."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 _ROUTES = frozenset({"/", "/healthz", "/readyz", "/metrics", "/v1/search", "/v1/plan", "/v1/execute", "/v1/examples", "/openapi.json"})
