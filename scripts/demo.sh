@@ -1,23 +1,24 @@
 #!/usr/bin/env bash
 # The demo behind `make demo`: build, index, query and evaluate both corpora on embedded engines.
-# PROFILE=demo (default) synthesizes small benchmarks; PROFILE=paper synthesizes the paper's splits
-# (20,000 train / 3,000 test / 1,000 OOD per domain), which takes much longer.
+# PROFILE=demo (default, the quick profile): 1,000 products and 1,000 emails and small benchmarks.
+# PROFILE=paper: the paper's corpora (3,000 products, 5,000 emails) and splits (20,000 train / 3,000 test /
+# 1,000 OOD per domain), which takes much longer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PRORE=".venv/bin/prore"
+PRORE=".venv/bin/prore --config ${DEMO_CONFIG:-scripts/demo.yaml}"
 PROFILE="${PROFILE:-demo}"
 case "$PROFILE" in
-  demo)  TRAIN=300;   TEST=300;  OOD=150 ;;
-  paper) TRAIN=20000; TEST=3000; OOD=1000 ;;
+  demo)  PRODUCTS=1000; EMAILS=1000; TRAIN=300;   TEST=300;  OOD=150 ;;
+  paper) PRODUCTS=3000; EMAILS=5000; TRAIN=20000; TEST=3000; OOD=1000 ;;
   *) echo "error profile: unknown PROFILE=$PROFILE (demo|paper)" >&2; exit 2 ;;
 esac
 METHODS="oracle sql-only bm25 dense rrf self-query"
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-step "1/8 corpora at the paper's sizes"
-$PRORE corpus build ecommerce --size 3000
-$PRORE corpus build email --size 5000
+step "1/8 corpora ($PRODUCTS products, $EMAILS emails; PROFILE=paper: the paper's 3,000 and 5,000)"
+$PRORE corpus build ecommerce --size "$PRODUCTS"
+$PRORE corpus build email --size "$EMAILS"
 
 step "2/8 indexes: ClickHouse (chDB) + Milvus Lite + BM25"
 $PRORE index build ecommerce

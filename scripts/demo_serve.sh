@@ -6,7 +6,7 @@
 # otherwise it stops after the search.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PRORE=".venv/bin/prore"
+PRORE=".venv/bin/prore --config ${DEMO_CONFIG:-scripts/demo.yaml}"
 PORT="${SERVE_PORT:-8080}"
 URL="http://127.0.0.1:${PORT}"
 ARGS=(serve --host 127.0.0.1 --port "$PORT")

@@ -6,7 +6,7 @@
 # PROFILE=paper: the defaults file's full recipe (3 SFT epochs, 200 GRPO and 200 DAPO steps); hours on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PRORE=".venv/bin/prore"
+PRORE=".venv/bin/prore --config ${DEMO_CONFIG:-scripts/demo.yaml}"
 PROFILE="${PROFILE:-demo}"
 WS="${PRORE_WORKSPACE:-workspace}"
 case "$PROFILE" in
