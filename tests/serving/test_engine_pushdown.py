@@ -136,12 +136,17 @@ def test_a_datetime_literal_in_another_zone_is_not_pushed() -> None:
 
 
 def filters(
-    sql: str, schema: CorpusSchema = PRODUCTS, nullable: frozenset[str] | None = None
+    sql: str,
+    schema: CorpusSchema = PRODUCTS,
+    nullable: frozenset[str] | None = None,
+    *,
+    negative: bool = True,
 ) -> dict[int, str]:
-    """The filters of ``sql``'s placeholders, read by the DSL's own placeholder pass."""
+    """The filters of ``sql``'s placeholders (negative ones too, unless told), read by the DSL's own
+    placeholder pass."""
     tree = sqlglot.parse_one(mark_placeholders(sql)[0], read="clickhouse")
     assert isinstance(tree, exp.Select)
-    return pushdown_filters(tree, schema, nullable)
+    return pushdown_filters(tree, schema, nullable, negative=negative)
 
 
 @pytest.mark.parametrize(
@@ -178,6 +183,17 @@ def filters(
 )  # fmt: skip
 def test_guards_reach_exactly_the_placeholders_they_guard(sql: str, expected: dict[int, str]) -> None:
     assert filters(sql) == expected
+
+
+def test_entries_with_a_negative_use_get_no_filter_by_default() -> None:
+    sql = "SELECT id FROM products WHERE price < 9 AND id IN <text_1> AND id NOT IN <text_2>"
+    assert filters(sql, negative=False) == {0: "price < 9.0"}
+    assert filters(sql) == {0: "price < 9.0", 1: "price < 9.0"}
+    # Two NOTs make a positive use; one use of each kind makes the entry negative.
+    twice = "SELECT id FROM products WHERE price < 9 AND NOT (brand = 'a' AND NOT id IN <text_1>)"
+    assert filters(twice, negative=False) == {0: 'brand == "a" and price < 9.0'}
+    mixed = "SELECT id FROM products WHERE price < 9 AND (id IN <text_1> OR NOT id IN <text_1>)"
+    assert filters(mixed, negative=False) == {}
 
 
 def test_a_nullable_guard_under_not_is_dropped() -> None:
