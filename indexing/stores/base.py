@@ -37,6 +37,9 @@ class SqlStore(Protocol):
         placeholders server-side, so values are never pasted into SQL text.
         """
 
+    def estimate_rows(self, sql: str, *, params: Mapping[str, Any] | None = None) -> int:
+        """Rows ClickHouse would read to run the SELECT ``sql`` (``EXPLAIN ESTIMATE``; it does not run)."""
+
     def insert_arrow(self, table: str, data: pa.Table) -> None:
         """Append an Arrow table whose columns match ``table``'s."""
 
