@@ -7,8 +7,9 @@ same way (:meth:`serving.engine.Engine.execute_many` at the evaluation's ``k``),
 by side on the same index: fixed K (both off), pushdown, adaptive K, both. For each domain and split:
 
 * **oracle Hit@1**: the gold program still ranks its gold document first;
-* **P@1**: its first result is in the instance's relevant set (satisfies the whole request, judged on
-  the corpus labels), as ``prore eval`` scores it (:func:`rl.eval.metrics.score_queries`);
+* **P@1**, **P@5**, **R@10**: its first (five, ten) results are in the instance's relevant set
+  (satisfy the whole request, judged on the corpus labels), as ``prore eval`` scores them
+  (:func:`rl.eval.metrics.score_queries`);
 * **empty**: share of programs that return nothing (a failed program counts as empty);
 * **changed**: share whose first result differs from the fixed-K engine's; **widened**: share whose
   candidate lists adaptive K made longer than the program asked for;
@@ -117,13 +118,15 @@ def measure(
     scores = score_queries(
         rankings, [i.gold_id for i in instances], [Relevant.of(i) for i in instances], cutoff=k
     )
-    graded = [s.graded["p@1"] for s in scores if s.graded is not None]
+    graded = [s.graded for s in scores if s.graded is not None]
     firsts = [r[0] if r else None for r in rankings]
     n = len(instances)
     return {
         "n": n,
         "hit1": statistics.fmean(s.hit1 for s in scores),
-        "p1": statistics.fmean(graded) if graded else None,
+        "p1": statistics.fmean(g["p@1"] for g in graded) if graded else None,
+        "p5": statistics.fmean(g["p@5"] for g in graded) if graded else None,
+        "r10": statistics.fmean(g["recall@10"] for g in graded) if graded else None,
         "p1_n": len(graded),
         "empty": sum(1 for r in rankings if not r) / n,
         "failed": sum(1 for r in rankings if r is None),
@@ -165,15 +168,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def table(results: dict[str, Any]) -> str:
     head = (
-        "| domain | split | candidate | oracle Hit@1 | P@1 | empty | changed | widened | ms/program | ratio |"
+        "| domain | split | candidate | oracle Hit@1 | P@1 | P@5 | R@10 | empty | changed | widened "
+        "| ms/program | ratio |"
     )
-    lines = [head, "|" + "---|" * 10]
+    lines = [head, "|" + "---|" * 12]
+
+    def num(value: float | None) -> str:
+        return "-" if value is None else f"{value:.3f}"
+
     for r in results["rows"]:
-        p1 = "-" if r["p1"] is None else f"{r['p1']:.3f}"
-        changed = "-" if r["changed"] is None else f"{r['changed']:.3f}"
         lines.append(
-            f"| {r['domain']} | {r['split']} | {r['candidate']} | {r['hit1']:.3f} | {p1} | {r['empty']:.3f} | "
-            f"{changed} | {r['widened']:.3f} | {r['ms_per_program']:.2f} | {r['ms_ratio']:.2f} |"
+            f"| {r['domain']} | {r['split']} | {r['candidate']} | {r['hit1']:.3f} | {num(r['p1'])} | "
+            f"{num(r['p5'])} | {num(r['r10'])} | {r['empty']:.3f} | {num(r['changed'])} | {r['widened']:.3f} | "
+            f"{r['ms_per_program']:.2f} | {r['ms_ratio']:.2f} |"
         )
     return "\n".join(lines)
 

@@ -70,14 +70,14 @@ class PlanningOptions:
     up to the WHERE) into that entry's dense search as a Milvus ``filter``, so its top-K is drawn from
     documents that can be results. Exact once K covers the guarded documents; at a fixed K a program's
     WHERE keeps the same rows or more, so its first row can change. Measured: oracle Hit@1 0.950-1.000
-    (1.000 only on the 12-query email OOD split), P@1 0.960-1.000, no empty result, 1.6-1.8x the time
-    per program on Milvus Lite. Off."""
+    (1.000 only on the 12-query email OOD split), P@1 0.960-1.000, P@5 up 0.03-0.07, R@10 up
+    0.08-0.11, no empty result, 1.0-2.1x the time per program on Milvus Lite. Off."""
     adaptive_k: bool = False
     """Widen the positive, unreranked entries of a program whose SQL returns fewer rows than the call's
     ``k`` (or the program's LIMIT), one rung of ``serving.dsl.k_ladder`` per round (past the top rung,
     doubling), up to ``adaptive_k_max``. Measured (``adaptive_k_max`` 50): oracle Hit@1 0.990 on the
-    ecommerce test split (1.000 on the others), P@1 1.000, 33-58% of gold programs widened,
-    1.5-2.8x the time per program. Off."""
+    ecommerce test split (1.000 on the others), P@1 1.000, P@5 up 0.02-0.09, 33-58% of gold programs
+    widened, 1.5-3.3x the time per program. Off."""
     adaptive_k_max: int = 50
     """Widest ``k`` adaptive K may give an entry; at least the ladder's smallest rung. Values past the
     ladder's top rung are reached by doubling it (50, 100, 200, ...)."""
