@@ -1,5 +1,16 @@
 """Execution engine latency and batch throughput, side by side in one run.
 
+0. Candidates side by side on the 3,000-product MiniLM corpus: every combination of
+   * vector store: Milvus Lite (the default) or the local Milvus server (``prore stores up``; this
+     script starts its own in the workspace and stops it at the end; the same corpus is indexed on it);
+   * query embedder runtime (``embedder.minilm_backend``): ``torch``, ``onnx`` (fp32) or ``onnx-int8``;
+   * how id sets reach ClickHouse (``serving.sql.ids``): ``literal`` SQL or ``bound`` query parameters.
+   Each L1 / L2 / L3 program runs on every candidate in turn (rotating the order), each time with
+   cold caches, so load on a shared machine falls on all alike. Reports p50 / p95 end to end and of
+   the embed, ANN and SQL stages, the ratio of each p50 to the baseline candidate's (Milvus Lite,
+   torch, literal SQL: the engine before bound parameters), how often a candidate's ranked ids equal
+   the baseline's (FLAT indexes are exact, so only int8 vectors may differ), and the rows ClickHouse
+   reads per level (``EXPLAIN ESTIMATE``: primary-key pruning of ``id IN``).
 1. Single-program latency, end to end, with every cache cold (embeddings, searches, programs, SQL):
    p50 / p95 and a per-stage breakdown for L1 / L2 / L3-shaped programs, on a 3,000-product corpus
    indexed with MiniLM and a 100,000-product corpus indexed with the hashing embedder.
@@ -16,12 +27,15 @@
 
 Corpora are built once with the project's APIs into a workspace (default ``bench/results/workspace``)
 and reused. Prints a table; writes ``bench/results/engine.json``. ``--quick`` runs a small smoke
-version (1,000 and 10,000 products, fewer repetitions).
+version (1,000 and 10,000 products, fewer repetitions); ``--compare-only`` runs the candidates
+(section 0) alone. Run: ``python bench/engine.py [--quick] [--compare-only]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import itertools
 import json
 import math
 import os
@@ -32,7 +46,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -43,7 +57,7 @@ sys.path.insert(0, str(ROOT))
 from machine import machine  # noqa: E402
 
 from indexing.build import build_index  # noqa: E402
-from indexing.config import ClickHouseConfig, Config, EmbedderConfig  # noqa: E402
+from indexing.config import ClickHouseConfig, Config, EmbedderConfig, MilvusConfig  # noqa: E402
 from indexing.corpora import generate, generator_version  # noqa: E402
 from indexing.corpora.files import write_corpus  # noqa: E402
 from indexing.errors import ProReError  # noqa: E402
@@ -51,6 +65,7 @@ from indexing.schema import PRODUCTS  # noqa: E402
 from indexing.workspace import Workspace  # noqa: E402
 from serving.dsl import Program, parse_program  # noqa: E402
 from serving.engine import STAGES, CacheSizes, Engine, ExecutionResult  # noqa: E402
+from serving.settings import SqlSettings  # noqa: E402
 
 DEFAULT_OUT = ROOT / "bench" / "results" / "engine.json"
 DEFAULT_WORKSPACE = ROOT / "bench" / "results" / "workspace"
@@ -71,6 +86,16 @@ def corpus_config(root: Path, corpus: Corpus) -> Config:
         workspace=root / f"products-{corpus.label}",
         clickhouse=ClickHouseConfig(chdb_path=str(root / "chdb"), database=f"bench_{corpus.label}"),
         embedder=EmbedderConfig(text=corpus.embedder, image=corpus.embedder),
+    )
+
+
+def server_config(root: Path, corpus: Corpus, uri: str) -> Config:
+    """The same corpus indexed on the Milvus server at ``uri`` (its own workspace and database)."""
+    base = corpus_config(root, corpus)
+    return base.replace(
+        workspace=root / f"products-{corpus.label}-server",
+        clickhouse=dataclasses.replace(base.clickhouse, database=f"bench_{corpus.label}_server"),
+        milvus=MilvusConfig(uri=uri),
     )
 
 
@@ -281,11 +306,251 @@ def throughput(engine: Engine, docs: Sequence[dict[str, Any]], reps: int, k: int
     }
 
 
+# -- candidates side by side ----------------------------------------------------------------------
+
+COMPARED_STAGES = ("embed", "ann", "sql")
+BACKENDS = ("torch", "onnx", "onnx-int8")
+ID_MODES: tuple[Literal["literal", "bound"], ...] = ("literal", "bound")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    milvus: str
+    """``lite`` or ``server``."""
+    backend: str
+    """``embedder.minilm_backend``."""
+    ids: Literal["literal", "bound"]
+    """``serving.sql.ids``."""
+
+    @property
+    def label(self) -> str:
+        return f"{self.milvus}/{self.backend}/{self.ids}"
+
+
+BASELINE = Candidate("lite", "torch", "literal")
+
+
+def candidate_engine(cfg: Config, c: Candidate) -> Engine:
+    embedder = dataclasses.replace(cfg.embedder, minilm_backend=c.backend)
+    return Engine.open(cfg.replace(embedder=embedder), "ecommerce", sql_settings=SqlSettings(ids=c.ids))
+
+
+def level_programs(docs: Sequence[dict[str, Any]], per_level: int) -> dict[str, list[Program]]:
+    rng = random.Random(7)
+    out: dict[str, list[Program]] = {}
+    for level in (1, 2, 3):
+        out[f"L{level}"] = [
+            parse_program(program(level, docs[(level * per_level + i) % len(docs)],
+                                  docs[(level * per_level + i + 1) % len(docs)], rng))
+            for i in range(per_level)
+        ]  # fmt: skip
+    return out
+
+
+def rows_read(engine: Engine, result: ExecutionResult) -> int:
+    """Rows ClickHouse reads for the program's statement (primary-key pruning included)."""
+    bound = engine.sql_settings.ids == "bound"
+    params = {name: list(ids) for name, ids in result.candidates.items()} if bound else None
+    return engine.handle.sql.estimate_rows(result.sql, params=params)
+
+
+def compare(cfgs: dict[str, Config], docs: Sequence[dict[str, Any]], per_level: int) -> dict[str, Any]:
+    """Every candidate on the same cold-cache programs, interleaved; p50 / p95 per level and stage."""
+    candidates = [Candidate(m, b, i) for m, b, i in itertools.product(cfgs, BACKENDS, ID_MODES)]
+    engines = {c: candidate_engine(cfgs[c.milvus], c) for c in candidates}
+    programs = level_programs(docs, per_level)
+    try:
+        for engine in engines.values():  # first-call costs (model load, collection load) are not latency
+            for p in programs["L3"][:3]:
+                engine.execute(p, k=10)
+        samples: dict[Candidate, dict[str, dict[str, list[float]]]] = {
+            c: {lvl: {s: [] for s in (*COMPARED_STAGES, "total")} for lvl in programs} for c in candidates
+        }
+        agree: dict[Candidate, list[bool]] = {c: [] for c in candidates}
+        overlap: dict[Candidate, list[float]] = {c: [] for c in candidates}
+        read: dict[str, dict[str, list[int]]] = {m: {lvl: [] for lvl in programs} for m in cfgs}
+        turn = 0
+        for lvl, batch in programs.items():
+            for p in batch:
+                answers: dict[Candidate, tuple[str, ...]] = {}
+                order = candidates[turn % len(candidates) :] + candidates[: turn % len(candidates)]
+                turn += 1
+                for c in order:
+                    engine = engines[c]
+                    engine.clear_caches()
+                    start = time.perf_counter()
+                    res = engine.execute(p, k=10)
+                    elapsed = (time.perf_counter() - start) * 1000
+                    for s in COMPARED_STAGES:
+                        samples[c][lvl][s].append(res.timings[s])
+                    samples[c][lvl]["total"].append(elapsed)
+                    answers[c] = res.ids
+                    if c.backend == "torch" and c.ids == "bound":
+                        read[c.milvus][lvl].append(rows_read(engine, res))
+                for c in candidates:
+                    agree[c].append(answers[c] == answers[BASELINE])
+                    mine, theirs = set(answers[c]), set(answers[BASELINE])
+                    overlap[c].append(len(mine & theirs) / len(mine | theirs) if mine | theirs else 1.0)
+    finally:
+        for engine in engines.values():
+            engine.close()
+    out: dict[str, Any] = {"baseline": BASELINE.label, "programs_per_level": per_level, "candidates": {}}
+    for c in candidates:
+        levels: dict[str, Any] = {}
+        for lvl, stages in samples[c].items():
+            base = samples[BASELINE][lvl]
+            levels[lvl] = {
+                **{f"{s}_p50_ms": statistics.median(v) for s, v in stages.items()},
+                **{f"{s}_p95_ms": pct(v, 0.95) for s, v in stages.items()},
+                **{f"{s}_ratio_p50": statistics.median(v) / max(statistics.median(base[s]), 1e-9)
+                   for s, v in stages.items()},
+            }  # fmt: skip
+        out["candidates"][c.label] = {
+            "milvus": c.milvus,
+            "minilm_backend": c.backend,
+            "sql_ids": c.ids,
+            "levels": levels,
+            "same_ids_as_baseline": sum(agree[c]) / len(agree[c]),
+            "jaccard_with_baseline": statistics.mean(overlap[c]),
+        }
+    out["rows_read_p50"] = {
+        m: {lvl: statistics.median(v) for lvl, v in by_level.items()} for m, by_level in read.items()
+    }
+    out["axes"] = axis_effects(out["candidates"], candidates, list(programs))
+    with Engine.open(cfgs["lite"], "ecommerce") as e:
+        out["table_rows"] = e.handle.rows
+        out["index_granularity"] = cfgs["lite"].clickhouse.index_granularity
+    best = {
+        lvl: min(out["candidates"], key=lambda label: out["candidates"][label]["levels"][lvl]["total_p50_ms"])
+        for lvl in programs
+    }
+    out["best"] = {
+        lvl: {
+            "candidate": label,
+            "total_p50_ms": out["candidates"][label]["levels"][lvl]["total_p50_ms"],
+            "limiting_stage": max(
+                COMPARED_STAGES, key=lambda s: out["candidates"][label]["levels"][lvl][f"{s}_p50_ms"]
+            ),
+        }
+        for lvl, label in best.items()
+    }
+    return out
+
+
+AXES: dict[str, tuple[str, str, str]] = {
+    "server / lite": ("milvus", "server", "lite"),
+    "onnx / torch": ("backend", "onnx", "torch"),
+    "onnx-int8 / torch": ("backend", "onnx-int8", "torch"),
+    "bound / literal": ("ids", "bound", "literal"),
+}
+"""One change at a time: ``(field, candidate value, reference value)``."""
+
+
+def partner(c: Candidate, name: str, value: str) -> str:
+    """The label of ``c`` with its field ``name`` set to ``value``."""
+    chosen = {**dataclasses.asdict(c), name: value}
+    return f"{chosen['milvus']}/{chosen['backend']}/{chosen['ids']}"
+
+
+def axis_effects(
+    measured: dict[str, Any], candidates: Sequence[Candidate], levels: Sequence[str]
+) -> dict[str, Any]:
+    """Per axis, level and stage: the median over matched pairs (the other two choices equal) of the
+    ratio of p50s, one change against its reference. Robuster on a loaded machine than one ratio."""
+    out: dict[str, Any] = {}
+    labels = {c.label for c in candidates}
+    for axis, (name, value, reference) in AXES.items():
+        pairs = [(c.label, partner(c, name, reference)) for c in candidates if getattr(c, name) == value]
+        pairs = [(a, b) for a, b in pairs if b in labels]
+        if not pairs:
+            continue
+        out[axis] = {
+            lvl: {
+                s: statistics.median(
+                    measured[a]["levels"][lvl][f"{s}_p50_ms"]
+                    / max(measured[b]["levels"][lvl][f"{s}_p50_ms"], 1e-9)
+                    for a, b in pairs
+                )
+                for s in ("total", *COMPARED_STAGES)
+            }
+            for lvl in levels
+        }
+        out[axis]["pairs"] = len(pairs)
+    return out
+
+
+def compare_table(r: dict[str, Any], corpus: str) -> str:
+    lines = [
+        f"candidates side by side, {corpus} products, cold caches, {r['programs_per_level']} programs per level; "
+        f"ms p50/p95; x = p50 / baseline p50 (baseline {r['baseline']})"
+    ]
+    stages = ("total", *COMPARED_STAGES)
+    head = f"{'milvus/embedder/sql ids':<24} {'lvl':<3} " + " ".join(f"{s + ' p50/p95':>15}" for s in stages)
+    lines.append(head + f" {'x total':>7} {'x sql':>6} {'x embed':>7} {'same ids':>8} {'jaccard':>7}")
+    for label, cand in r["candidates"].items():
+        for lvl, m in cand["levels"].items():
+            cells = " ".join(f"{m[f'{s}_p50_ms']:>7.1f}/{m[f'{s}_p95_ms']:<7.1f}" for s in stages)
+            lines.append(
+                f"{label:<24} {lvl:<3} {cells} {m['total_ratio_p50']:>7.2f} {m['sql_ratio_p50']:>6.2f} "
+                f"{m['embed_ratio_p50']:>7.2f} {cand['same_ids_as_baseline']:>8.0%} "
+                f"{cand['jaccard_with_baseline']:>7.2f}"
+            )
+    lines.append("")
+    lines.append("one change at a time: median over matched pairs of the p50 ratio (total, embed, ann, sql)")
+    for axis, by_level in r["axes"].items():
+        cells = "  ".join(
+            f"{lvl} " + "/".join(f"{by_level[lvl][s]:.2f}" for s in ("total", *COMPARED_STAGES))
+            for lvl in by_level
+            if lvl != "pairs"
+        )
+        lines.append(f"{axis:<18} ({by_level['pairs']} pairs)  {cells}")
+    for milvus, by_level in r["rows_read_p50"].items():
+        cells = ", ".join(f"{lvl} {v:.0f}" for lvl, v in by_level.items())
+        lines.append(
+            f"rows read p50 ({milvus} tables, {r['table_rows']} rows, {r['index_granularity']}-row granules): {cells}"
+        )
+    for lvl, b in r["best"].items():
+        lines.append(
+            f"fastest {lvl}: {b['candidate']} at {b['total_p50_ms']:.1f} ms p50, largest stage: {b['limiting_stage']}"
+        )
+    return "\n".join(lines)
+
+
+def start_server(root: Path) -> tuple[str | None, str]:
+    """The local Milvus server's URI (started in ``root``), or None and why not."""
+    try:
+        from indexing.stores import server
+    except ImportError as exc:
+        return None, f"no Milvus server: {exc}"
+    failure = ""
+    for _ in range(2):  # its internal ports are picked before it binds them: another server may win one
+        try:
+            info = server.start(root / "milvus-server", port=server.free_port())
+        except ProReError as exc:
+            failure = exc.one_line()
+            continue
+        return info.uri, "started"
+    return None, f"the Milvus server did not start: {failure}"
+
+
+def stop_server(root: Path) -> None:
+    from indexing.stores import server
+
+    server.stop(root / "milvus-server", timeout_s=15)
+
+
 # -- report ---------------------------------------------------------------------------------------
 
 
 def table(results: dict[str, Any]) -> str:
-    lines = ["single program, cold caches (ms)"]
+    lines: list[str] = []
+    if "compare" in results:
+        lines += [compare_table(results["compare"], results["compare_corpus"]), ""]
+        if results.get("server_note"):
+            lines += [f"Milvus server: {results['server_note']}", ""]
+    if not results["corpora"]:
+        return "\n".join([*lines, machine_line(results)])
+    lines.append("single program, cold caches (ms)")
     head = f"{'corpus':<8} {'level':<5} {'p50':>7} {'p95':>7} " + " ".join(f"{s:>8}" for s in STAGES[:-1])
     lines.append(head)
     for label, r in results["corpora"].items():
@@ -315,11 +580,18 @@ def table(results: dict[str, Any]) -> str:
         lines.append(
             f"goal {goal:<24} target {target:>7.0f}  reached {value:>9.1f}  {'met' if met else 'NOT met'}"
         )
-    m = results["machine"]
-    lines.append(
-        f"machine: {m['cores']} cores, {m['cpu']}, load {m['load_avg_1m_at_start']:.1f}, torch threads {m['torch_threads']}"
-    )
+    lines.append(machine_line(results))
     return "\n".join(lines)
+
+
+def machine_line(results: dict[str, Any]) -> str:
+    m = results["machine"]
+    end = results.get("load_avg_1m_at_end")
+    return (
+        f"machine: {m['cores']} cores, {m['cpu']}, load {m['load_avg_1m_at_start']:.1f} at start"
+        + (f", {end:.1f} at end" if end is not None else "")
+        + f", torch threads {m['torch_threads']}"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -337,16 +609,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--torch-threads", type=int, default=1, help="torch intra-op threads while measuring (default 1)"
     )
+    parser.add_argument(
+        "--compare-only", action="store_true", help="only the candidates side by side (section 0)"
+    )
+    parser.add_argument(
+        "--no-server", action="store_true", help="leave the local Milvus server out of the candidates"
+    )
     args = parser.parse_args(argv)
 
     corpora = [Corpus("1k", 1000, "minilm"), Corpus("10k", 10_000, "hashing")] if args.quick else [
         Corpus("3k", 3000, "minilm"), Corpus("100k", 100_000, "hashing")]  # fmt: skip
     per_level, reps = (10, 2) if args.quick else (40, 5)
+    compared = corpora[0]
     args.workspace.mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {"quick": args.quick, "corpora": {}, "build_s": {}}
+    results: dict[str, Any] = {
+        "quick": args.quick,
+        "corpora": {},
+        "build_s": {},
+        "compare_corpus": compared.label,
+    }
     print("building corpora and indexes (reused when present)", file=sys.stderr)
     cfgs = {c.label: corpus_config(args.workspace, c) for c in corpora}
-    for c in corpora:
+    for c in corpora if not args.compare_only else [compared]:
         results["build_s"][c.label] = ensure_index(cfgs[c.label], c)
 
     import torch
@@ -354,6 +638,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     # One query embeds a few short phrases; extra intra-op threads only contend for the cores.
     torch.set_num_threads(args.torch_threads)
     results["machine"] = machine()
+    uri, results["server_note"] = (
+        (None, "left out (--no-server)") if args.no_server else start_server(args.workspace)
+    )
+    try:
+        compare_cfgs = {"lite": cfgs[compared.label]}
+        if uri is not None:
+            compare_cfgs["server"] = server_config(args.workspace, compared, uri)
+            results["build_s"][f"{compared.label}-server"] = ensure_index(compare_cfgs["server"], compared)
+        print(f"measuring candidates on {compared.label}", file=sys.stderr)
+        with Engine.open(compare_cfgs["lite"], "ecommerce") as engine:
+            docs = sample_docs(engine, max(PROMPTS, 3 * per_level + 4), seed=11)
+        results["compare"] = compare(compare_cfgs, docs, per_level)
+    finally:
+        if uri is not None:
+            stop_server(args.workspace)
+    if args.compare_only:
+        return finish(results, args.out)
     for c in corpora:
         print(f"measuring {c.label}", file=sys.stderr)
         engine = Engine.open(cfgs[c.label], "ecommerce")
@@ -384,10 +685,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         else (value, rate if "/s" in name else ratio, value >= (rate if "/s" in name else ratio))
         for name, value in reached.items()
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    return finish(results, args.out)
+
+
+def finish(results: dict[str, Any], out: Path) -> int:
+    results["load_avg_1m_at_end"] = os.getloadavg()[0]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2, default=str) + "\n")
     print(table(results))
-    print(f"wrote {args.out}")
+    print(f"wrote {out}")
     return 0
 
 
