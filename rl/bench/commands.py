@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from indexing.config import Config
@@ -112,8 +112,34 @@ def _show(args: argparse.Namespace, cfg: Config) -> int:
     manifest = load_manifest(ws, args.domain)
     print(f"{args.domain} / {args.split} (seed {manifest.get('seed')}, corpus {manifest.get('corpus_fingerprint')}, "
           f"index {manifest.get('index_version')})")
+    for line in wording_lines(manifest):
+        print(line)
     print(describe(instances, args.n))
     return 0
+
+
+def wording_lines(manifest: Mapping[str, Any]) -> list[str]:
+    """Distinct requests and programs of every split as the manifest records them, with their share of
+    the split, and how many candidates synthesis dropped because their request was already taken.
+
+    >>> print("\\n".join(wording_lines({"sizes": {"train": 4}, "distinct_nl": {"train": 4},
+    ...     "distinct_programs": {"train": 3}, "stats": {"train": {"rejected": {"duplicate": 2}}}})))
+    distinct requests and programs per split:
+      split     size  requests         programs         duplicates dropped
+      train        4  4 (100.0%)       3 (75.0%)                         2
+    """
+    nl, programs = manifest.get("distinct_nl"), manifest.get("distinct_programs")
+    if not isinstance(nl, Mapping) or not isinstance(programs, Mapping):
+        return []
+    lines = ["distinct requests and programs per split:",
+             f"  {'split':<5} {'size':>8}  {'requests':<16} {'programs':<16} {'duplicates dropped':>18}"]
+    for split, size in manifest.get("sizes", {}).items():
+        n = max(int(size), 1)
+        dup = manifest.get("stats", {}).get(split, {}).get("rejected", {}).get("duplicate", 0)
+        req = f"{nl.get(split, 0)} ({nl.get(split, 0) / n:.1%})"
+        prog = f"{programs.get(split, 0)} ({programs.get(split, 0) / n:.1%})"
+        lines.append(f"  {split:<5} {size:>8}  {req:<16} {prog:<16} {dup:>18}")
+    return lines
 
 
 def register_bench(sub: Any) -> None:

@@ -432,4 +432,9 @@ def test_bench_show_reports_relevant_set_sizes_per_level(
     assert main(["--workspace", str(bench.root), "bench", "show", "ecommerce", "--n", "1"]) == 0
     out = capsys.readouterr().out
     assert "relevant-set sizes" in out and "noisy wording" in out and "distinct programs" in out
+    manifest = load_manifest(bench, "ecommerce")
+    for split, size in SIZES.items():  # every split's distinct requests and programs, from the manifest
+        n_nl, n_prog = manifest["distinct_nl"][split], manifest["distinct_programs"][split]
+        assert f"  {split:<5} {size:>8}  {n_nl} ({n_nl / size:.1%})" in out
+        assert f"{n_prog} ({n_prog / size:.1%})" in out
     assert any(line.strip().startswith("L1 ") for line in out.splitlines())
