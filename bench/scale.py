@@ -758,6 +758,15 @@ def extrapolate(results: Sequence[Mapping[str, Any]], docs: int) -> dict[str, An
             a, b = fit
             out["seconds"][stage] = round(a * docs**b, 1)
             out["exponent"][stage] = round(b, 2)
+    # The two largest sizes alone: the local growth, which a fit over a wider range can understate.
+    if len(built) > 1:
+        (n0, r0), (n1, r1) = [(r["docs"], r["build"]["seconds"]) for r in built[-2:]]
+        out["seconds_from_last_two"], out["exponent_last_two"] = {}, {}
+        for stage in BUILD_STAGES:
+            fit = power_fit([(n0, r0.get(stage, math.nan)), (n1, r1.get(stage, math.nan))])
+            if fit is not None:
+                out["seconds_from_last_two"][stage] = round(fit[0] * docs ** fit[1], 1)
+                out["exponent_last_two"][stage] = round(fit[1], 2)
     # The same law for each candidate's p50 per level (a trend of the sizes measured, not a measurement).
     out["p50_ms"] = {}
     for name in dict.fromkeys(n for r in built for n in r["candidates"]):
@@ -848,6 +857,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--ef", type=int, default=64, help="HNSW search ef, raised to k (default 64)")
     parser.add_argument("--keep-server", action="store_true", help="leave each size's Milvus server running")
+    parser.add_argument(
+        "--report", action="store_true", help="only redo ratios, goals, table and plots from the --out JSON"
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--embedder", help=argparse.SUPPRESS)
     parser.add_argument("--docs", type=int, help=argparse.SUPPRESS)
@@ -865,6 +877,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             code = worker(args)
         finally:
             exit_process(code)  # chDB may abort in its destructors at interpreter exit
+    if args.report:
+        if not args.out.is_file():
+            raise SystemExit(f"error usage: --report reads {args.out}, which does not exist")
+        results = json.loads(args.out.read_text())
+        finish(results, args)
+        print(table(results))
+        print(f"wrote {args.out}")
+        return 0
     return orchestrate(args)
 
 
@@ -1121,7 +1141,7 @@ def plots(results: Mapping[str, Any], where: Path, stem: str) -> list[str]:
             rs = series(e)
             for i, stage in enumerate(BUILD_STAGES):
                 ys = [r["build"]["seconds"].get(stage, math.nan) for r in rs]
-                ax.plot([r["docs"] for r in rs], ys, styles[j % 4], marker="o", color=f"C{i}",
+                ax.plot([r["docs"] for r in rs], ys, styles[j % 4], marker="osD^"[j % 4], color=f"C{i}",
                         label=f"{STAGE_LABELS[stage]} ({e})")  # fmt: skip
         size_axis(ax)
         ax.set_yscale("log")
@@ -1147,7 +1167,7 @@ def plots(results: Mapping[str, Any], where: Path, stem: str) -> list[str]:
                            for r in rs if name in r["candidates"]]  # fmt: skip
                     pts = [(x, y) for x, y in pts if y is not None]
                     if pts:
-                        ax.plot(*zip(*pts, strict=True), styles[j % 4], marker="o", color=f"C{i}",
+                        ax.plot(*zip(*pts, strict=True), styles[j % 4], marker="osD^"[j % 4], color=f"C{i}",
                                 label=f"{results['candidates'][name]['label']} ({e})")  # fmt: skip
             ax.axhline(GOAL_P50_MS, color="grey", lw=0.8, ls="--")
             size_axis(ax)
@@ -1171,7 +1191,7 @@ def plots(results: Mapping[str, Any], where: Path, stem: str) -> list[str]:
                 for i, name in enumerate(names):
                     pts = [(r["docs"], r["candidates"][name][key]) for r in rs if name in r["candidates"]]
                     if pts:
-                        ax.plot(*zip(*pts, strict=True), styles[j % 4], marker="o", color=f"C{i}",
+                        ax.plot(*zip(*pts, strict=True), styles[j % 4], marker="osD^"[j % 4], color=f"C{i}",
                                 label=f"{results['candidates'][name]['label']} ({e})")  # fmt: skip
             size_axis(ax)
             ax.set_ylim(0, 1)
@@ -1262,6 +1282,9 @@ def table(results: Mapping[str, Any]) -> str:
             if ex and ex["seconds"]:
                 parts = ", ".join(f"{k} {v:,.0f}" for k, v in ex["seconds"].items())
                 note = f"; extrapolated build s from {', '.join(size_label(n) for n in ex['from_sizes'])}: {parts}"
+                if ex.get("seconds_from_last_two"):
+                    last = ", ".join(f"{k} {v:,.0f}" for k, v in ex["seconds_from_last_two"].items())
+                    note += f"; from the two largest alone: {last}"
             lines.append(f"  {s['label']}: {s['why']}{note}")
             for name, per_level in (ex or {}).get("p50_ms", {}).items():
                 if per_level:
@@ -1289,8 +1312,8 @@ def table(results: Mapping[str, Any]) -> str:
                 lines.append(
                     f"goal {lat['goal']} [{e}, {results['candidates'][name]['label']}]: at {lat['measured_at']} "
                     f"p50 L1/L2/L3 {'/'.join(_f(x['p50_ms'].get(lv)) for lv in LEVELS)} ms, worst {x['worst_level']} "
-                    f"limited by {x['limiting_stage']}: {'met' if x['met'] else 'NOT met'}"
-                    + ("" if lat["reached_1M"] else " (1M not measured)")
+                    f"limited by {x['limiting_stage']}: "
+                    + (("met" if x["met"] else "NOT met") if lat["reached_1M"] else "open, 1M not measured")
                 )
         for name in ("pushdown", "fixed"):
             x = q.get(name)
@@ -1298,8 +1321,13 @@ def table(results: Mapping[str, Any]) -> str:
                 lines.append(
                     f"goal {q['goal']} [{e}, {name}]: at {q['measured_at']} P@1 {x['p_at_1']:.3f} vs "
                     f"{x['p_at_1_smallest']:.3f} = {_f(x['ratio'], '.2f')}x"
-                    + (": met" if x["met"] else ": NOT met" if name == "pushdown" else " (reference)")
-                    + ("" if q["reached_1M"] else " (1M not measured)")
+                    + (
+                        " (reference)"
+                        if name != "pushdown"
+                        else (": met" if x["met"] else ": NOT met")
+                        if q["reached_1M"]
+                        else ": open, 1M not measured"
+                    )
                 )
             elif isinstance(x, str):
                 lines.append(f"goal {q['goal']} [{e}]: {x}")
