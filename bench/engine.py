@@ -5,8 +5,9 @@
      script starts its own in the workspace and stops it at the end; the same corpus is indexed on it);
    * query embedder runtime (``embedder.minilm_backend``): ``torch``, ``onnx`` (fp32) or ``onnx-int8``;
    * how id sets reach ClickHouse (``serving.sql.ids``): ``literal`` SQL or ``bound`` query parameters.
-   Each L1 / L2 / L3 program runs on every candidate in turn (rotating the order), each time with
-   cold caches, so load on a shared machine falls on all alike. Reports p50 / p95 end to end and of
+   Each L1 / L2 / L3 program runs on every candidate in turn (a new seeded random order for every
+   program, so no candidate always follows the same one), each time with cold caches, so load on a
+   shared machine falls on all alike. Reports p50 / p95 end to end and of
    the embed, ANN and SQL stages, the ratio of each p50 to the baseline candidate's (Milvus Lite,
    torch, literal SQL: the engine before bound parameters), how often a candidate's ranked ids equal
    the baseline's (FLAT indexes are exact, so only int8 vectors may differ), and the rows ClickHouse
@@ -369,12 +370,11 @@ def compare(cfgs: dict[str, Config], docs: Sequence[dict[str, Any]], per_level: 
         agree: dict[Candidate, list[bool]] = {c: [] for c in candidates}
         overlap: dict[Candidate, list[float]] = {c: [] for c in candidates}
         read: dict[str, dict[str, list[int]]] = {m: {lvl: [] for lvl in programs} for m in cfgs}
-        turn = 0
+        shuffle = random.Random(3)
         for lvl, batch in programs.items():
             for p in batch:
                 answers: dict[Candidate, tuple[str, ...]] = {}
-                order = candidates[turn % len(candidates) :] + candidates[: turn % len(candidates)]
-                turn += 1
+                order = shuffle.sample(candidates, len(candidates))
                 for c in order:
                     engine = engines[c]
                     engine.clear_caches()
