@@ -11,7 +11,9 @@
    the embed, ANN and SQL stages, the ratio of each p50 to the baseline candidate's (Milvus Lite,
    torch, literal SQL: the engine before bound parameters), how often a candidate's ranked ids equal
    the baseline's (FLAT indexes are exact, so only int8 vectors may differ), and the rows ClickHouse
-   reads per level (``EXPLAIN ESTIMATE``: primary-key pruning of ``id IN``).
+   reads per level (``EXPLAIN ESTIMATE``: primary-key pruning of ``id IN``). Then the SQL stage of a
+   statement the engine has seen before, run with new ids (the same SQL, other phrases: what a
+   planner's recurring SQL shapes and adaptive K do), literal next to bound.
 1. Single-program latency, end to end, with every cache cold (embeddings, searches, programs, SQL):
    p50 / p95 and a per-stage breakdown for L1 / L2 / L3-shaped programs, on a 3,000-product corpus
    indexed with MiniLM and a 100,000-product corpus indexed with the hashing embedder.
@@ -417,6 +419,7 @@ def compare(cfgs: dict[str, Config], docs: Sequence[dict[str, Any]], per_level: 
         m: {lvl: statistics.median(v) for lvl, v in by_level.items()} for m, by_level in read.items()
     }
     out["axes"] = axis_effects(out["candidates"], candidates, list(programs))
+    out["seen_statements"] = seen_statements(cfgs["lite"], programs)
     with Engine.open(cfgs["lite"], "ecommerce") as e:
         out["table_rows"] = e.handle.rows
         out["index_granularity"] = cfgs["lite"].clickhouse.index_granularity
@@ -479,6 +482,41 @@ def axis_effects(
     return out
 
 
+def seen_statements(
+    cfg: Config, programs: dict[str, list[Program]], backend: str = "onnx-int8"
+) -> dict[str, Any]:
+    """SQL stage (ms p50) of each program's statement run a second time with other ids, literal vs bound.
+
+    Each program runs once, then again with the next program's phrases in its entries (same SQL, new
+    candidate lists); only the second run is measured. Bound ids reuse the statement rendered the first
+    time; literal ids render it again."""
+    engines = {ids: candidate_engine(cfg, Candidate("lite", backend, ids)) for ids in ID_MODES}
+    shuffle = random.Random(5)
+    sql: dict[str, dict[str, list[float]]] = {ids: {lvl: [] for lvl in programs} for ids in ID_MODES}
+    try:
+        for lvl, batch in programs.items():
+            for i, p in enumerate(batch):
+                other = batch[(i + 1) % len(batch)]
+                entries = tuple(
+                    dataclasses.replace(mine, query=theirs.query)
+                    for mine, theirs in zip(p.retrieval_list, other.retrieval_list, strict=True)
+                )
+                variant = dataclasses.replace(p, retrieval_list=entries)
+                for ids in shuffle.sample(ID_MODES, len(ID_MODES)):
+                    engine = engines[ids]
+                    engine.clear_caches()
+                    engine.execute(p, k=10)
+                    sql[ids][lvl].append(engine.execute(variant, k=10).timings["sql"])
+    finally:
+        for engine in engines.values():
+            engine.close()
+    out: dict[str, Any] = {"backend": backend}
+    for lvl in programs:
+        literal, bound = (statistics.median(sql[ids][lvl]) for ids in ("literal", "bound"))
+        out[lvl] = {"literal_sql_p50_ms": literal, "bound_sql_p50_ms": bound, "ratio": bound / literal}
+    return out
+
+
 def compare_table(r: dict[str, Any], corpus: str) -> str:
     lines = [
         f"candidates side by side, {corpus} products, cold caches, {r['programs_per_level']} programs per level; "
@@ -509,6 +547,15 @@ def compare_table(r: dict[str, Any], corpus: str) -> str:
         lines.append(
             f"rows read p50 ({milvus} tables, {r['table_rows']} rows, {r['index_granularity']}-row granules): {cells}"
         )
+    seen = r["seen_statements"]
+    lines.append(
+        "statement seen before, new ids: sql p50 literal -> bound ms (x) "
+        + ", ".join(
+            f"{lvl} {m['literal_sql_p50_ms']:.1f} -> {m['bound_sql_p50_ms']:.1f} ({m['ratio']:.2f})"
+            for lvl, m in seen.items()
+            if lvl != "backend"
+        )
+    )
     for lvl, b in r["best"].items():
         lines.append(
             f"fastest {lvl}: {b['candidate']} at {b['total_p50_ms']:.1f} ms p50, largest stage: {b['limiting_stage']}"
