@@ -133,7 +133,9 @@ def wording_lines(manifest: Mapping[str, Any]) -> list[str]:
         return []
     lines = ["distinct requests and programs per split:",
              f"  {'split':<5} {'size':>8}  {'requests':<16} {'programs':<16} {'duplicates dropped':>18}"]
-    for split, size in manifest.get("sizes", {}).items():
+    sizes = manifest.get("sizes", {})
+    for split in sorted(sizes, key=lambda s: (SPLITS.index(s) if s in SPLITS else len(SPLITS), s)):
+        size = sizes[split]
         n = max(int(size), 1)
         dup = manifest.get("stats", {}).get(split, {}).get("rejected", {}).get("duplicate", 0)
         req = f"{nl.get(split, 0)} ({nl.get(split, 0) / n:.1%})"
