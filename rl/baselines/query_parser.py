@@ -28,6 +28,7 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import date
+from functools import lru_cache
 
 from indexing.schema import CorpusSchema, DType, Role
 
@@ -173,6 +174,14 @@ def _variants(value: str) -> str:
     return r"(?<![\w@.-])(?:" + "|".join(forms) + r")(?![\w@-]|\.\w)"
 
 
+@lru_cache(maxsize=1 << 16)
+def _value_pattern(value: str) -> re.Pattern[str]:
+    """The compiled :func:`_variants` pattern of ``value``. Compiled once per value: ``re``'s own cache
+    holds 512 patterns, and a vocabulary of thousands of values (the email corpus's thread ids)
+    recompiled every pattern for every request."""
+    return re.compile(_variants(value), _I)
+
+
 def _vocab_values(scan: _Scan, schema: CorpusSchema, vocab: Vocabulary) -> None:
     entries = [
         (value, name)
@@ -184,7 +193,7 @@ def _vocab_values(scan: _Scan, schema: CorpusSchema, vocab: Vocabulary) -> None:
     found: dict[str, list[tuple[str, bool, tuple[int, int]]]] = {}
     # Longest first, so "Bose Pro" wins over "Bose" and a domain over its last label.
     for value, name in sorted(entries, key=lambda e: (-len(e[0]), e[0])):
-        for m in scan.finditer(re.compile(_variants(value), _I)):
+        for m in scan.finditer(_value_pattern(value)):
             before, after = _CUE_BEFORE.get(name), _CUE_AFTER.get(name)
             if before and after and not (before.search(scan.text[: m.start()]) or after.search(scan.text[m.end() :])):
                 continue
