@@ -18,6 +18,13 @@ the request wanted. Measured on the demo benchmarks (``bench/planning.py``), pus
 entries too left 1.7% (test) to 8% (OOD) of the gold programs with no row at all; so an entry with a
 negative use gets no filter (``negative=True`` pushes into those too).
 
+**The rows are the same; the order can differ.** Unfiltered, a positive list ranks every row it
+holds, including rows the program reaches another way (``id IN <p> OR brand != 'x'``, or a ``NOT``
+over an ``AND``, which De Morgan makes an ``OR``). Filtered, it holds only the rows its guards let
+through, so such a row scores 0 under the ranking contract and comes after the ranked rows, by id.
+Where every path to the placeholder is a chain of ``AND`` from the outer ``WHERE``, every result row
+satisfies the guards and one list's order is unchanged.
+
 Where guards come from, exactly:
 
 * Only ``AND`` siblings on the path count; an ``OR`` sibling never does (in
