@@ -25,7 +25,6 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from machine import machine  # noqa: E402
+from machine import Run, machine  # noqa: E402
 
 from indexing.build import build_index  # noqa: E402
 from indexing.config import BuildConfig, ClickHouseConfig, Config, EmbedderConfig  # noqa: E402
@@ -51,19 +50,6 @@ ENGINE_STAGES = ("embed", "clickhouse", "milvus", "bm25", "total")
 """Per-engine stages: ``embed`` is the wait for the next embedded chunk (under ray the pipeline's other
 stages overlap it), ``total`` the whole build call."""
 ENGINES_OUT = ROOT / "bench" / "results" / "index_build_engines.json"
-
-
-@dataclass(frozen=True)
-class Run:
-    """One configuration: an embedder and a corpus size."""
-
-    embedder: str
-    docs: int
-
-    @property
-    def label(self) -> str:
-        size = f"{self.docs // 1000}k" if self.docs % 1000 == 0 else str(self.docs)
-        return f"{self.embedder} {size}"
 
 
 def run_one(cfg: Config, domain: str, run: Run, batch_rows: int) -> dict[str, Any]:

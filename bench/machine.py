@@ -1,11 +1,38 @@
-"""Where benchmark numbers come from: cores, CPU model, Python, torch threads and load at start."""
+"""Where benchmark numbers come from: cores, CPU model, Python, torch threads and load at start; and
+the one name of a benchmark configuration (an embedder at a corpus size) that the benches share."""
 
 from __future__ import annotations
 
 import os
 import platform
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+
+def size_label(n: int) -> str:
+    """``5000`` -> ``5k``, ``1000000`` -> ``1M``, ``2500`` -> ``2500``."""
+    if n % 1_000_000 == 0:
+        return f"{n // 1_000_000}M"
+    if n % 1000 == 0:
+        return f"{n // 1000}k"
+    return str(n)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One configuration: an embedder at a corpus size."""
+
+    embedder: str
+    docs: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.embedder} {size_label(self.docs)}"
+
+    def workspace(self, root: Path) -> Path:
+        """This run's own workspace below ``root``."""
+        return root / f"{self.embedder}-{size_label(self.docs)}"
 
 
 def machine() -> dict[str, Any]:

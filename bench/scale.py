@@ -68,7 +68,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from machine import machine  # noqa: E402
+from machine import Run, machine, size_label  # noqa: E402
 
 from indexing.config import ClickHouseConfig, Config, EmbedderConfig, MilvusConfig  # noqa: E402
 from indexing.errors import ProReError  # noqa: E402
@@ -119,31 +119,7 @@ CANDIDATES: tuple[Candidate, ...] = (
 needs one on is left out (and said so) until ``serving.planning`` has it."""
 
 
-@dataclass(frozen=True)
-class Run:
-    """One embedder at one corpus size, in its own workspace."""
-
-    embedder: str
-    docs: int
-
-    @property
-    def label(self) -> str:
-        return f"{self.embedder} {size_label(self.docs)}"
-
-    def workspace(self, root: Path) -> Path:
-        return root / f"{self.embedder}-{size_label(self.docs)}"
-
-
 # -- small helpers --------------------------------------------------------------------------------
-
-
-def size_label(n: int) -> str:
-    """``5000`` -> ``5k``, ``1000000`` -> ``1M``, ``2500`` -> ``2500``."""
-    if n % 1_000_000 == 0:
-        return f"{n // 1_000_000}M"
-    if n % 1000 == 0:
-        return f"{n // 1000}k"
-    return str(n)
 
 
 def parse_sizes(text: str) -> tuple[int, ...]:

@@ -219,7 +219,7 @@ def _spawn(milvus: Any, directory: Path, port: int) -> subprocess.Popen[bytes]:
         server.config.resolve()  # free ports for the internal services; writes configs/milvus.yaml
     except RuntimeError as exc:
         raise ConfigError(f"cannot start the Milvus server on port {port}: {exc}") from None
-    _own_etcd_ports(directory, int(server.config.configurable_items["etcd_port"][1]))
+    _own_etcd_ports(directory)
     milvus._initialize_data_files(str(directory))  # unpacks bin/ once
     metrics_port, sock = server.config.resolve_port(9091)
     sock.close()
@@ -239,18 +239,22 @@ def _spawn(milvus: Any, directory: Path, port: int) -> subprocess.Popen[bytes]:
         )  # fmt: skip
 
 
-def _own_etcd_ports(directory: Path, client_port: int) -> None:
+def _own_etcd_ports(directory: Path) -> None:
     """Give the server's embedded etcd ports of its own.
 
     Milvus 2.3.5's embedded etcd listens on the fixed peer port 2380 unless it is given a configuration
     file, so a second server on one machine (a test's beside the suite's, two workspaces) would fail to
     start with "bind: address already in use". The generated ``configs/milvus.yaml`` is pointed at an
-    ``embedEtcd.yaml`` with the client port the package resolved and a free peer port.
+    ``embedEtcd.yaml`` with a client and a peer port the kernel chose. (The package resolves its client
+    port by probing upward from 2379, so two servers starting at once could both take the same one.)
     """
     import yaml
 
     configs = directory / "configs"
+    client_port = free_port()
     peer = free_port()
+    while peer == client_port:
+        peer = free_port()
     etcd_file = configs / "embedEtcd.yaml"
     client, peer_url = f"http://127.0.0.1:{client_port}", f"http://127.0.0.1:{peer}"
     etcd_file.write_text(
