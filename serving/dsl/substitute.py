@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from sqlglot import exp
 
 from serving.dsl.errors import Code, DslError
-from serving.dsl.placeholders import placeholder_sites, restore_placeholders
+from serving.dsl.placeholders import PlaceholderUse, placeholder_sites, restore_placeholders
 from serving.dsl.validate import ValidatedProgram
 
 _DIALECT = "clickhouse"
@@ -52,6 +52,19 @@ def _render(tree: exp.Expr) -> str:
     return tree.sql(dialect=_DIALECT, comments=False)
 
 
+def _rewritten(
+    validated: ValidatedProgram, table: str | None, visit: Callable[[exp.In, PlaceholderUse], None]
+) -> exp.Select:
+    """A copy of ``validated``'s tree with ``visit`` applied to each placeholder predicate (it may change or
+    replace it), and the corpus table read from ``table`` when one is given. The one walk of every pass here."""
+    tree = validated.tree.copy()
+    for predicate, use in placeholder_sites(tree):
+        visit(predicate, use)
+    if table is not None:
+        _rename_tables(tree, validated.table, table)
+    return tree
+
+
 def substitute_tree(
     validated: ValidatedProgram, id_sets: Mapping[int, Sequence[str]], *, table: str
 ) -> exp.Select:
@@ -68,8 +81,8 @@ def substitute_tree(
     >>> substitute_tree(v, {0: ["P1"]}, table="t").args["where"].this.sql(dialect="clickhouse")
     "price < 10 AND id IN ('P1')"
     """
-    tree = validated.tree.copy()
-    for predicate, use in placeholder_sites(tree):
+
+    def fill(predicate: exp.In, use: PlaceholderUse) -> None:
         if use.entry not in id_sets:
             raise DslError(
                 f"no id set for entry {use.entry} (placeholder {use.entry + 1})", code=Code.MISSING_ID_SET
@@ -81,11 +94,11 @@ def substitute_tree(
             )
         if not ids:
             predicate.replace(exp.false())
-            continue
+            return
         predicate.set("field", None)
         predicate.set("expressions", [exp.Literal.string(i) for i in ids])
-    _rename_tables(tree, validated.table, table)
-    return tree
+
+    return _rewritten(validated, table, fill)
 
 
 def parameterize_tree(
@@ -110,15 +123,16 @@ def parameterize_tree(
     >>> render(tree), params
     ('SELECT id FROM t AS products WHERE id IN {text_1: Array(String)} AND NOT (id IN {image_2: Array(String)})', (('text_1', 0), ('image_2', 1)))
     """
-    tree = validated.tree.copy()
     kind = _array_type(id_type)
     params: dict[str, int] = {}
-    for predicate, use in placeholder_sites(tree):
+
+    def bind(predicate: exp.In, use: PlaceholderUse) -> None:
         name = f"{use.modality}_{use.entry + 1}"
         params.setdefault(name, use.entry)
         predicate.set("expressions", [])
         predicate.set("field", exp.Placeholder(this=exp.var(name), kind=kind.copy()))
-    _rename_tables(tree, validated.table, table)
+
+    tree = _rewritten(validated, table, bind)
     return tree, tuple(params.items())
 
 
@@ -153,9 +167,8 @@ def strip_retrievals(validated: ValidatedProgram, *, table: str | None = None) -
     HAVING): those are not monotone in their WHERE; the WHERE itself always is. With ``table`` the corpus
     table is renamed as in :func:`substitute`.
     """
-    tree = validated.tree.copy()
-    for predicate, use in placeholder_sites(tree):
+
+    def let_through(predicate: exp.In, use: PlaceholderUse) -> None:
         predicate.replace(exp.true() if use.positive else exp.false())
-    if table is not None:
-        _rename_tables(tree, validated.table, table)
-    return _render(restore_placeholders(tree))
+
+    return _render(restore_placeholders(_rewritten(validated, table, let_through)))
