@@ -10,11 +10,14 @@ each prediction is the query API's search answer (program, candidates, results, 
 calls the predictor's OpenAI-style route (``/openai/v1/chat/completions``) through
 :class:`serving.planner.Planner`.
 
-KServe 0.21's own OpenAI proxy (``kserve.protocol.rest.openai``) cannot be imported beside vLLM 0.32
-(it imports ``vllm.entrypoints.openai.engine``, which 0.32 does not have), so this transformer does not
-re-export the predictor's OpenAI routes; clients that want raw completions call the predictor.
+Where ``vllm`` is installed, ``python -m serving.kserve`` serves
+:class:`serving.kserve_openai.ProRetrievalChatModel` instead: the same model, under the same name, also on
+KServe's own OpenAI-style routes
+(``GET /openai/v1/models``, ``POST /openai/v1/chat/completions``: the last user message in, the planner's
+validated program out). KServe 0.21's OpenAI types import vLLM module paths that vLLM 0.32 moved;
+:mod:`serving.kserve_compat` aliases them. Without ``vllm`` it serves the v1 route only, and says so.
 
-Run it (``pip install kserve``)::
+Run it (``pip install '.[kserve]'``; ``'.[kserve,train]'`` for the OpenAI route)::
 
     python -m serving.kserve --workspace DIR --predictor_host planner-predictor.ns --http_port 8080
 """
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -112,7 +116,16 @@ def main(argv: list[str] | None = None) -> None:
     cfg = load_config(args.config, workspace=args.workspace)
     engines = {d: Engine.open(cfg, d) for d in args.domains.split(",") if d}
     planner = planner_settings(args.predictor_host, model=args.planner_model, path=args.predictor_path)
-    model = ProRetrievalModel("proretrieval", engines, planner)
+    model_class = ProRetrievalModel
+    try:
+        from serving.kserve_openai import ProRetrievalChatModel
+
+        model_class = ProRetrievalChatModel
+    except ImportError as exc:  # KServe's OpenAI types are vLLM's
+        logging.getLogger(__name__).warning(
+            "KServe's OpenAI route is off (%s; pip install '.[train]' for vllm); serving the v1 route only", exc
+        )
+    model = model_class("proretrieval", engines, planner)
     model.load()
     kserve.ModelServer(http_port=args.http_port, grpc_port=args.grpc_port, enable_grpc=False).start([model])
 
