@@ -37,7 +37,8 @@ def _launch_params(args: argparse.Namespace, cfg: Config) -> LaunchParams:
     data_dir = args.data_dir or str(train_dir(Workspace(cfg.workspace), args.domain).resolve())
     given: dict[str, Any] = {
         "model": args.model,
-        "n_gpus_per_node": args.gpus_per_node,
+        # --cpu: one trainer process per node unless told otherwise (the CPU overrides name the rollout)
+        "n_gpus_per_node": args.gpus_per_node or (1 if args.cpu else None),
         "nnodes": args.nodes,
         "data_dir": data_dir,
         "checkpoint_dir": args.checkpoint_dir,
@@ -52,6 +53,7 @@ def _launch_params(args: argparse.Namespace, cfg: Config) -> LaunchParams:
         dynamic_sampling=args.dynamic_sampling,
         python=args.python,
         extra=tuple(args.set or ()),
+        cpu=args.cpu,
     )
 
 
@@ -116,6 +118,9 @@ def register_train(sub: Any) -> Any:
     x.add_argument("--dynamic-sampling", action="store_true",
                    help="DAPO: verl's dynamic sampling (algorithm.filter_groups)")
     x.add_argument("--torchrun", action="store_true", help="SFT on one machine with torchrun instead of Ray")
+    x.add_argument("--cpu", action="store_true",
+                   help="GRPO/DAPO on CPU in local Ray with the project's verl plugin (rl.verl.cpu, in .venv-verl): "
+                   "a transformers rollout, FSDP2 on gloo; for small models and smoke runs")
     x.add_argument("--python", default=d.python, help=f"interpreter of the entrypoint (default {d.python})")
     x.add_argument("--set", action="append", metavar="KEY=VALUE", help="one more Hydra override (repeatable)")
     x.set_defaults(handler=_launch)

@@ -61,6 +61,9 @@ class LaunchParams:
     """Interpreter of the entrypoint."""
     extra: tuple[str, ...] = field(default_factory=tuple)
     """Further Hydra overrides, appended as given (they win)."""
+    cpu: bool = False
+    """GRPO and DAPO only: run on CPU with the project's verl plugin (:mod:`rl.verl.cpu`, in ``.venv-verl``):
+    :data:`CPU_ENV` before the interpreter, :func:`cpu_overrides` after the recipe's, ``extra`` last."""
 
     def __post_init__(self) -> None:
         for name in ("n_gpus_per_node", "nnodes", "rollout_tp", "micro_batch"):
@@ -74,17 +77,58 @@ class LaunchParams:
         return {k: v for k, v in asdict(self).items() if k in names}
 
 
+CPU_PLUGIN = "rl.verl.cpu"
+"""The project's verl plugin for CPU, which verl imports in every process from ``VERL_USE_EXTERNAL_MODULES``."""
+CPU_ENV = f"VERL_USE_EXTERNAL_MODULES={CPU_PLUGIN}"
+
+
+def cpu_overrides(p: LaunchParams) -> tuple[str, ...]:
+    """The verl overrides of a CPU run (after the recipe's): the ``hf`` rollout of :mod:`rl.verl.cpu`,
+    FSDP2 in float32 on gloo, no fused or compiled kernels, and Ray's resources as logical slots.
+
+    Ray's ``GPU`` count is one slot per trainer process (verl's resource check counts only GPUs); its
+    CPU count is logical too: verl's task runner, TransferQueue's controller and storage units, the
+    agent-loop and reward workers each reserve one, and with Ray's count at the real 2 cores the trainer's
+    placement group waits forever (TransferQueue alone asks for 9 by default; one storage unit here).
+    """
+    slots = p.n_gpus_per_node * p.nnodes
+    return (
+        "trainer.device=cpu",
+        "actor_rollout_ref.rollout.name=hf",
+        "actor_rollout_ref.rollout.calculate_log_probs=false",
+        "actor_rollout_ref.rollout.free_cache_engine=false",
+        "actor_rollout_ref.actor.strategy=fsdp2",
+        "actor_rollout_ref.ref.strategy=fsdp2",
+        "actor_rollout_ref.actor.fsdp_config.dtype=float32",
+        "actor_rollout_ref.ref.fsdp_config.dtype=float32",
+        "actor_rollout_ref.actor.fsdp_config.use_torch_compile=false",
+        "actor_rollout_ref.ref.fsdp_config.use_torch_compile=false",
+        "actor_rollout_ref.actor.use_torch_compile=false",
+        "actor_rollout_ref.ref.use_torch_compile=false",
+        "actor_rollout_ref.model.use_remove_padding=false",
+        "actor_rollout_ref.model.enable_gradient_checkpointing=false",
+        "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
+        f"+ray_kwargs.ray_init.num_gpus={slots}",
+        "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
+        f"ray_kwargs.ray_init.num_cpus={16 + 2 * slots}",
+        f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES={CPU_PLUGIN}",
+    )
+
+
 def argv(algorithm: str, p: LaunchParams | None = None, *, torchrun: bool = False) -> list[str]:
     """The entrypoint and overrides of recipe ``algorithm`` (``sft``, ``grpo`` or ``dapo``)."""
     p = p or LaunchParams()
     if algorithm not in ALGORITHMS:
         raise TrainError(f"unknown recipe {algorithm!r}; choose one of {', '.join(ALGORITHMS)}", code="train_recipe")
+    extra = (*cpu_overrides(p), *p.extra) if p.cpu else p.extra
     ov = overrides(algorithm, p.recipe_params(), dynamic_sampling=p.dynamic_sampling,
-                   reward_url=p.reward_url, extra=p.extra)  # fmt: skip
+                   reward_url=p.reward_url, extra=extra)  # fmt: skip
     if algorithm != "sft":
         if torchrun:
             raise TrainError("torchrun launches SFT only; GRPO and DAPO run under Ray", code="train_param")
-        return [p.python, "-m", PPO_MODULE, *ov]
+        return [*(("env", CPU_ENV) if p.cpu else ()), p.python, "-m", PPO_MODULE, *ov]
+    if p.cpu:
+        raise TrainError("--cpu runs GRPO and DAPO (verl's main_ppo); SFT on CPU is not wired", code="train_param")
     if not torchrun:
         return [p.python, "-m", SFT_RAY_MODULE, *ov]
     if p.nnodes != 1:
