@@ -13,6 +13,13 @@
 (['python3', '-m', 'verl.trainer.main_ppo'], True)
 >>> argv("sft", LaunchParams(n_gpus_per_node=4), torchrun=True)[:5]
 ['torchrun', '--standalone', '--nnodes=1', '--nproc_per_node=4', '-m']
+
+With ``cpu=True`` (``prore train launch grpo --cpu``) the same recipe runs on CPU in ``.venv-verl`` with the
+project's verl plugin :mod:`rl.verl.cpu`:
+
+>>> cmd = argv("grpo", LaunchParams(n_gpus_per_node=1, cpu=True))
+>>> cmd[:3], "actor_rollout_ref.rollout.name=hf" in cmd
+(['env', 'VERL_USE_EXTERNAL_MODULES=rl.verl.cpu', 'python3'], True)
 """
 
 from __future__ import annotations
@@ -89,7 +96,8 @@ def cpu_overrides(p: LaunchParams) -> tuple[str, ...]:
     Ray's ``GPU`` count is one slot per trainer process (verl's resource check counts only GPUs); its
     CPU count is logical too: verl's task runner, TransferQueue's controller and storage units, the
     agent-loop and reward workers each reserve one, and with Ray's count at the real 2 cores the trainer's
-    placement group waits forever (TransferQueue alone asks for 9 by default; one storage unit here).
+    placement group waits forever (TransferQueue alone asks for 9 by default; one storage unit here, and
+    one agent-loop and one reward worker).
     """
     slots = p.n_gpus_per_node * p.nnodes
     return (
@@ -110,6 +118,9 @@ def cpu_overrides(p: LaunchParams) -> tuple[str, ...]:
         "+actor_rollout_ref.model.override_config.attn_implementation=sdpa",
         f"+ray_kwargs.ray_init.num_gpus={slots}",
         "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
+        "actor_rollout_ref.rollout.agent.num_workers=1",
+        "reward.num_workers=1",
+        "data.dataloader_num_workers=0",
         f"ray_kwargs.ray_init.num_cpus={16 + 2 * slots}",
         f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES={CPU_PLUGIN}",
     )

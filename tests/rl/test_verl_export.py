@@ -116,6 +116,23 @@ def test_launch_print_is_the_argv_of_the_recipe(capsys: pytest.CaptureFixture[st
         assert o in words, o
 
 
+def test_launch_cpu_is_the_recipe_with_the_cpu_plugin_and_its_overrides(capsys: pytest.CaptureFixture[str],
+                                                                         tmp_path: Path) -> None:  # fmt: skip
+    assert main(["--workspace", str(tmp_path), "train", "launch", "grpo", "--print", "--cpu", "--model", "/m/tiny",
+                 "--data-dir", "/data/x", "--set", "data.train_batch_size=4"]) == 0  # fmt: skip
+    words = shlex.split(capsys.readouterr().out.strip())
+    assert words[:5] == ["env", "VERL_USE_EXTERNAL_MODULES=rl.verl.cpu", "python3", "-m", "verl.trainer.main_ppo"]
+    for o in ("trainer.device=cpu", "actor_rollout_ref.rollout.name=hf", "trainer.n_gpus_per_node=1",
+              "+ray_kwargs.ray_init.num_gpus=1", "actor_rollout_ref.actor.strategy=fsdp2",
+              "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES=rl.verl.cpu"):  # fmt: skip
+        assert o in words, o
+    # the recipe's rollout engine comes first and the CPU one after it; --set comes last (it wins)
+    assert words.index("actor_rollout_ref.rollout.name=vllm") < words.index("actor_rollout_ref.rollout.name=hf")
+    assert words[-1] == "data.train_batch_size=4"
+    assert main(["--workspace", str(tmp_path), "train", "launch", "sft", "--print", "--cpu"]) == 2
+    assert "error train_param: --cpu runs GRPO and DAPO" in capsys.readouterr().err
+
+
 def test_recipes_carry_the_papers_numbers() -> None:
     grpo, dapo, sft = recipe("grpo"), recipe("dapo"), recipe("sft")
     assert (grpo["actor_rollout_ref.rollout.n"], grpo["data.train_batch_size"]) == (4, 32)

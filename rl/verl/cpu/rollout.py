@@ -48,7 +48,8 @@ class HFServer:
         self.replica_rank = replica_rank
         # A DictConfig here (RolloutReplica keeps the trainer's model section as given): its ``path``.
         path = copy_to_local(model_config.path, use_shm=model_config.get("use_shm", False))
-        self.model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32).eval()
+        self.model: Any = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32)
+        torch.nn.Module.eval(self.model)
         tok = AutoTokenizer.from_pretrained(path)
         eos = {tok.eos_token_id, getattr(self.model.generation_config, "eos_token_id", None)}
         self.eos = sorted(e for e in eos if isinstance(e, int))
@@ -73,6 +74,8 @@ class HFServer:
         self.weight_updates += 1
         if global_steps is not None:
             self.global_steps = global_steps
+        print(f"hf rollout {self.replica_rank}: loaded {len(own)} tensors from the actor "
+              f"(sync {self.weight_updates}, global step {global_steps})", flush=True)  # fmt: skip
         return len(state)
 
     def _generate(self, prompt_ids: list[int], params: dict[str, Any]) -> list[int]:
