@@ -90,3 +90,32 @@ def test_two_grpo_steps_of_main_ppo_on_cpu(setup: dict[str, Any]) -> None:
     # the hf rollout took the actor's weights before each step's generation (verl's naive sync)
     synced = re.findall(r"hf rollout 0: loaded \d+ tensors from the actor \(sync (\d+)", run.stdout)
     assert len(synced) >= 2, run.stdout[-3000:]
+
+
+def test_the_cpu_overrides_pass_verls_validation() -> None:
+    from verl.utils.config import validate_config
+
+    from tests.rl.test_verl_config import compose_argv
+
+    cfg = compose_argv(argv("grpo", LaunchParams(model="/m", n_gpus_per_node=1, micro_batch=2, cpu=True, extra=TINY)))
+    validate_config(cfg, use_reference_policy=True, use_critic=False)
+    assert (cfg.trainer.device, cfg.actor_rollout_ref.rollout.name, cfg.ray_kwargs.ray_init.num_gpus) == ("cpu", "hf", 1)
+
+
+def test_verl_loads_the_plugin_from_its_external_module_hook() -> None:
+    """A fresh interpreter: ``import verl`` with ``VERL_USE_EXTERNAL_MODULES`` leaves verl on the CPU
+    platform with FSDP2 engines for ``cpu`` and the ``hf`` rollout in both of its registries."""
+    probe = (
+        "import verl\n"
+        "from verl.utils.device import get_device_name, get_nccl_backend, get_device_id\n"
+        "from verl.workers.engine.base import EngineRegistry\n"
+        "from verl.workers.rollout.base import get_rollout_class\n"
+        "from verl.workers.rollout.replica import get_rollout_replica_class\n"
+        "print(get_device_name(), get_nccl_backend(), get_device_id(),\n"
+        "      EngineRegistry.get_engine_cls('language_model', 'fsdp2').__name__,\n"
+        "      get_rollout_class('hf', 'async').__name__, get_rollout_replica_class('hf').__name__)\n"
+    )
+    env = {**os.environ, "VERL_USE_EXTERNAL_MODULES": CPU_ENV.split("=", 1)[1]}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["cpu", "gloo", "cpu", "FSDPEngineWithLMHead", "HFServerAdapter", "HFReplica"]
