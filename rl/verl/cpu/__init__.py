@@ -15,7 +15,8 @@ What verl offers no extension point for is patched in one place, :mod:`rl.verl.c
 patch: the process group's backend string).
 
 It imports verl, so it lives only in ``.venv-verl``; nothing in the main package imports it.
-``prore train launch grpo --cpu`` adds the environment variable and the overrides (see :data:`OVERRIDES`).
+``prore train launch grpo --cpu`` adds the environment variable and the overrides
+(:func:`rl.verl.launch.cpu_overrides`).
 """
 
 from __future__ import annotations
