@@ -14,7 +14,8 @@ The answer is a chat completion whose message content is the program the planner
 and repaired (the ``program`` of the query API's ``/v1/plan``, as JSON text). It is not run. When the
 planner gives no program the answer is an OpenAI error body, ``{"error": {"type", "message", "code",
 "param"}}``, whose ``type`` and ``message`` are the v1 route's ``fallback.reason`` and ``fallback.detail``
-(``planner_output_*``: HTTP 422; unreachable, timed out, circuit open: 503, as ``/v1/plan``); a refused
+(``planner_output_*``: HTTP 422; unreachable, timed out, circuit open: 503, as ``/v1/plan``: both use
+:func:`serving.planner.planner_http_status`); a refused
 request carries the v1 route's ``error`` and ``detail`` the same way (``nl_too_long``: 422). A chat the
 model cannot read (no user message, a non-text part, streaming, ``n`` over 1) is a 400 of type
 ``bad_chat``; one that is not a chat-completions request at all is FastAPI's 422. Token usage is not
@@ -37,7 +38,7 @@ from pydantic import ValidationError
 from serving.api.app import PlanIn, Refused
 from serving.kserve import ProRetrievalModel
 from serving.kserve_compat import alias_moved_vllm_modules
-from serving.planner import PlannerError
+from serving.planner import PlannerError, planner_http_status
 
 alias_moved_vllm_modules()
 
@@ -133,8 +134,7 @@ class ProRetrievalChatModel(ProRetrievalModel, OpenAIGenerativeModel):  # type: 
         except Refused as exc:
             return error_response(exc.status, exc.code, exc.detail)
         except PlannerError as exc:
-            status = 422 if exc.code.startswith("planner_output_") else 503
-            return error_response(status, exc.code, exc.message)
+            return error_response(planner_http_status(exc), exc.code, exc.message)
         headers = (context or {}).get("headers") or {}
         rid = headers.get("x-request-id") or uuid.uuid4().hex
         message = ChatMessage(role="assistant", content=plan.program.to_json())

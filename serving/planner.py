@@ -64,6 +64,19 @@ class PlannerOutputError(PlannerError):
         self.completion = completion
 
 
+def planner_http_status(error: PlannerError) -> int:
+    """The HTTP status of a planner that gave no program, one rule for every route that answers it: 422 when
+    it wrote something that is not a program (``planner_output_*``: the same request fails the same way),
+    else 503 (unreachable, timed out, circuit open, not configured: worth a retry later).
+
+    >>> planner_http_status(PlannerOutputError("no JSON object", code="no_json", completion="hi"))
+    422
+    >>> planner_http_status(PlannerUnavailable("connection refused", code="planner_unavailable"))
+    503
+    """
+    return 422 if error.code.startswith("planner_output_") else 503
+
+
 @dataclass(frozen=True)
 class PlannerSettings:
     """Where the planner is served and how it is called."""

@@ -53,7 +53,7 @@ from serving.api.server import error_response, validation_line
 from serving.api.settings import ApiSettings
 from serving.dsl import DslError, Program, Retrieval, parse_program
 from serving.engine import Engine, ExecutionResult
-from serving.planner import Plan, Planner, PlannerError, PlannerSettings
+from serving.planner import Plan, Planner, PlannerError, PlannerSettings, planner_http_status
 
 log = logging.getLogger("serving.api")
 
@@ -528,7 +528,7 @@ def create_app(engines: Mapping[str, Engine], planner: PlannerSettings | None = 
         try:
             got = await service.plan(body.domain, body.query)
         except PlannerError as exc:
-            status = 422 if exc.code.startswith("planner_output_") else 503
+            status = planner_http_status(exc)
             raise Refused(status, exc.code, exc.message, cfg.retry_after_s if status == 503 else None) from None
         return JSONResponse({
             "request_id": request.state.request_id, "domain": body.domain, "program": json.loads(got.program.to_json()),
