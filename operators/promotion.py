@@ -3,7 +3,12 @@ a KEDA ScaledObject and a ServiceMonitor (pure functions).
 
 - **InferenceService** (KServe 0.20, ``Standard`` deployment mode): the predictor is KServe's Hugging Face
   server with the vLLM backend (OpenAI-compatible, under ``/openai/v1``) on GPU nodes; the project's
-  transformer (the query API: NL in, program, candidates and ranked results out) sits in front of it.
+  ``kserve.Model`` (``python -m serving.kserve``: NL in, program, candidates and ranked results out) is the
+  transformer in front of it, over the workspace's indexes. KServe wires the two: it appends
+  ``--model_name <name> --predictor_host <name>-predictor.<namespace> --http_port 8080`` to the
+  transformer's arguments, so clients call ``/v1/models/<name>:predict`` (or the OpenAI chat route with
+  ``"model": "<name>"``) and the transformer calls ``/openai/v1/chat/completions`` on the predictor with the
+  model name the predictor serves (``servedModelName``).
   ``serving.kserve.io/autoscalerClass: external`` keeps KServe from creating its own HPA, because the
   ScaledObject owns the predictor's replica count.
 - **ScaledObject**: scales the predictor Deployment (``<name>-predictor``) between the bounds on
@@ -14,7 +19,6 @@ a KEDA ScaledObject and a ServiceMonitor (pure functions).
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 from operators.api import API_VERSION, PLANNER_SERVICE, PlannerServiceSpec
@@ -28,6 +32,11 @@ ISVC_API_VERSION = "serving.kserve.io/v1beta1"
 KEDA_API_VERSION = "keda.sh/v1alpha1"
 MONITORING_API_VERSION = "monitoring.coreos.com/v1"
 KSERVE_HTTP_PORT = 8080
+HF_OPENAI_PATH = "/openai/v1"
+"""Base path of the OpenAI-compatible routes of KServe's Hugging Face server (KServe's ``/openai`` prefix)."""
+TRANSFORMER_ENV = {"HOME": "/tmp", "HF_HOME": "/tmp/hf", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+"""The transformer's environment, as the chart's services have it: a writable home on the read-only root
+filesystem, and the embedder from the image."""
 
 
 def planner_service(job: dict[str, Any], settings: OperatorSettings | None = None) -> dict[str, Any] | None:
@@ -75,7 +84,6 @@ def inference_service(ps: dict[str, Any], settings: OperatorSettings | None = No
     settings = settings or OperatorSettings()
     spec = planner_spec(ps)
     name = str(ps["metadata"]["name"])
-    namespace = ps["metadata"].get("namespace") or "default"
     gpus = {"cpu": "4", "memory": "32Gi", settings.gpu_resource: spec.gpus}
     meta = child_metadata(ps, name, component="planner-endpoint")
     meta["annotations"] = {
@@ -99,32 +107,42 @@ def inference_service(ps: dict[str, Any], settings: OperatorSettings | None = No
     out: dict[str, Any] = {"apiVersion": ISVC_API_VERSION, "kind": "InferenceService", "metadata": meta,
                            "spec": {"predictor": predictor}}  # fmt: skip
     if spec.transformer:
-        probe = {"httpGet": {"path": "/readyz", "port": KSERVE_HTTP_PORT}, "periodSeconds": 10}
-        live = {"httpGet": {"path": "/healthz", "port": KSERVE_HTTP_PORT}, "periodSeconds": 20}
-        # KServe appends --model_name/--predictor_host to a transformer's args; under `sh -c` they
-        # become positional parameters the script ignores, so the query API keeps its own options.
-        script = "exec " + shlex.join(settings.transformer_command)
-        out["spec"]["transformer"] = {
-            "minReplicas": 1,
-            "maxReplicas": spec.autoscaling.max_replicas,
-            "containers": [{
-                "name": "kserve-container",
-                "image": spec.transformer_image or settings.transformer_image,
-                "command": ["/bin/sh", "-c", script, "transformer"],
-                "env": [
-                    {"name": "PRORE_PLANNER_URL",
-                     "value": f"http://{predictor_name(ps)}.{namespace}.svc.cluster.local/openai/v1"},
-                    {"name": "PRORE_PLANNER_MODEL", "value": spec.served_model_name},
-                ],
-                "ports": [{"name": "http", "containerPort": KSERVE_HTTP_PORT, "protocol": "TCP"}],
-                "readinessProbe": probe,
-                "livenessProbe": live,
-                "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}},
-                "securityContext": {"runAsNonRoot": True, "readOnlyRootFilesystem": True,
-                                    "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
-            }],
-        }  # fmt: skip
+        out["spec"]["transformer"] = _transformer(spec, settings)
     return out
+
+
+def transformer_args(spec: PlannerServiceSpec, settings: OperatorSettings) -> list[str]:
+    """The transformer's own arguments. KServe appends ``--model_name``, ``--predictor_host`` and
+    ``--http_port`` after them (only where an argument does not already start with that flag)."""
+    return [f"--workspace={settings.workspace_mount}", f"--predictor_path={HF_OPENAI_PATH}",
+            f"--planner_model={spec.served_model_name}"]  # fmt: skip
+
+
+def _transformer(spec: PlannerServiceSpec, settings: OperatorSettings) -> dict[str, Any]:
+    # KServe's ModelServer routes: /v2/health/ready answers 503 until every model is ready.
+    ready = {"httpGet": {"path": "/v2/health/ready", "port": KSERVE_HTTP_PORT}, "periodSeconds": 10}
+    live = {"httpGet": {"path": "/v2/health/live", "port": KSERVE_HTTP_PORT}, "periodSeconds": 20}
+    return {
+        "minReplicas": 1,
+        "maxReplicas": spec.autoscaling.max_replicas,
+        "containers": [{
+            "name": "kserve-container",
+            "image": spec.transformer_image or settings.transformer_image,
+            "command": list(settings.transformer_command),
+            "args": transformer_args(spec, settings),
+            "env": [{"name": k, "value": v} for k, v in TRANSFORMER_ENV.items()],
+            "ports": [{"name": "http", "containerPort": KSERVE_HTTP_PORT, "protocol": "TCP"}],
+            "readinessProbe": ready,
+            "livenessProbe": live,
+            "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}},
+            "securityContext": {"runAsNonRoot": True, "readOnlyRootFilesystem": True,
+                                "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+            "volumeMounts": [{"name": "workspace", "mountPath": settings.workspace_mount},
+                             {"name": "tmp", "mountPath": "/tmp"}],
+        }],
+        "volumes": [{"name": "workspace", "persistentVolumeClaim": {"claimName": settings.workspace_claim}},
+                    {"name": "tmp", "emptyDir": {}}],
+    }  # fmt: skip
 
 
 def queue_query(ps: dict[str, Any], spec: PlannerServiceSpec) -> str:

@@ -22,7 +22,7 @@ class OperatorSettings:
     training_image: str = "ghcr.io/proretrieval/proretrieval-train:0.1.0"
     """Image of the Ray head and workers: Ray, verl, vLLM and this project (its ``prore`` command)."""
     transformer_image: str = "ghcr.io/proretrieval/proretrieval:0.1.0"
-    """Image of the planner endpoint's transformer (the project's query API)."""
+    """Image of the planner endpoint's transformer (the project with ``'.[kserve]'``: ``serving.kserve``)."""
     s3_image: str = "amazon/aws-cli:2.27.0"
     """Image of the init container that copies an ``s3://`` base model into each Ray node."""
     gpu_label: str = "nvidia.com/gpu.product"
@@ -31,13 +31,16 @@ class OperatorSettings:
     """Extended resource name of a GPU (the NVIDIA device plugin's)."""
     prometheus_address: str = "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
     """Prometheus that KEDA queries for vLLM's queue metric (kube-prometheus-stack's service)."""
-    transformer_command: tuple[str, ...] = ("prore", "serve", "--host", "0.0.0.0", "--port", "8080")
-    """The transformer's command: the query API on KServe's port. It reads the predictor's OpenAI
-    base URL and model name from ``PRORE_PLANNER_URL`` and ``PRORE_PLANNER_MODEL``."""
+    transformer_command: tuple[str, ...] = ("python", "-m", "serving.kserve")
+    """The transformer's command: the project's ``kserve.Model`` under KServe's ModelServer. KServe appends
+    ``--model_name``, ``--predictor_host`` and ``--http_port`` to its arguments, which that parser reads."""
+    workspace_claim: str = "proretrieval-workspace"
+    """PersistentVolumeClaim of the workspace the transformer serves the indexes of (the chart's
+    ``workspace.claimName``)."""
     hf_runtime: str = "kserve-huggingfaceserver"
     """ClusterServingRuntime of the predictor: KServe's Hugging Face server, vLLM backend on GPUs."""
     workspace_mount: str = "/mnt/workspace"
-    """Where the workspace volume is mounted on every Ray node."""
+    """Where the workspace volume is mounted on every Ray node and in the transformer."""
     checkpoint_mount: str = "/mnt/checkpoints"
     """Where the checkpoint volume is mounted on every Ray node."""
     model_mount: str = "/mnt/model"

@@ -4,8 +4,9 @@ In the cluster one InferenceService is the whole endpoint: the predictor is KSer
 serving the planner with vLLM (OpenAI routes under ``/openai/v1``), and this model, as the transformer,
 turns NL into a program into results, reaching the predictor through ``predictor_host``.
 
-The model ``proretrieval`` (:class:`ProRetrievalModel`) answers KServe's v1 route
-``POST /v1/models/proretrieval:predict`` with ``{"instances": [{"query": ..., "domain": ..., "k": ...}]}``;
+The model (:class:`ProRetrievalModel`), named by ``--model_name`` (``proretrieval`` by default; in the
+cluster KServe passes the InferenceService's name), answers KServe's v1 route
+``POST /v1/models/<name>:predict`` with ``{"instances": [{"query": ..., "domain": ..., "k": ...}]}``;
 each prediction is the query API's search answer (program, candidates, results, timings, fallback). It
 calls the predictor's OpenAI-style route (``/openai/v1/chat/completions``) through
 :class:`serving.planner.Planner`.
@@ -20,6 +21,9 @@ validated program out). KServe 0.21's OpenAI types import vLLM module paths that
 Run it (``pip install '.[kserve]'``; ``'.[kserve,train]'`` for the OpenAI route)::
 
     python -m serving.kserve --workspace DIR --predictor_host planner-predictor.ns --http_port 8080
+
+Its arguments are KServe's ModelServer's (:func:`arg_parser`) plus the project's, so the arguments KServe's
+controller appends to a transformer container need no wrapper.
 """
 
 from __future__ import annotations
@@ -97,25 +101,58 @@ class ProRetrievalModel(kserve.Model):  # type: ignore[misc]
         return {"predictions": out}
 
 
+MODEL_NAME = "proretrieval"
+"""The model's name where ``--model_name`` is not given (KServe gives the InferenceService's name)."""
+
+
+def arg_parser() -> argparse.ArgumentParser:
+    """``python -m serving.kserve``'s arguments: the project's own over KServe's ModelServer parser.
+
+    KServe's parser (``kserve.model_server.parser``) is the parent, so every argument KServe 0.20's controller
+    appends to a transformer container is one this parser knows: ``--model_name`` (the InferenceService's
+    name), ``--predictor_host`` (``<name>-predictor.<namespace>``), ``--http_port 8080``, ``--workers`` (only
+    with ``containerConcurrency``) and, in ModelMesh mode, ``--protocol``. Anything else is an error.
+    ``--predictor_use_ssl`` and ``--predictor_request_timeout_seconds`` configure the planner client; the
+    predictor is called on its OpenAI route (``--predictor_path``) whatever ``--predictor_protocol`` says.
+    """
+    p = argparse.ArgumentParser(prog="python -m serving.kserve", allow_abbrev=False,
+                                description="The ProRetrieval transformer under KServe's ModelServer",
+                                parents=[kserve.model_server.parser])  # fmt: skip
+    p.add_argument("--workspace", required=True)
+    p.add_argument("--config", help="config file (YAML), as prore's --config")
+    p.add_argument("--predictor_path", default="/openai/v1",
+                   help="OpenAI base path on the predictor (KServe's Hugging Face runtime: /openai/v1; vLLM: /v1)")
+    p.add_argument("--planner_model", default="planner",
+                   help="the model name the predictor serves (its own --model_name)")  # fmt: skip
+    p.add_argument("--domains", default="ecommerce,email")
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The arguments, with this model's defaults where KServe's differ (model name, planner timeout, no gRPC).
+
+    An unknown argument, a missing ``--predictor_host`` or more than one worker is a usage error (exit 2)."""
+    p = arg_parser()
+    defaults = argparse.Namespace(model_name=MODEL_NAME, enable_grpc=False, predictor_request_timeout_seconds=10)
+    args = p.parse_args(argv, namespace=defaults)
+    if not args.predictor_host:
+        p.error("--predictor_host is required (host[:port] of the planner predictor; KServe passes it)")
+    if args.workers != 1:
+        p.error(f"--workers is {args.workers}; the model runs one process per pod (scale with replicas)")
+    return args
+
+
 def main(argv: list[str] | None = None) -> None:
     from indexing.config import load_config
     from serving import settings as _serving_settings  # registers the serving section
 
     del _serving_settings
 
-    p = argparse.ArgumentParser(description="The ProRetrieval transformer under KServe's ModelServer")
-    p.add_argument("--workspace", required=True)
-    p.add_argument("--config", help="config file (YAML), as prore's --config")
-    p.add_argument("--predictor_host", required=True, help="host[:port] of the planner predictor")
-    p.add_argument("--predictor_path", default="/openai/v1", help="OpenAI base path on the predictor (vLLM: /v1)")
-    p.add_argument("--planner_model", default="planner")
-    p.add_argument("--domains", default="ecommerce,email")
-    p.add_argument("--http_port", type=int, default=8080)
-    p.add_argument("--grpc_port", type=int, default=8081)
-    args, _ = p.parse_known_args(argv)
+    args = parse_args(argv)
     cfg = load_config(args.config, workspace=args.workspace)
     engines = {d: Engine.open(cfg, d) for d in args.domains.split(",") if d}
-    planner = planner_settings(args.predictor_host, model=args.planner_model, path=args.predictor_path)
+    planner = planner_settings(args.predictor_host, model=args.planner_model, path=args.predictor_path,
+                               use_ssl=args.predictor_use_ssl, timeout_s=args.predictor_request_timeout_seconds)
     model_class = ProRetrievalModel
     try:
         from serving.kserve_openai import ProRetrievalChatModel
@@ -125,9 +162,9 @@ def main(argv: list[str] | None = None) -> None:
         logging.getLogger(__name__).warning(
             "KServe's OpenAI route is off (%s; pip install '.[train]' for vllm); serving the v1 route only", exc
         )
-    model = model_class("proretrieval", engines, planner)
+    model = model_class(args.model_name, engines, planner)
     model.load()
-    kserve.ModelServer(http_port=args.http_port, grpc_port=args.grpc_port, enable_grpc=False).start([model])
+    kserve.ModelServer(http_port=args.http_port, grpc_port=args.grpc_port, enable_grpc=args.enable_grpc).start([model])
 
 
 if __name__ == "__main__":

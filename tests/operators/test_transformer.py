@@ -1,0 +1,115 @@
+"""The planner endpoint's transformer as KServe 0.20 starts it: the operator's command and arguments, then the
+arguments KServe's controller appends, read by ``serving.kserve``'s own argument parser.
+
+What KServe appends is ``CustomTransformer.GetContainer`` at ``v0.20.0``
+(``pkg/apis/serving/v1beta1/transformer_custom.go``): ``--model_name <InferenceService name>``,
+``--predictor_host <name>-predictor.<namespace>`` (``constants.PredictorServiceName``), ``--http_port 8080``
+(``constants.InferenceServiceDefaultHttpPort``) and, only when the component sets ``containerConcurrency``,
+``--workers N``; each only where no argument already starts with that flag (``utils.IncludesArg``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from operators.promotion import HF_OPENAI_PATH, KSERVE_HTTP_PORT, predictor_name
+from operators.render import render_documents
+from tests.operators.schemas import REPO, validate
+
+pytest.importorskip("kserve", reason="pip install '.[kserve]' (serving.kserve's parser is KServe's ModelServer's)")
+
+from serving.kserve import parse_args, planner_settings
+
+PLANNER_SERVICE = REPO / "examples" / "k8s" / "planner-service.yaml"
+
+
+def kserve_appended(args: list[str], isvc: dict[str, Any], predictor: str,
+                    container_concurrency: int | None = None) -> list[str]:  # fmt: skip
+    """The transformer container's args once KServe 0.20's controller has appended its own."""
+    out = list(args)
+
+    def includes(flag: str) -> bool:  # utils.IncludesArg: equal, or starts with the flag
+        return any(a == flag or a.startswith(flag) for a in out)
+
+    if not includes("--model_name"):
+        out += ["--model_name", isvc["metadata"]["name"]]
+    if not includes("--predictor_host"):
+        out += ["--predictor_host", f"{predictor}.{isvc['metadata']['namespace']}"]
+    if not includes("--http_port"):
+        out += ["--http_port", "8080"]
+    if not includes("--workers") and container_concurrency is not None:
+        out += ["--workers", str(container_concurrency)]
+    return out
+
+
+def _endpoint(path: Path = PLANNER_SERVICE) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The PlannerService and its InferenceService, as the operator renders them."""
+    docs = render_documents(path.read_text())
+    isvc = next(d for d in docs if d["kind"] == "InferenceService")
+    ps = {"metadata": {"name": isvc["metadata"]["name"], "namespace": isvc["metadata"]["namespace"]}}
+    return ps, isvc
+
+
+def _last(args: list[str], flag: str) -> str:
+    """The value argparse keeps for ``flag=VALUE`` given several times: the last."""
+    return [a.split("=", 1)[1] for a in args if a.startswith(flag + "=")][-1]
+
+
+@pytest.mark.parametrize("container_concurrency", [None, 1])
+def test_the_transformer_argv_parses_with_serving_kserve(container_concurrency: int | None) -> None:
+    ps, isvc = _endpoint()
+    validate(isvc)
+    container = isvc["spec"]["transformer"]["containers"][0]
+    assert container["command"] == ["python", "-m", "serving.kserve"]  # no shell: KServe's args reach the parser
+    argv = kserve_appended(container["args"], isvc, predictor_name(ps), container_concurrency)
+    args = parse_args(argv)  # exits 2 on an argument it does not know
+
+    name, namespace = isvc["metadata"]["name"], isvc["metadata"]["namespace"]
+    assert args.model_name == name  # clients call /v1/models/<name>:predict
+    assert args.http_port == KSERVE_HTTP_PORT == container["ports"][0]["containerPort"]
+    assert args.predictor_host == f"{name}-predictor.{namespace}"
+    assert args.workers == 1
+    predictor_args = isvc["spec"]["predictor"]["model"]["args"]
+    assert args.planner_model == _last(predictor_args, "--model_name")  # the name the HF runtime serves
+    assert args.predictor_path == HF_OPENAI_PATH == "/openai/v1"
+    url = planner_settings(args.predictor_host, model=args.planner_model, path=args.predictor_path,
+                           use_ssl=args.predictor_use_ssl).url  # fmt: skip
+    assert url == f"http://{name}-predictor.{namespace}/openai/v1"
+
+
+def test_the_transformer_serves_the_mounted_workspace() -> None:
+    _, isvc = _endpoint()
+    spec = isvc["spec"]["transformer"]
+    container = spec["containers"][0]
+    args = parse_args(kserve_appended(container["args"], isvc, "p"))
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volume = next(v for v in spec["volumes"] if v["name"] == mounts[args.workspace])
+    assert volume["persistentVolumeClaim"]["claimName"] == "proretrieval-workspace"
+    assert mounts["/tmp"] in {v["name"] for v in spec["volumes"] if "emptyDir" in v}  # the root FS is read-only
+
+
+def test_the_operator_leaves_kserves_flags_to_kserve() -> None:
+    """An own argument starting with one of KServe's flags would stop KServe from appending its value."""
+    _, isvc = _endpoint()
+    own = isvc["spec"]["transformer"]["containers"][0]["args"]
+    for flag in ("--model_name", "--predictor_host", "--http_port", "--workers"):
+        assert not [a for a in own if a.startswith(flag)], flag
+
+
+def test_the_parser_refuses_what_it_does_not_know() -> None:
+    """The parse above means something: an unknown or abbreviated argument, a missing workspace or predictor,
+    or several workers exit 2."""
+    _, isvc = _endpoint()
+    argv = kserve_appended(isvc["spec"]["transformer"]["containers"][0]["args"], isvc, "p")
+    for bad in ([*argv, "--predictor_hots", "x"], [*argv, "--predictor_pat", "/v1"],
+                [a for a in argv if not a.startswith("--workspace")], [*argv, "--workers", "2"]):  # fmt: skip
+        with pytest.raises(SystemExit) as exc:
+            parse_args(bad)
+        assert exc.value.code == 2
+    missing = argv[: argv.index("--predictor_host")] + argv[argv.index("--predictor_host") + 2 :]
+    with pytest.raises(SystemExit) as exc:
+        parse_args(missing)
+    assert exc.value.code == 2
