@@ -4,7 +4,8 @@ a KEDA ScaledObject and a ServiceMonitor (pure functions).
 - **InferenceService** (KServe 0.20, ``Standard`` deployment mode): the predictor is KServe's Hugging Face
   server with the vLLM backend (OpenAI-compatible, under ``/openai/v1``) on GPU nodes; the project's
   ``kserve.Model`` (``python -m serving.kserve``: NL in, program, candidates and ranked results out) is the
-  transformer in front of it, over the workspace's indexes. KServe wires the two: it appends
+  transformer in front of it, over the workspace's indexes (in the stores the settings name, else the
+  workspace's embedded ones). KServe wires the two: it appends
   ``--model_name <name> --predictor_host <name>-predictor.<namespace> --http_port 8080`` to the
   transformer's arguments, so clients call ``/v1/models/<name>:predict`` (or the OpenAI chat route with
   ``"model": "<name>"``) and the transformer calls ``/openai/v1/chat/completions`` on the predictor with the
@@ -112,10 +113,16 @@ def inference_service(ps: dict[str, Any], settings: OperatorSettings | None = No
 
 
 def transformer_args(spec: PlannerServiceSpec, settings: OperatorSettings) -> list[str]:
-    """The transformer's own arguments. KServe appends ``--model_name``, ``--predictor_host`` and
-    ``--http_port`` after them (only where an argument does not already start with that flag)."""
-    return [f"--workspace={settings.workspace_mount}", f"--predictor_path={HF_OPENAI_PATH}",
+    """The transformer's own arguments, with the stores' URLs where the settings name them (else the workspace's
+    embedded stores). KServe appends ``--model_name``, ``--predictor_host`` and ``--http_port`` after them (only
+    where an argument does not already start with that flag)."""
+    args = [f"--workspace={settings.workspace_mount}", f"--predictor_path={HF_OPENAI_PATH}",
             f"--planner_model={spec.served_model_name}"]  # fmt: skip
+    if settings.clickhouse_url:
+        args.append(f"--clickhouse_url={settings.clickhouse_url}")
+    if settings.milvus_uri:
+        args.append(f"--milvus_uri={settings.milvus_uri}")
+    return args
 
 
 def _transformer(spec: PlannerServiceSpec, settings: OperatorSettings) -> dict[str, Any]:

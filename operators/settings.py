@@ -37,6 +37,13 @@ class OperatorSettings:
     workspace_claim: str = "proretrieval-workspace"
     """PersistentVolumeClaim of the workspace the transformer serves the indexes of (the chart's
     ``workspace.claimName``)."""
+    clickhouse_url: str = ""
+    """ClickHouse server URL the transformer queries (its ``--clickhouse_url``; the chart's
+    ``stores.clickhouseUrl``). Empty gives no argument: embedded chDB in the workspace, which only one process
+    may open, so a cluster whose query API shares the workspace sets it."""
+    milvus_uri: str = ""
+    """Milvus URI the transformer queries (its ``--milvus_uri``; the chart's ``stores.milvusUri``). Empty gives
+    no argument: embedded Milvus Lite in the workspace."""
     hf_runtime: str = "kserve-huggingfaceserver"
     """ClusterServingRuntime of the predictor: KServe's Hugging Face server, vLLM backend on GPUs."""
     workspace_mount: str = "/mnt/workspace"

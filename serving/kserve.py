@@ -22,6 +22,9 @@ Run it (``pip install '.[kserve]'``; ``'.[kserve,train]'`` for the OpenAI route)
 
     python -m serving.kserve --workspace DIR --predictor_host planner-predictor.ns --http_port 8080
 
+Without ``--clickhouse_url`` / ``--milvus_uri`` the engines open the workspace's embedded stores; chDB allows
+one process per path, so in a cluster whose services share the workspace give it the stores' servers.
+
 Its arguments are KServe's ModelServer's (:func:`arg_parser`) plus the project's, so the arguments KServe's
 controller appends to a transformer container need no wrapper.
 """
@@ -39,6 +42,7 @@ from typing import Any
 import kserve  # type: ignore[import-untyped]
 from kserve.errors import InvalidInput  # type: ignore[import-untyped]
 
+from indexing.config import Config
 from serving.api.app import QueryService, Refused, SearchIn
 from serving.api.settings import ApiSettings
 from serving.engine import Engine
@@ -114,12 +118,18 @@ def arg_parser() -> argparse.ArgumentParser:
     with ``containerConcurrency``) and, in ModelMesh mode, ``--protocol``. Anything else is an error.
     ``--predictor_use_ssl`` and ``--predictor_request_timeout_seconds`` configure the planner client; the
     predictor is called on its OpenAI route (``--predictor_path``) whatever ``--predictor_protocol`` says.
+    The project's own follow the parent's underscore style; ``--workspace``, ``--config``, ``--clickhouse_url``
+    and ``--milvus_uri`` are prore's global options of those names, read by :func:`config` as prore reads them.
     """
     p = argparse.ArgumentParser(prog="python -m serving.kserve", allow_abbrev=False,
                                 description="The ProRetrieval transformer under KServe's ModelServer",
                                 parents=[kserve.model_server.parser])  # fmt: skip
     p.add_argument("--workspace", required=True)
     p.add_argument("--config", help="config file (YAML), as prore's --config")
+    p.add_argument("--clickhouse_url", metavar="URL",
+                   help="ClickHouse server URL, as prore's --clickhouse-url (default: embedded chDB in the workspace)")
+    p.add_argument("--milvus_uri", metavar="URI",
+                   help="Milvus server URI, as prore's --milvus-uri (default: embedded Milvus Lite in the workspace)")
     p.add_argument("--predictor_path", default="/openai/v1",
                    help="OpenAI base path on the predictor (KServe's Hugging Face runtime: /openai/v1; vLLM: /v1)")
     p.add_argument("--planner_model", default="planner",
@@ -142,14 +152,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> None:
+def config(args: argparse.Namespace) -> Config:
+    """The config the engines open, from :func:`parse_args`'s arguments: :func:`indexing.config.load_config`
+    with the flags prore passes it (defaults < ``--config`` < ``PRORE_WORKSPACE`` < ``--workspace`` and the
+    store URLs). Without a store URL the store is the embedded one in the workspace (chDB, Milvus Lite)."""
     from indexing.config import load_config
     from serving import settings as _serving_settings  # registers the serving section
 
     del _serving_settings
+    return load_config(args.config, workspace=args.workspace, clickhouse_url=args.clickhouse_url,
+                       milvus_uri=args.milvus_uri)  # fmt: skip
 
+
+def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    cfg = load_config(args.config, workspace=args.workspace)
+    cfg = config(args)
     engines = {d: Engine.open(cfg, d) for d in args.domains.split(",") if d}
     planner = planner_settings(args.predictor_host, model=args.planner_model, path=args.predictor_path,
                                use_ssl=args.predictor_use_ssl, timeout_s=args.predictor_request_timeout_seconds)

@@ -117,6 +117,31 @@ def test_operator_deployment() -> None:
     assert scoped["args"] == ["--namespace=proretrieval"]
 
 
+def _operator_env(values: dict[str, Any] | None = None) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in container(one(render(values), "operator-deployment.yaml"))["env"]}
+
+
+def test_operator_deployment__workspace_and_stores() -> None:
+    """The operator hands the release's workspace claim and stores to the transformers it creates."""
+    from operators.settings import OperatorSettings
+
+    env = _operator_env()
+    assert env["PRORE_OPERATOR_WORKSPACE_CLAIM"] == "proretrieval-workspace"  # the claim workspace-pvc.yaml creates
+    assert env["PRORE_OPERATOR_CLICKHOUSE_URL"] == env["PRORE_OPERATOR_MILVUS_URI"] == ""  # embedded stores
+    assert OperatorSettings.from_env(env).workspace_claim == one(render(), "workspace-pvc.yaml")["metadata"]["name"]
+
+    given = {"workspace": {"create": False, "claimName": "shared-workspace"},
+             "stores": {"clickhouseUrl": "http://ch:8123", "milvusUri": "http://mv:19530"}}  # fmt: skip
+    settings = OperatorSettings.from_env(_operator_env(given))
+    assert (settings.workspace_claim, settings.clickhouse_url, settings.milvus_uri) == (
+        "shared-workspace", "http://ch:8123", "http://mv:19530")
+
+    production = production_values()
+    settings = OperatorSettings.from_env(_operator_env(production))
+    assert settings.clickhouse_url == production["stores"]["clickhouseUrl"]
+    assert settings.milvus_uri == production["stores"]["milvusUri"]
+
+
 def test_operator_rbac() -> None:
     docs = render()["operator-rbac.yaml"]
     assert [d["kind"] for d in docs] == ["ServiceAccount", "ClusterRole", "ClusterRoleBinding"]

@@ -17,11 +17,12 @@ import pytest
 
 from operators.promotion import HF_OPENAI_PATH, KSERVE_HTTP_PORT, predictor_name
 from operators.render import render_documents
+from operators.settings import OperatorSettings
 from tests.operators.schemas import REPO, validate
 
 pytest.importorskip("kserve", reason="pip install '.[kserve]' (serving.kserve's parser is KServe's ModelServer's)")
 
-from serving.kserve import parse_args, planner_settings
+from serving.kserve import config, parse_args, planner_settings
 
 PLANNER_SERVICE = REPO / "examples" / "k8s" / "planner-service.yaml"
 
@@ -45,9 +46,9 @@ def kserve_appended(args: list[str], isvc: dict[str, Any], predictor: str,
     return out
 
 
-def _endpoint(path: Path = PLANNER_SERVICE) -> tuple[dict[str, Any], dict[str, Any]]:
+def _endpoint(path: Path = PLANNER_SERVICE, settings: OperatorSettings | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The PlannerService and its InferenceService, as the operator renders them."""
-    docs = render_documents(path.read_text())
+    docs = render_documents(path.read_text(), settings)
     isvc = next(d for d in docs if d["kind"] == "InferenceService")
     ps = {"metadata": {"name": isvc["metadata"]["name"], "namespace": isvc["metadata"]["namespace"]}}
     return ps, isvc
@@ -113,3 +114,64 @@ def test_the_parser_refuses_what_it_does_not_know() -> None:
     with pytest.raises(SystemExit) as exc:
         parse_args(missing)
     assert exc.value.code == 2
+
+
+CLICKHOUSE = "http://clickhouse-proretrieval.stores.svc:8123"
+MILVUS = "http://proretrieval-milvus.stores.svc:19530"
+
+
+def _transformer_config(settings: OperatorSettings | None = None, *extra: str) -> Any:
+    """The config ``serving.kserve`` opens its engines with, from the container KServe starts."""
+    _, isvc = _endpoint(settings=settings)
+    argv = kserve_appended(isvc["spec"]["transformer"]["containers"][0]["args"], isvc, "p")
+    return config(parse_args([*argv, *extra]))
+
+
+def test_the_stores_the_settings_name_reach_the_engines_config() -> None:
+    settings = OperatorSettings(clickhouse_url=CLICKHOUSE, milvus_uri=MILVUS)
+    _, isvc = _endpoint(settings=settings)
+    own = isvc["spec"]["transformer"]["containers"][0]["args"]
+    assert f"--clickhouse_url={CLICKHOUSE}" in own and f"--milvus_uri={MILVUS}" in own
+    cfg = _transformer_config(settings)
+    assert cfg.clickhouse.url == CLICKHOUSE
+    assert cfg.milvus.uri == MILVUS
+    assert str(cfg.workspace) == OperatorSettings().workspace_mount
+
+
+def test_without_store_settings_the_transformer_opens_the_embedded_stores() -> None:
+    _, isvc = _endpoint()
+    own = isvc["spec"]["transformer"]["containers"][0]["args"]
+    assert not [a for a in own if a.startswith(("--clickhouse", "--milvus"))]
+    cfg = _transformer_config()
+    assert cfg.clickhouse.url is None and cfg.milvus.uri is None  # chDB and Milvus Lite in the workspace
+
+
+def test_one_store_setting_leaves_the_other_store_embedded() -> None:
+    cfg = _transformer_config(OperatorSettings(milvus_uri=MILVUS))
+    assert cfg.milvus.uri == MILVUS and cfg.clickhouse.url is None
+
+
+def test_the_store_flags_compose_the_config_as_prores_do(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """The same config as ``prore --config F --workspace W --clickhouse-url U --milvus-uri M config`` prints: the
+    flags over the file, the file over the defaults."""
+    import os
+
+    import yaml
+
+    from prore.cli import main
+    from prore.config import as_mapping
+
+    for name, value in (("HF_HUB_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false")):  # prore's main sets them
+        monkeypatch.setenv(name, os.environ.get(name, value))
+    cfg_file = tmp_path / "prore.yaml"
+    cfg_file.write_text(yaml.safe_dump({"clickhouse": {"url": "http://file:8123", "database": "fromfile"},
+                                        "milvus": {"uri": "http://file:19530", "index_type": "HNSW"}}))  # fmt: skip
+    settings = OperatorSettings(clickhouse_url=CLICKHOUSE, milvus_uri=MILVUS)
+    ours = _transformer_config(settings, f"--config={cfg_file}")
+    assert (ours.clickhouse.url, ours.clickhouse.database) == (CLICKHOUSE, "fromfile")
+    assert (ours.milvus.uri, ours.milvus.index_type) == (MILVUS, "HNSW")
+
+    assert main([f"--config={cfg_file}", f"--workspace={settings.workspace_mount}", f"--clickhouse-url={CLICKHOUSE}",
+                 f"--milvus-uri={MILVUS}", "config"]) == 0  # fmt: skip
+    assert yaml.safe_load(capsys.readouterr().out) == as_mapping(ours)
