@@ -12,6 +12,13 @@ thread; index builds embed large batches on a session with ONNX Runtime's defaul
 
 fp32 matches the torch embedder to float precision (cosine 1.0); int8 trades about 0.04 of cosine for a
 2-3x faster query (measured by ``bench/engine.py``; parity is tested in ``tests/indexing/test_embedders_onnx.py``).
+
+Batches and int8: dynamic quantization computes each activation's scale over the whole input tensor, so in
+a batch a text's int8 vector would depend on the other texts and their padding (cosine 0.992 between a
+query embedded alone and the same query beside a longer one). A text's vector must be a function of the
+text alone: the engine promises that ``execute`` and ``execute_many`` agree, and the reward that an item
+scores the same in any batch. So the int8 graph embeds one text per run; fp32 is batch-invariant (3e-8)
+and keeps its batches.
 """
 
 from __future__ import annotations
@@ -154,7 +161,8 @@ class OnnxMiniLMEmbedder:
 
     def __init__(self, *, quantized: bool = False, batch_size: int = 64) -> None:
         self.quantized = quantized
-        self.batch_size = max(1, batch_size)
+        # int8's dynamic quantization makes a batch's rows depend on each other: one text per run (see above).
+        self.batch_size = 1 if quantized else max(1, batch_size)
         self.name = "minilm-onnx-int8" if quantized else "minilm-onnx"
 
     def embed(self, texts: Sequence[str]) -> Vectors:

@@ -97,10 +97,19 @@ def test_short_batches_run_on_one_thread(cache: Path) -> None:
     assert small.get_session_options().intra_op_num_threads == 1
 
 
-def test_batches_do_not_change_vectors(cache: Path, docs: list[str]) -> None:
-    e = _embedder("minilm-onnx")
+@pytest.mark.parametrize("name", ["minilm-onnx", "minilm-onnx-int8"])
+def test_batches_do_not_change_vectors(cache: Path, docs: list[str], name: str) -> None:
+    """A text's vector is a function of the text alone, whatever else is in its batch.
+
+    int8's dynamic quantization scales over the whole input, so batched it would not be (a query beside a
+    longer text moved by cosine 0.008): the engine's execute/execute_many agreement and the reward's
+    same-score-in-any-batch rule rest on this.
+    """
+    e = _embedder(name)
     whole = e.embed(docs[:30])
     np.testing.assert_allclose(whole[7], e.embed(docs[7:8])[0], atol=1e-5)
+    beside_longer = e.embed([QUERIES[0], docs[0] * 3])[0]
+    np.testing.assert_allclose(beside_longer, e.embed(QUERIES[:1])[0], atol=1e-5)
     assert e.embed([]).shape == (0, 384)
 
 
