@@ -23,17 +23,10 @@ from tests.rl.verl_support import require_verl
 
 require_verl()
 
-import pyarrow.parquet as pq  # noqa: E402
 
 from indexing.config import Config  # noqa: E402
-from indexing.workspace import Workspace  # noqa: E402
-from rl.reward import RewardScorer  # noqa: E402
-from rl.reward.instances import InstanceIndex  # noqa: E402
-from rl.reward.service import ServerThread, create_app  # noqa: E402
-from rl.reward.settings import ServiceSettings  # noqa: E402
-from rl.verl.export import ExportConfig, export, train_dir  # noqa: E402
 from rl.verl.launch import CPU_ENV, LaunchParams, argv  # noqa: E402
-from tests.rl.verl_support import synth_bench, tiny_qwen3  # noqa: E402
+from tests.rl.verl_support import served_export, tiny_qwen3  # noqa: E402
 
 DOMAIN = "ecommerce"
 TINY = ("data.train_batch_size=4", "actor_rollout_ref.rollout.n=2", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
@@ -46,21 +39,9 @@ TINY = ("data.train_batch_size=4", "actor_rollout_ref.rollout.n=2", "actor_rollo
 def setup(small_index_cfg: Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A benchmark and its export, a tiny Qwen3 whose tokenizer is trained on it, the reward service."""
     root = tmp_path_factory.mktemp("verl-cpu")
-    scorer = RewardScorer.open(small_index_cfg, [DOMAIN])
-    try:
-        ws = synth_bench(small_index_cfg, DOMAIN, scorer.engines[DOMAIN], root / "ws")
-        export(ws, DOMAIN, ExportConfig(profile="short", val_fraction=0.25))
-        out = train_dir(Workspace(root / "ws"), DOMAIN)
-        texts = [i["content"] for r in pq.read_table(out / "sft" / "train.parquet").to_pylist() for i in r["messages"]]
-        model = tiny_qwen3(root / "model", texts, vocab=512)
-        settings = ServiceSettings(domains=(DOMAIN,), window_ms=20.0)
-        server = ServerThread(create_app(settings, scorer, InstanceIndex.load(ws, [DOMAIN]))).start()
-        try:
-            yield {"root": root, "out": out, "model": model, "url": server.url}
-        finally:
-            server.stop()
-    finally:
-        scorer.close()
+    with served_export(small_index_cfg, DOMAIN, root) as served:
+        model = tiny_qwen3(root / "model", served.sft_texts(), vocab=512)
+        yield {"root": root, "out": served.out, "model": model, "url": served.url}
 
 
 def _scored(url: str) -> float:

@@ -29,14 +29,12 @@ from omegaconf import DictConfig, OmegaConf  # noqa: E402
 from indexing.config import Config  # noqa: E402
 from indexing.workspace import Workspace  # noqa: E402
 from rl.reward import RewardItem, RewardScorer  # noqa: E402
-from rl.reward.instances import InstanceIndex  # noqa: E402
 from rl.reward.service import ServerThread, create_app  # noqa: E402
 from rl.reward.settings import URL_ENV, ServiceSettings  # noqa: E402
-from rl.verl.export import ExportConfig, export, train_dir  # noqa: E402
 from rl.verl.launch import LaunchParams, argv  # noqa: E402
 from rl.verl.reward_fn import compute_score  # noqa: E402
 from tests.rl.test_verl_config import compose_argv  # noqa: E402
-from tests.rl.verl_support import synth_bench, tiny_qwen3  # noqa: E402
+from tests.rl.verl_support import served_export, tiny_qwen3  # noqa: E402
 
 DOMAIN = "ecommerce"
 
@@ -46,23 +44,11 @@ DOMAIN = "ecommerce"
 def setup(small_index_cfg: Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A benchmark and its export, a tokenizer trained on it, a scorer and the service on a loopback port."""
     root = tmp_path_factory.mktemp("verl-reward")
-    scorer = RewardScorer.open(small_index_cfg, [DOMAIN])
-    try:
-        ws = synth_bench(small_index_cfg, DOMAIN, scorer.engines[DOMAIN], root / "ws")
-        export(ws, DOMAIN, ExportConfig(profile="short", val_fraction=0.25))
-        out = train_dir(Workspace(root / "ws"), DOMAIN)
-        rows = pq.read_table(out / "rl" / "train.parquet").to_pylist()
-        programs = [i["content"] for r in pq.read_table(out / "sft" / "train.parquet").to_pylist()
-                    for i in r["messages"]]  # fmt: skip
-        model = tiny_qwen3(root / "model", programs, with_model=False)
-        settings = ServiceSettings(domains=(DOMAIN,), window_ms=20.0)
-        server = ServerThread(create_app(settings, scorer, InstanceIndex.load(ws, [DOMAIN]))).start()
-        try:
-            yield {"ws": ws, "out": out, "rows": rows, "model": model, "scorer": scorer, "url": server.url}
-        finally:
-            server.stop()
-    finally:
-        scorer.close()
+    with served_export(small_index_cfg, DOMAIN, root) as served:
+        rows = pq.read_table(served.out / "rl" / "train.parquet").to_pylist()
+        model = tiny_qwen3(root / "model", served.sft_texts(), with_model=False)
+        yield {"ws": served.ws, "out": served.out, "rows": rows, "model": model, "scorer": served.scorer,
+               "url": served.url}  # fmt: skip
 
 
 def _samples(setup: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:

@@ -6,16 +6,25 @@ verl call :func:`require_verl`, which skips them elsewhere with a reason saying 
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 from indexing.config import Config
 from indexing.workspace import Workspace
 from rl.bench import SynthConfig, synthesize
 from rl.bench.context import BenchContext
+from rl.reward import RewardScorer
+from rl.reward.instances import InstanceIndex
+from rl.reward.service import ServerThread, create_app
+from rl.reward.settings import ServiceSettings
+from rl.verl.export import ExportConfig, export, train_dir
 from serving.engine import Engine
 
 SIZES = {"train": 24, "test": 4, "ood": 4}
@@ -43,6 +52,42 @@ def synth_bench(cfg: Config, domain: str, engine: Engine, out: Path, sizes: dict
     ws = Workspace(out)
     synthesize(cfg, domain, SynthConfig(sizes=sizes or SIZES, seed=11, progress=False), out=ws, opener=opener)
     return ws
+
+
+@dataclass(frozen=True)
+class ServedExport:
+    """A small benchmark, its verl export and the reward service scoring it (see :func:`served_export`)."""
+
+    ws: Workspace
+    out: Path
+    """The export's directory: ``rl/`` and ``sft/`` parquet."""
+    scorer: RewardScorer
+    url: str
+    """The reward service on a loopback port."""
+
+    def sft_texts(self) -> list[str]:
+        """Every message of the SFT train split (what a tiny model's tokenizer is trained on)."""
+        rows = pq.read_table(self.out / "sft" / "train.parquet").to_pylist()
+        return [m["content"] for r in rows for m in r["messages"]]
+
+
+@contextlib.contextmanager
+def served_export(cfg: Config, domain: str, root: Path) -> Iterator[ServedExport]:
+    """A benchmark of ``domain`` synthesized under ``root``, exported for verl, and the reward service on it
+    (a real scorer on ``cfg``'s index behind a loopback server); both are stopped on exit."""
+    scorer = RewardScorer.open(cfg, [domain])
+    try:
+        ws = synth_bench(cfg, domain, scorer.engines[domain], root / "ws")
+        export(ws, domain, ExportConfig(profile="short", val_fraction=0.25))
+        out = train_dir(ws, domain)
+        settings = ServiceSettings(domains=(domain,), window_ms=20.0)
+        server = ServerThread(create_app(settings, scorer, InstanceIndex.load(ws, [domain]))).start()
+        try:
+            yield ServedExport(ws, out, scorer, server.url)
+        finally:
+            server.stop()
+    finally:
+        scorer.close()
 
 
 CHAT_TEMPLATE = (
