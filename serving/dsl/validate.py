@@ -27,7 +27,7 @@ from sqlglot import exp
 from indexing.schema import CorpusSchema
 from serving.dsl.errors import Code, FormatError, ValidationError
 from serving.dsl.limits import DEFAULT_LIMITS, DslLimits
-from serving.dsl.placeholders import PlaceholderUse, placeholder_sites, restore_placeholders
+from serving.dsl.placeholders import PlaceholderUse, placeholder_sites, restore_placeholders, sentinel_of
 from serving.dsl.program import MODALITIES, MODES, ROLE_OF, Program, Retrieval, placeholder_of
 from serving.dsl.safety import check_sql
 
@@ -171,7 +171,34 @@ def _checked_sql(
     copy. Refusals are not remembered here; the engine keeps its own record of refused programs."""
     tree, _ = check_sql(sql, schema, limits)
     uses = tuple(use for _, use in placeholder_sites(tree))
-    return tree, uses, restore_placeholders(tree).sql(dialect=_DIALECT, comments=False)
+    normalized = restore_placeholders(tree).sql(dialect=_DIALECT, comments=False, copy=False)  # a fresh copy
+    _drop_positions(tree)
+    return tree, uses, normalized
+
+
+_POSITIONS = ("line", "col", "start", "end")
+"""What sqlglot's parser records in a node's ``meta`` about where its token was
+(``sqlglot.expressions.core.POSITION_META_KEYS``)."""
+
+
+def _drop_positions(tree: exp.Expr) -> None:
+    """Forget the token positions of every node but the placeholders' (their order is the order of the
+    uses, :func:`~serving.dsl.placeholders.placeholder_sites`). Positions serve only error messages, which
+    validation has given by now, yet every copy of the tree deep-copies them one dict at a time, and the
+    engine's passes copy a program's tree several times: a copy costs about a third without them. Other
+    ``meta`` keys (a function's name as written, which rendering uses) are kept."""
+    keep: set[int] = set()
+    for column in tree.find_all(exp.Column):
+        if sentinel_of(column) is not None:
+            keep.update(id(node) for node in column.walk())
+    for node in tree.walk():
+        meta = node._meta  # None when sqlglot recorded nothing; reading ``meta`` would create a dict
+        if not meta or id(node) in keep:
+            continue
+        for key in _POSITIONS:
+            meta.pop(key, None)
+        if not meta:
+            node._meta = None
 
 
 def validate(program: Program, schema: CorpusSchema, limits: DslLimits = DEFAULT_LIMITS) -> ValidatedProgram:
