@@ -57,7 +57,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from machine import machine  # noqa: E402
+from machine import machine, start_milvus, stop_milvus  # noqa: E402
 
 from indexing.build import build_index  # noqa: E402
 from indexing.config import ClickHouseConfig, Config, EmbedderConfig, MilvusConfig  # noqa: E402
@@ -563,29 +563,6 @@ def compare_table(r: dict[str, Any], corpus: str) -> str:
     return "\n".join(lines)
 
 
-def start_server(root: Path) -> tuple[str | None, str]:
-    """The local Milvus server's URI (started in ``root``), or None and why not."""
-    try:
-        from indexing.stores import server
-    except ImportError as exc:
-        return None, f"no Milvus server: {exc}"
-    failure = ""
-    for _ in range(2):  # its internal ports are picked before it binds them: another server may win one
-        try:
-            info = server.start(root / "milvus-server", port=server.free_port())
-        except ProReError as exc:
-            failure = exc.one_line()
-            continue
-        return info.uri, "started"
-    return None, f"the Milvus server did not start: {failure}"
-
-
-def stop_server(root: Path) -> None:
-    from indexing.stores import server
-
-    server.stop(root / "milvus-server", timeout_s=15)
-
-
 # -- report ---------------------------------------------------------------------------------------
 
 
@@ -686,7 +663,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.set_num_threads(args.torch_threads)
     results["machine"] = machine()
     uri, results["server_note"] = (
-        (None, "left out (--no-server)") if args.no_server else start_server(args.workspace)
+        (None, "left out (--no-server)") if args.no_server else start_milvus(args.workspace)
     )
     try:
         compare_cfgs = {"lite": cfgs[compared.label]}
@@ -699,7 +676,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         results["compare"] = compare(compare_cfgs, docs, per_level)
     finally:
         if uri is not None:
-            stop_server(args.workspace)
+            stop_milvus(args.workspace)
     if args.compare_only:
         return finish(results, args.out)
     for c in corpora:

@@ -1,5 +1,6 @@
-"""Where benchmark numbers come from: cores, CPU model, Python, torch threads and load at start; and
-the one name of a benchmark configuration (an embedder at a corpus size) that the benches share."""
+"""Where benchmark numbers come from: cores, CPU model, Python, torch threads and load at start; the
+one name of a benchmark configuration (an embedder at a corpus size) that the benches share; and the
+local Milvus server a bench compares against Milvus Lite."""
 
 from __future__ import annotations
 
@@ -59,3 +60,29 @@ def machine() -> dict[str, Any]:
     except ImportError:
         pass
     return info
+
+
+def start_milvus(root: Path) -> tuple[str | None, str]:
+    """The URI of a local Milvus server (``prore stores up``) started in ``root / "milvus-server"``, or None
+    and why not."""
+    try:
+        from indexing.errors import ProReError
+        from indexing.stores import server
+    except ImportError as exc:
+        return None, f"no Milvus server: {exc}"
+    failure = ""
+    for _ in range(2):  # its internal ports are picked before it binds them: another server may win one
+        try:
+            info = server.start(root / "milvus-server", port=server.free_port())
+        except ProReError as exc:
+            failure = exc.one_line()
+            continue
+        return info.uri, "started"
+    return None, f"the Milvus server did not start: {failure}"
+
+
+def stop_milvus(root: Path) -> None:
+    """Stop the server :func:`start_milvus` started in ``root``."""
+    from indexing.stores import server
+
+    server.stop(root / "milvus-server", timeout_s=15)

@@ -18,6 +18,11 @@ ratio, p50/p99 per request, the batch sizes the service formed, peak memory of e
 whether both paths gave every rollout the same score. Prints a table; writes
 ``bench/results/reward.json``. ``--quick`` uses a 1,000-product corpus and 64 prompts for the
 one-by-one loop (the service still scores all 8,192).
+
+Both paths run once per vector store deployment (``--milvus``, default both, side by side): Milvus
+Lite in the workspace (the zero-setup default) and the local Milvus server (``prore stores up``,
+started in the workspace for the run), each with its own index of the same corpus (FLAT, so the
+same hits) and the same rollouts, built once.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from machine import machine  # noqa: E402
+from machine import machine, start_milvus, stop_milvus  # noqa: E402
 
 DEFAULT_OUT = ROOT / "bench" / "results" / "reward.json"
 DEFAULT_WORKSPACE = ROOT / "bench" / "results" / "workspace" / "reward"
@@ -54,19 +59,27 @@ DOMAIN = "ecommerce"
 
 BACKEND_ENV = "PRORE_BENCH_MINILM_BACKEND"
 """How the children learn ``--minilm-backend`` (they run ``config`` in their own processes)."""
+MILVUS_ENV = "PRORE_BENCH_MILVUS_URI"
+"""How the children learn the Milvus server of the deployment they measure (unset: Milvus Lite)."""
+DEPLOYMENTS = ("lite", "server")
 
 
 def config(workspace: Path) -> Any:
-    from indexing.config import Config, EmbedderConfig
+    from indexing.config import Config, EmbedderConfig, MilvusConfig
 
     backend = os.environ.get(BACKEND_ENV, "onnx")
-    return Config(workspace=workspace, embedder=EmbedderConfig(text="minilm", image="minilm", minilm_backend=backend))
+    return Config(workspace=workspace, embedder=EmbedderConfig(text="minilm", image="minilm", minilm_backend=backend),
+                  milvus=MilvusConfig(uri=os.environ.get(MILVUS_ENV) or None))  # fmt: skip
 
 
 def config_file(workspace: Path) -> Path:
-    """The reward service's config file: the same embedder backend as :func:`config`."""
+    """The reward service's config file: the same embedder backend and vector store as :func:`config`."""
+    cfg = config(workspace)
     path = workspace / "bench-config.yaml"
-    path.write_text(f"embedder:\n  minilm_backend: {config(workspace).embedder.minilm_backend}\n")
+    text = f"embedder:\n  minilm_backend: {cfg.embedder.minilm_backend}\n"
+    if cfg.milvus.uri:
+        text += f"milvus:\n  uri: {json.dumps(cfg.milvus.uri)}\n"
+    path.write_text(text)
     return path
 
 
@@ -111,14 +124,26 @@ def garbage(program: dict[str, Any], kind: int) -> str:
     return ["Here is the program: " + text, text[: len(text) // 2], "I cannot help with that."][kind]
 
 
-def build_rollouts(workspace: Path, size: int, seed: int) -> dict[str, Any]:
-    """Build the corpus and index if needed, then 512 x 16 rollouts with their gold ids."""
-    import engine as engine_bench  # bench/engine.py: the L1/L2/L3 program shapes
-
+def ensure_index(workspace: Path, size: int) -> None:
+    """Generate the corpus and build its index on the configured vector store, unless they exist."""
     from indexing.build import build_index
     from indexing.corpora import generate, generator_version
     from indexing.corpora.files import write_corpus
     from indexing.schema import PRODUCTS
+    from indexing.workspace import Workspace
+
+    ws = Workspace(workspace)
+    manifest = ws.corpus_dir(DOMAIN) / "manifest.json"
+    if not manifest.is_file() or json.loads(manifest.read_text()).get("rows") != size:
+        meta = {"generator": DOMAIN, "generator_version": generator_version(DOMAIN), "size": size, "seed": 0}
+        write_corpus(ws, PRODUCTS, generate(DOMAIN, size, seed=0), meta)
+    build_index(config(workspace), DOMAIN, progress=sys.stderr.isatty())
+
+
+def build_rollouts(workspace: Path, size: int, seed: int) -> dict[str, Any]:
+    """Build the corpus and index if needed, then 512 x 16 rollouts with their gold ids."""
+    import engine as engine_bench  # bench/engine.py: the L1/L2/L3 program shapes
+
     from indexing.workspace import Workspace
     from rl.bench.errors import BenchError
     from rl.bench.store import load_split
@@ -127,11 +152,7 @@ def build_rollouts(workspace: Path, size: int, seed: int) -> dict[str, Any]:
 
     cfg = config(workspace)
     ws = Workspace(workspace)
-    manifest = ws.corpus_dir(DOMAIN) / "manifest.json"
-    if not manifest.is_file() or json.loads(manifest.read_text()).get("rows") != size:
-        meta = {"generator": DOMAIN, "generator_version": generator_version(DOMAIN), "size": size, "seed": 0}
-        write_corpus(ws, PRODUCTS, generate(DOMAIN, size, seed=0), meta)
-    build_index(cfg, DOMAIN, progress=sys.stderr.isatty())
+    ensure_index(workspace, size)
     eng = Engine.open(cfg, DOMAIN)
     rng = random.Random(seed)
     prompts: list[tuple[dict[str, Any], str, list[dict[str, Any]]]] = []
@@ -240,6 +261,15 @@ def peak_rss_mb(pid: int) -> float | None:
     return None
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds the process has used so far (``/proc/PID/stat``)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def run_clients(url: str, rollouts: Sequence[dict[str, Any]], in_flight: int) -> dict[str, Any]:
     from rl.reward.client import RewardClient
 
@@ -307,7 +337,13 @@ def service_run(
             if time.monotonic() > deadline:
                 raise SystemExit("the reward service did not get ready within 300 s")
             time.sleep(0.2)
+        service_cpu, client_cpu = cpu_seconds(proc.pid), cpu_seconds(os.getpid())
         out = asyncio.run(run_clients(url, rollouts, in_flight))
+        # The clients share these cores with the service here; on a cluster verl's workers are elsewhere.
+        service_after, client_after = cpu_seconds(proc.pid), cpu_seconds(os.getpid())
+        if None not in (service_cpu, service_after, client_cpu, client_after):
+            out["service_cpu_s"] = service_after - service_cpu  # type: ignore[operator]
+            out["client_cpu_s"] = client_after - client_cpu  # type: ignore[operator]
         metrics = scrape(url)
         out["peak_rss_mb"] = peak_rss_mb(proc.pid)
     finally:
@@ -341,38 +377,74 @@ def summary(run: dict[str, Any], n: int) -> dict[str, Any]:
 
 
 def table(results: dict[str, Any]) -> str:
-    s, o = results["service"], results["one_by_one"]
-    lines = [f"{PROMPTS} prompts x {SAMPLES} samples = {s['n']} rollouts from {results['rollouts']['source']} "
-             f"({results['rollouts']['distinct_completions']} distinct completions, {results['rollouts']['corpus_docs']} docs)",
-             f"{'path':<22} {'items':>6} {'seconds':>8} {'programs/s':>11} {'p50 ms':>8} {'p99 ms':>9} {'peak MB':>8}"]  # fmt: skip
-    for label, r in ((f"service, {CLIENTS} clients", s), ("one by one", o)):
-        lines.append(f"{label:<22} {r['n']:>6} {r['elapsed_s']:>8.2f} {r['programs_per_s']:>11.1f} "
-                     f"{r['p50_ms']:>8.2f} {r['p99_ms']:>9.2f} {r['peak_rss_mb'] or 0:>8.0f}")  # fmt: skip
-    lines.append(
-        f"ratio (programs/s, service / one by one): {results['ratio']:.1f}x; same scores: {results['agree']}"
-    )
-    lines.append(f"service batches: {s['batches']:.0f}, mean {s['mean_batch_items']:.1f} items "
-                 f"({s['mean_batch_requests']:.1f} requests) each; {s['batch_seconds_sum']:.2f} s in the engine; "
-                 f"client retries {s['client_retries']}")  # fmt: skip
-    lines.append("layer pass rates: " + ", ".join(f"{k} {v:.2f}" for k, v in s["layer_pass_rate"].items()))
-    lines.append(
-        "cache hit rates: " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(s["cache_hit_rate"].items()))
-    )
-    lines.append(f"client process peak memory: {results['client_peak_rss_mb']:.0f} MB; "
-                 f"MiniLM query embedder on {results.get('minilm_backend', 'torch')}")  # fmt: skip
+    r0 = results["rollouts"]
+    lines = [f"{PROMPTS} prompts x {SAMPLES} samples = {PROMPTS * SAMPLES} rollouts from {r0['source']} "
+             f"({r0['distinct_completions']} distinct completions, {r0['corpus_docs']} docs); MiniLM query "
+             f"embedder on {results.get('minilm_backend', 'torch')}",
+             f"{'Milvus':<8} {'path':<22} {'items':>6} {'seconds':>8} {'programs/s':>11} {'p50 ms':>8} {'p99 ms':>9} "
+             f"{'peak MB':>8}"]  # fmt: skip
+    notes: list[str] = []
+    for deployment, d in results["deployments"].items():
+        if "service" not in d:
+            notes.append(f"{deployment}: not measured ({d.get('skipped')})")
+            continue
+        s, o = d["service"], d["one_by_one"]
+        for label, r in ((f"service, {CLIENTS} clients", s), ("one by one", o)):
+            lines.append(f"{deployment:<8} {label:<22} {r['n']:>6} {r['elapsed_s']:>8.2f} {r['programs_per_s']:>11.1f} "
+                         f"{r['p50_ms']:>8.2f} {r['p99_ms']:>9.2f} {r['peak_rss_mb'] or 0:>8.0f}")  # fmt: skip
+        notes.append(f"{deployment}: ratio (programs/s, service / one by one) {d['ratio']:.1f}x; same scores: "
+                     f"{d['agree']}; {s['batches']:.0f} batches of {s['mean_batch_items']:.1f} items "
+                     f"({s['mean_batch_requests']:.1f} requests) on average, {s['batch_seconds_sum']:.2f} s in the "
+                     f"engine; client retries {s['client_retries']}; CPU seconds: service "
+                     f"{s.get('service_cpu_s', float('nan')):.1f}, clients {s.get('client_cpu_s', float('nan')):.1f}")  # fmt: skip
+        notes.append(f"{deployment}: layer pass rates " + ", ".join(f"{k} {v:.2f}" for k, v in s["layer_pass_rate"].items())
+                     + "; cache hit rates " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(s["cache_hit_rate"].items())))  # fmt: skip
+    lines += notes
+    if "server_vs_lite" in results:
+        x = results["server_vs_lite"]
+        lines.append(f"server / lite (programs/s): service {x['service']:.2f}x, one by one {x['one_by_one']:.2f}x")
+    lines.append(f"client process peak memory: {results['client_peak_rss_mb']:.0f} MB")
     for goal, (value, target, met) in results["goals"].items():
         lines.append(
-            f"goal {goal:<28} target {target:>6.1f}  reached {value:>8.2f}  {'met' if met else 'NOT met'}"
+            f"goal {goal:<36} target {target:>6.1f}  reached {value:>8.2f}  {'met' if met else 'NOT met'}"
         )
     m = results["machine"]
     lines.append(f"machine: {m['cores']} cores, {m['cpu']}, load {m['load_avg_1m_at_start']:.1f}")
     return "\n".join(lines)
 
 
+def measure(
+    deployment: str, workspace: Path, rollouts: list[dict[str, Any]], docs: int, loop_prompts: int,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """Both paths on one deployment's index (built first, unless present): the service, then one by one."""
+    me = [sys.executable, str(Path(__file__).resolve())]
+    rollouts_file = args.workspace / f"products-{docs}" / "rollouts.json"
+    common = ["--workspace", str(workspace), "--rollouts", str(rollouts_file), "--seed", str(args.seed)]
+    print(f"{deployment}: the index (reused when present)", file=sys.stderr)
+    start = time.perf_counter()
+    subprocess.run([*me, "--child", "index", "--docs", str(docs), *common], check=True)
+    out: dict[str, Any] = {"index_s": time.perf_counter() - start}
+    print(f"{deployment}: service, {len(rollouts)} rollouts, {CLIENTS} clients", file=sys.stderr)
+    service = service_run(workspace, rollouts, args.in_flight, args.window_ms)
+    print(f"{deployment}: one by one, {loop_prompts * SAMPLES} rollouts", file=sys.stderr)
+    loop_out = subprocess.run([*me, "--child", "loop", "--loop-prompts", str(loop_prompts), *common],
+                              check=True, capture_output=True, text=True).stdout  # fmt: skip
+    loop = json.loads(loop_out.strip().splitlines()[-1])
+    subset = [i for i, r in enumerate(rollouts) if r["prompt"] < loop_prompts]
+    out["agree"] = all(service["keys"][i] == loop["keys"][j] for j, i in enumerate(subset))
+    out["service"] = summary(service, len(rollouts))
+    out["one_by_one"] = summary(loop, loop["n"])
+    out["ratio"] = out["service"]["programs_per_s"] / out["one_by_one"]["programs_per_s"]
+    return out
+
+
 def child(mode: str, args: argparse.Namespace) -> int:
     if mode == "build":
         data = build_rollouts(args.workspace, args.docs, args.seed)
         args.rollouts.write_text(json.dumps(data))
+    elif mode == "index":
+        ensure_index(args.workspace, args.docs)
     else:
         print(json.dumps(one_by_one(args.workspace, args.rollouts, args.loop_prompts)))
     return 0
@@ -399,49 +471,71 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="runtime of the MiniLM query embedder in both paths (default onnx: the same vectors as torch, "
         "cosine >= 0.99, about 2.5x faster in batches here)",
     )
-    parser.add_argument("--child", choices=("build", "loop"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--milvus", type=lambda v: [d.strip() for d in v.split(",") if d.strip()], default=list(DEPLOYMENTS),
+        help="vector store deployments to compare, side by side: lite (Milvus Lite in the workspace), server "
+        "(the local Milvus server, started for the run); default lite,server",
+    )
+    parser.add_argument("--child", choices=("build", "index", "loop"), help=argparse.SUPPRESS)
     parser.add_argument("--docs", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--loop-prompts", type=int, default=PROMPTS, help=argparse.SUPPRESS)
     parser.add_argument("--rollouts", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    unknown = sorted(set(args.milvus) - set(DEPLOYMENTS))
+    if unknown or not args.milvus:
+        parser.error(f"--milvus takes {', '.join(DEPLOYMENTS)}; got {', '.join(unknown) or 'nothing'}")
     os.environ[BACKEND_ENV] = args.minilm_backend  # the children and the service read the same backend
     if args.child:
         return child(args.child, args)
 
     docs = 1000 if args.quick else 3000
     loop_prompts = 64 if args.quick else PROMPTS
-    workspace = args.workspace / f"products-{docs}"
-    workspace.mkdir(parents=True, exist_ok=True)
-    rollouts_file = workspace / "rollouts.json"
+    base = args.workspace / f"products-{docs}"
+    base.mkdir(parents=True, exist_ok=True)
+    rollouts_file = base / "rollouts.json"
     me = [sys.executable, str(Path(__file__).resolve())]
-    common = ["--workspace", str(workspace), "--rollouts", str(rollouts_file), "--seed", str(args.seed)]
     print("building the corpus, index and rollouts (reused when present)", file=sys.stderr)
-    subprocess.run([*me, "--child", "build", "--docs", str(docs), *common], check=True)
+    os.environ.pop(MILVUS_ENV, None)
+    subprocess.run([*me, "--child", "build", "--docs", str(docs), "--workspace", str(base),
+                    "--rollouts", str(rollouts_file), "--seed", str(args.seed)], check=True)  # fmt: skip
     data = json.loads(rollouts_file.read_text())
     rollouts = data["rollouts"]
     results: dict[str, Any] = {"quick": args.quick, "machine": machine(), "in_flight_per_client": args.in_flight,
                                "window_ms": args.window_ms, "minilm_backend": args.minilm_backend}  # fmt: skip
     results["rollouts"] = {k: v for k, v in data.items() if k != "rollouts"}
-    print(f"service: {len(rollouts)} rollouts, {CLIENTS} clients", file=sys.stderr)
-    service = service_run(workspace, rollouts, args.in_flight, args.window_ms)
-    print(f"one by one: {loop_prompts * SAMPLES} rollouts", file=sys.stderr)
-    loop_out = subprocess.run([*me, "--child", "loop", "--loop-prompts", str(loop_prompts), *common],
-                              check=True, capture_output=True, text=True).stdout  # fmt: skip
-    loop = json.loads(loop_out.strip().splitlines()[-1])
-    subset = [i for i, r in enumerate(rollouts) if r["prompt"] < loop_prompts]
-    results["agree"] = all(service["keys"][i] == loop["keys"][j] for j, i in enumerate(subset))
-    results["service"] = summary(service, len(rollouts))
-    results["one_by_one"] = summary(loop, loop["n"])
-    results["ratio"] = results["service"]["programs_per_s"] / results["one_by_one"]["programs_per_s"]
+    results["deployments"] = {}
+    for deployment in args.milvus:
+        workspace = base if deployment == "lite" else args.workspace / f"products-{docs}-{deployment}"
+        workspace.mkdir(parents=True, exist_ok=True)
+        if deployment == "server":
+            uri, note = start_milvus(workspace)
+            if uri is None:
+                results["deployments"][deployment] = {"skipped": note}
+                print(f"{deployment}: {note}", file=sys.stderr)
+                continue
+            os.environ[MILVUS_ENV] = uri
+        try:
+            results["deployments"][deployment] = measure(deployment, workspace, rollouts, docs, loop_prompts, args)
+        finally:
+            os.environ.pop(MILVUS_ENV, None)
+            if deployment == "server":
+                stop_milvus(workspace)
+    measured = {d: r for d, r in results["deployments"].items() if "service" in r}
+    if not measured:
+        raise SystemExit("error: no deployment could be measured: " + "; ".join(
+            f"{d}: {r.get('skipped')}" for d, r in results["deployments"].items()))  # fmt: skip
+    if "lite" in measured and "server" in measured:
+        results["server_vs_lite"] = {
+            "service": measured["server"]["service"]["programs_per_s"] / measured["lite"]["service"]["programs_per_s"],
+            "one_by_one": measured["server"]["one_by_one"]["programs_per_s"]
+            / measured["lite"]["one_by_one"]["programs_per_s"],
+        }
+    best = min(measured, key=lambda d: measured[d]["service"]["elapsed_s"])
     results["client_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    step_s = results["service"]["elapsed_s"]
+    step_s, ratio = measured[best]["service"]["elapsed_s"], measured[best]["ratio"]
     results["goals"] = {
-        "step seconds (8,192 rollouts)": (step_s, GOALS["step_s"], step_s <= GOALS["step_s"]),
-        "x one by one": (
-            results["ratio"],
-            GOALS["ratio_vs_one_by_one"],
-            results["ratio"] >= GOALS["ratio_vs_one_by_one"],
-        ),
+        f"step seconds (8,192 rollouts; {best})": (step_s, GOALS["step_s"], step_s <= GOALS["step_s"]),
+        f"x one by one ({best})": (ratio, GOALS["ratio_vs_one_by_one"], ratio >= GOALS["ratio_vs_one_by_one"]),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2, default=str) + "\n")
