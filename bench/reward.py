@@ -313,14 +313,15 @@ def scrape(url: str) -> dict[str, float]:
 
 
 def service_run(
-    workspace: Path, rollouts: list[dict[str, Any]], in_flight: int, window_ms: float
+    workspace: Path, rollouts: list[dict[str, Any]], in_flight: int, window_ms: float, workers: int = 1
 ) -> dict[str, Any]:
     import httpx
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = [sys.executable, "-m", "prore", "--workspace", str(workspace), "--embedder", "minilm",
-           "--config", str(config_file(workspace)), "reward", "serve", "--domain", DOMAIN, "--port", str(port), "--window-ms", str(window_ms)]  # fmt: skip
+           "--config", str(config_file(workspace)), "reward", "serve", "--domain", DOMAIN, "--port", str(port), "--window-ms", str(window_ms),
+           "--engine-workers", str(workers)]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 300
@@ -389,10 +390,12 @@ def table(results: dict[str, Any]) -> str:
             notes.append(f"{deployment}: not measured ({d.get('skipped')})")
             continue
         s, o = d["service"], d["one_by_one"]
-        for label, r in ((f"service, {CLIENTS} clients", s), ("one by one", o)):
+        rows = [(f"service, {CLIENTS} cl., {w} wkr", r) for w, r in d["service_by_workers"].items()]
+        for label, r in (*rows, ("one by one", o)):
             lines.append(f"{deployment:<8} {label:<22} {r['n']:>6} {r['elapsed_s']:>8.2f} {r['programs_per_s']:>11.1f} "
                          f"{r['p50_ms']:>8.2f} {r['p99_ms']:>9.2f} {r['peak_rss_mb'] or 0:>8.0f}")  # fmt: skip
-        notes.append(f"{deployment}: ratio (programs/s, service / one by one) {d['ratio']:.1f}x; same scores: "
+        notes.append(f"{deployment}: ratio (programs/s, service with {d['engine_workers']} worker(s) / one by one) "
+                     f"{d['ratio']:.1f}x; same scores: "
                      f"{d['agree']}; {s['batches']:.0f} batches of {s['mean_batch_items']:.1f} items "
                      f"({s['mean_batch_requests']:.1f} requests) on average, {s['batch_seconds_sum']:.2f} s in the "
                      f"engine; client retries {s['client_retries']}; CPU seconds: service "
@@ -425,15 +428,23 @@ def measure(
     start = time.perf_counter()
     subprocess.run([*me, "--child", "index", "--docs", str(docs), *common], check=True)
     out: dict[str, Any] = {"index_s": time.perf_counter() - start}
-    print(f"{deployment}: service, {len(rollouts)} rollouts, {CLIENTS} clients", file=sys.stderr)
-    service = service_run(workspace, rollouts, args.in_flight, args.window_ms)
+    services: dict[int, dict[str, Any]] = {}
+    for workers in args.engine_workers:
+        print(f"{deployment}: service, {len(rollouts)} rollouts, {CLIENTS} clients, {workers} engine worker(s)",
+              file=sys.stderr)  # fmt: skip
+        services[workers] = service_run(workspace, rollouts, args.in_flight, args.window_ms, workers)
+    fastest = min(services, key=lambda w: services[w]["elapsed_s"])
     print(f"{deployment}: one by one, {loop_prompts * SAMPLES} rollouts", file=sys.stderr)
     loop_out = subprocess.run([*me, "--child", "loop", "--loop-prompts", str(loop_prompts), *common],
                               check=True, capture_output=True, text=True).stdout  # fmt: skip
     loop = json.loads(loop_out.strip().splitlines()[-1])
     subset = [i for i, r in enumerate(rollouts) if r["prompt"] < loop_prompts]
-    out["agree"] = all(service["keys"][i] == loop["keys"][j] for j, i in enumerate(subset))
-    out["service"] = summary(service, len(rollouts))
+    out["agree"] = all(
+        run["keys"][i] == loop["keys"][j] for run in services.values() for j, i in enumerate(subset)
+    )
+    out["engine_workers"] = fastest
+    out["service_by_workers"] = {str(w): summary(run, len(rollouts)) for w, run in services.items()}
+    out["service"] = out["service_by_workers"][str(fastest)]
     out["one_by_one"] = summary(loop, loop["n"])
     out["ratio"] = out["service"]["programs_per_s"] / out["one_by_one"]["programs_per_s"]
     return out
@@ -475,6 +486,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--milvus", type=lambda v: [d.strip() for d in v.split(",") if d.strip()], default=list(DEPLOYMENTS),
         help="vector store deployments to compare, side by side: lite (Milvus Lite in the workspace), server "
         "(the local Milvus server, started for the run); default lite,server",
+    )
+    parser.add_argument(
+        "--engine-workers", type=lambda v: [int(w) for w in v.split(",") if w.strip()], default=[1],
+        help="the service's engine threads, side by side (a comma list, for example 1,2; default 1)",
     )
     parser.add_argument("--child", choices=("build", "index", "loop"), help=argparse.SUPPRESS)
     parser.add_argument("--docs", type=int, default=0, help=argparse.SUPPRESS)

@@ -33,6 +33,7 @@ def settings_from_args(args: argparse.Namespace) -> ServiceSettings:
         max_queue_items=args.max_queue_items,
         max_concurrent_requests=args.max_concurrent_requests,
         batch_timeout_s=args.batch_timeout_s,
+        engine_workers=args.engine_workers,
         warmup=not args.no_warmup,
         reward=reward,
     )
@@ -149,6 +150,12 @@ def register_reward(sub: Any) -> None:
         type=float,
         default=d.batch_timeout_s,
         help=f"deadline of one batch; late items score S_e = 0 (default {d.batch_timeout_s})",
+    )
+    s.add_argument(
+        "--engine-workers",
+        type=int,
+        default=d.engine_workers,
+        help=f"batches scored at once, one engine thread each (default {d.engine_workers})",
     )
     s.add_argument(
         "--max-execution-time-s",

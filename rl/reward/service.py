@@ -102,7 +102,8 @@ class Coalescer:
         self._depth = 0
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="reward-engine")
+        self._executor = ThreadPoolExecutor(settings.engine_workers, thread_name_prefix="reward-engine")
+        self._running: set[asyncio.Task[None]] = set()
 
     @property
     def depth(self) -> int:
@@ -118,6 +119,10 @@ class Coalescer:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        for task in list(self._running):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         while self._queue:
             pending = self._queue.popleft()
             if not pending.future.done():
@@ -148,13 +153,28 @@ class Coalescer:
     async def _run(self) -> None:
         assert self._wake is not None
         window = self.settings.window_ms / 1000
+        # One slot per engine thread: a batch is taken from the queue only when a thread is free for it, so
+        # with one worker the next batch holds everything that arrived while the last one ran.
+        slots = asyncio.Semaphore(self.settings.engine_workers)
+        loop = asyncio.get_running_loop()
         while True:
             await self._wake.wait()
             self._wake.clear()
             if window > 0:
                 await asyncio.sleep(window)  # let the other samples of this step join
             while self._queue:
-                await self._score(self._take())
+                await slots.acquire()
+                if not self._queue:
+                    slots.release()
+                    break
+                task = loop.create_task(self._score(self._take()))
+                self._running.add(task)
+
+                def done(t: asyncio.Task[None]) -> None:
+                    self._running.discard(t)
+                    slots.release()
+
+                task.add_done_callback(done)
 
     def _take(self) -> list[_Pending]:
         """Whole requests, up to ``max_batch_items`` (a larger request is a batch of its own)."""
@@ -183,6 +203,11 @@ class Coalescer:
             with contextlib.suppress(Exception):
                 await running
             return
+        except asyncio.CancelledError:  # the service is stopping
+            for pending in batch:
+                if not pending.future.done():
+                    pending.future.set_exception(RewardUnavailable("the reward service is shutting down"))
+            raise
         except Exception as exc:
             for pending in batch:
                 if not pending.future.done():

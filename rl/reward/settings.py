@@ -50,6 +50,11 @@ class ServiceSettings:
     max_execution_time_s``: past it the program scores ``S_e = 0``, code ``exec_timeout``); this is the
     service's backstop: items of a batch still running at the deadline are answered with ``S_e = 0``
     (code ``reward_timeout``), and the next batch starts when the engine is free."""
+    engine_workers: int = 1
+    """Batches scored at once, each on its own engine thread. The engine's Python work holds the GIL,
+    while query embedding, ClickHouse and Milvus release it; a second worker fills those waits with the
+    next batch's parsing and validation. Scores do not depend on it. ``bench/reward.py --engine-workers``
+    measures it."""
     retry_after_s: int = 1
     """Seconds a rejected caller is told to wait (the ``Retry-After`` header, whole seconds)."""
     warmup: bool = True
@@ -63,7 +68,7 @@ class ServiceSettings:
                 f"window_ms must be zero or more, got {self.window_ms}", code="bad_reward_config"
             )
         for name in ("max_batch_items", "max_request_items", "max_queue_items", "max_concurrent_requests",
-                     "retry_after_s"):  # fmt: skip
+                     "retry_after_s", "engine_workers"):  # fmt: skip
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise RewardError(

@@ -129,6 +129,25 @@ def test_concurrent_clients_are_coalesced(
     assert metric(m, "reward_engine_cache_hit_rate", domain=DOMAIN, cache="programs") > 0.0
 
 
+def test_two_engine_workers_give_the_same_scores(scorer: RewardScorer, rollouts: list[dict[str, Any]]) -> None:
+    # A small batch size makes several batches, so two run at once on the two engine threads.
+    running = Running(scorer, window_ms=1.0, engine_workers=2, max_batch_items=6)
+    try:
+
+        async def main() -> list[dict[str, Any]]:
+            async with RewardClient(running.url) as client:
+                return await asyncio.gather(*(client.score_one(**i) for i in rollouts))
+
+        got = [wire_key(r) for r in asyncio.run(main())]
+        m = running.metrics()
+    finally:
+        running.stop()
+    assert got == reference(scorer, rollouts)
+    assert metric(m, "reward_batch_items_sum") == len(rollouts)
+    assert metric(m, "reward_batch_items_count") >= len(rollouts) / 6
+    assert metric(m, "reward_requests_total", status="200") == len(rollouts)
+
+
 def test_instance_ids_resolve_to_gold_ids(scorer: RewardScorer, rollouts: list[dict[str, Any]]) -> None:
     first = rollouts[0]
     index = InstanceIndex({(DOMAIN, "ecommerce-train-000007"): Answer(first["gold_id"])})
