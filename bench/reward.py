@@ -237,6 +237,40 @@ def one_by_one(workspace: Path, rollouts_file: Path, prompts: int) -> dict[str, 
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # fmt: skip
 
 
+def stage_budget(workspace: Path, rollouts_file: Path) -> dict[str, Any]:
+    """The step in-process, as the service batches it (512 items a batch, programs deduplicated as the
+    scorer does), with the engine's own stage times summed over each batch's programs: where the step's
+    time goes, without HTTP and without the clients on the same cores."""
+    from rl.reward import RewardScorer
+    from rl.reward.parse import parse_completion
+    from rl.reward.service import warmup_items
+    from serving.engine import STAGES, ExecutionResult
+
+    items = json.loads(rollouts_file.read_text())["rollouts"]
+    scorer = RewardScorer.open(config(workspace), [DOMAIN])
+    scorer.score(warmup_items([DOMAIN]))
+    engine = scorer.engines[DOMAIN]
+    stages = dict.fromkeys(STAGES, 0.0)
+    programs = 0
+    start = time.perf_counter()
+    for at in range(0, len(items), 512):
+        unique = {}
+        for r in items[at : at + 512]:
+            parsed = parse_completion(r["completion"])
+            if parsed.program is not None:
+                unique.setdefault(parsed.program.to_json(explicit=True), parsed.program)
+        results = engine.execute_many(list(unique.values()), k=scorer.config.cutoff)
+        programs += len(unique)
+        for res in results:
+            if isinstance(res, ExecutionResult):
+                for stage in STAGES:
+                    stages[stage] += res.timings.get(stage, 0.0) / 1000
+    wall = time.perf_counter() - start
+    scorer.close()
+    return {"wall_s": wall, "programs": programs, "stage_s": stages,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # fmt: skip
+
+
 def key(result: dict[str, Any]) -> str:
     return json.dumps({k: v for k, v in result.items() if k != "timings"}, sort_keys=True)
 
@@ -402,6 +436,13 @@ def table(results: dict[str, Any]) -> str:
                      f"{s.get('service_cpu_s', float('nan')):.1f}, clients {s.get('client_cpu_s', float('nan')):.1f}")  # fmt: skip
         notes.append(f"{deployment}: layer pass rates " + ", ".join(f"{k} {v:.2f}" for k, v in s["layer_pass_rate"].items())
                      + "; cache hit rates " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(s["cache_hit_rate"].items())))  # fmt: skip
+    for deployment, d in results["deployments"].items():
+        if "stage_budget" in d:
+            b = d["stage_budget"]
+            lines.append(f"{deployment}: in-process step {b['wall_s']:.2f} s for {b['programs']} distinct programs in "
+                         "batches of 512; engine stages (s): " + ", ".join(
+                             f"{k} {v:.2f}" for k, v in b["stage_s"].items() if k != "total" and v > 0.0005)
+                         + f"; total {b['stage_s']['total']:.2f}")  # fmt: skip
     lines += notes
     if "server_vs_lite" in results:
         x = results["server_vs_lite"]
@@ -438,6 +479,10 @@ def measure(
     loop_out = subprocess.run([*me, "--child", "loop", "--loop-prompts", str(loop_prompts), *common],
                               check=True, capture_output=True, text=True).stdout  # fmt: skip
     loop = json.loads(loop_out.strip().splitlines()[-1])
+    print(f"{deployment}: the engine's stage budget, in-process", file=sys.stderr)
+    stages_out = subprocess.run([*me, "--child", "stages", *common], check=True, capture_output=True,
+                                text=True).stdout  # fmt: skip
+    out["stage_budget"] = json.loads(stages_out.strip().splitlines()[-1])
     subset = [i for i, r in enumerate(rollouts) if r["prompt"] < loop_prompts]
     out["agree"] = all(
         run["keys"][i] == loop["keys"][j] for run in services.values() for j, i in enumerate(subset)
@@ -456,6 +501,8 @@ def child(mode: str, args: argparse.Namespace) -> int:
         args.rollouts.write_text(json.dumps(data))
     elif mode == "index":
         ensure_index(args.workspace, args.docs)
+    elif mode == "stages":
+        print(json.dumps(stage_budget(args.workspace, args.rollouts)))
     else:
         print(json.dumps(one_by_one(args.workspace, args.rollouts, args.loop_prompts)))
     return 0
@@ -491,7 +538,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--engine-workers", type=lambda v: [int(w) for w in v.split(",") if w.strip()], default=[1],
         help="the service's engine threads, side by side (a comma list, for example 1,2; default 1)",
     )
-    parser.add_argument("--child", choices=("build", "index", "loop"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=("build", "index", "loop", "stages"), help=argparse.SUPPRESS)
     parser.add_argument("--docs", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--loop-prompts", type=int, default=PROMPTS, help=argparse.SUPPRESS)
     parser.add_argument("--rollouts", type=Path, default=None, help=argparse.SUPPRESS)
