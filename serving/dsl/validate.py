@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from sqlglot import exp
+from sqlglot.expressions.core import POSITION_META_KEYS  # where a node's token was, in its meta
 
 from indexing.schema import CorpusSchema
 from serving.dsl.errors import Code, FormatError, ValidationError
@@ -176,11 +177,6 @@ def _checked_sql(
     return tree, uses, normalized
 
 
-_POSITIONS = ("line", "col", "start", "end")
-"""What sqlglot's parser records in a node's ``meta`` about where its token was
-(``sqlglot.expressions.core.POSITION_META_KEYS``)."""
-
-
 def _drop_positions(tree: exp.Expr) -> None:
     """Forget the token positions of every node but the placeholders' (their order is the order of the
     uses, :func:`~serving.dsl.placeholders.placeholder_sites`). Positions serve only error messages, which
@@ -195,7 +191,7 @@ def _drop_positions(tree: exp.Expr) -> None:
         meta = node._meta  # None when sqlglot recorded nothing; reading ``meta`` would create a dict
         if not meta or id(node) in keep:
             continue
-        for key in _POSITIONS:
+        for key in POSITION_META_KEYS:
             meta.pop(key, None)
         if not meta:
             node._meta = None

@@ -12,7 +12,7 @@ import pytest
 from sqlglot import exp
 
 from indexing.schema import PRODUCTS, schema_for_table
-from serving.dsl import ValidatedProgram, parse_program, substitute, validate
+from serving.dsl import ValidatedProgram, ValidationError, parse_program, substitute, validate
 from serving.dsl.limits import DEFAULT_LIMITS
 from serving.dsl.placeholders import placeholder_sites, sentinel_of
 from serving.dsl.safety import check_sql
@@ -57,6 +57,6 @@ def test_dropped_positions_change_no_rendering_and_no_placeholder_order(case: di
 def test_positions_are_dropped_only_after_every_check_used_them() -> None:
     # A refusal still points at the offending token.
     program = parse_program({"sql": "SELECT id FROM products WHERE nosuch = 1", "retrieval_list": []})
-    with pytest.raises(Exception) as caught:
+    with pytest.raises(ValidationError) as caught:
         validate(program, PRODUCTS)
-    assert getattr(caught.value, "position", None) is not None
+    assert caught.value.position is not None
