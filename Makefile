@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml
 	command -v chromium || (apt-get update && apt-get install -y chromium)
 	touch $(STAMP)
 
-demo: setup  ## build, index and query both corpora on embedded engines (PROFILE=paper for full size)
+demo: setup  ## build, index and query both corpora on embedded engines (PROFILE=medium: the planner report; PROFILE=paper: full size)
 	PROFILE=$(PROFILE) bash scripts/demo.sh
 
 test: setup  ## run the test suite against the real embedded engines

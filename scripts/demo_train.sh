@@ -4,6 +4,8 @@
 # Expects the corpora, indexes, benchmarks and baseline runs that scripts/demo.sh makes first.
 # PROFILE=demo (default): one 5M-parameter planner for both corpora (as `prore serve` serves one planner for
 #   every domain; the prompt carries the corpus schema), 150 SFT steps and 10 GRPO steps: minutes, not quality.
+# PROFILE=medium: one planner for both corpora trained on the medium splits, SFT_STEPS (default 800) SFT steps,
+#   then RL_STEPS (default 50) GRPO and as many DAPO steps from it; all three evaluated on test and OOD.
 # PROFILE=paper: one planner per domain with the defaults file's full recipe (3 SFT epochs, 200 GRPO and
 #   200 DAPO steps); hours on 2 cores.
 set -euo pipefail
@@ -14,10 +16,12 @@ WS="${PRORE_WORKSPACE:-workspace}"
 RUNS="$WS/runs"
 # Each training set is name:domains.
 case "$PROFILE" in
-  demo)  SFT=(--max-steps 150 --eval-steps 50); RL=(--max-steps 10 --save-steps 5); LIMIT=(--limit 100); ALGOS="grpo"
-         SETS=("both:ecommerce email") ;;
-  paper) SFT=(); RL=(); LIMIT=(); ALGOS="grpo dapo"; SETS=("ecommerce:ecommerce" "email:email") ;;
-  *) echo "error profile: unknown PROFILE=$PROFILE (demo|paper)" >&2; exit 2 ;;
+  demo)   SFT=(--max-steps 150 --eval-steps 50); RL=(--max-steps 10 --save-steps 5); LIMIT=(--limit 100); ALGOS="grpo"
+          SETS=("both:ecommerce email"); SPLITS="test" ;;
+  medium) SFT=(--max-steps "${SFT_STEPS:-800}" --eval-steps 160); RL=(--max-steps "${RL_STEPS:-50}" --save-steps 25)
+          LIMIT=(); ALGOS="grpo dapo"; SETS=("both:ecommerce email"); SPLITS="test ood" ;;
+  paper)  SFT=(); RL=(); LIMIT=(); ALGOS="grpo dapo"; SETS=("ecommerce:ecommerce" "email:email"); SPLITS="test ood" ;;
+  *) echo "error profile: unknown PROFILE=$PROFILE (demo|medium|paper)" >&2; exit 2 ;;
 esac
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
@@ -35,11 +39,13 @@ for set in "${SETS[@]}"; do
   done
   $PRORE train plot "$RUNS/sft-$name" "$RUNS"/{grpo,dapo}-"$name" --out "$RUNS/curves-$name.png"
   for d in "${domains[@]}"; do
-    step "evaluate $d: the planners next to the baselines (test split)"
-    for run in sft $ALGOS; do
-      $PRORE eval "$d" --method "planner:$RUNS/$run-$name/final" --split test --quiet
+    for split in $SPLITS; do
+      step "evaluate $d: the planners next to the baselines ($split split)"
+      for run in sft $ALGOS; do
+        $PRORE eval "$d" --method "planner:$RUNS/$run-$name/final" --split "$split" --quiet
+      done
+      $PRORE eval compare --domain "$d" --split "$split"
     done
-    $PRORE eval compare --domain "$d" --split test
   done
 done
 echo

@@ -29,6 +29,7 @@ def plot_runs(runs: Sequence[Path], out: Path | None = None) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     records = {run: read_metrics(run) for run in runs}
     if not any(records.values()):
@@ -37,18 +38,24 @@ def plot_runs(runs: Sequence[Path], out: Path | None = None) -> Path:
     cols = 2
     rows = (len(panels) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(11, 3.0 * rows), squeeze=False)
+    # One colour per run across every panel (a panel's own colour cycle would give the first run that logged
+    # its key the first colour, so an RL run would wear the SFT run's colour where SFT logs nothing).
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colours = {run: palette[i % len(palette)] for i, run in enumerate(records)}
     for ax, (key, title) in zip(axes.flat, panels, strict=False):
         for run, recs in records.items():
             pts = list(iter_steps(recs, key))
             if pts:
-                ax.plot([s for s, _ in pts], [v for _, v in pts], label=run.name, linewidth=1.2)
+                ax.plot([s for s, _ in pts], [v for _, v in pts], label=run.name, linewidth=1.2, color=colours[run])
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
-    axes.flat[0].legend(fontsize=8)
-    fig.tight_layout()
+    # The legend names every run, whichever panels it appears in.
+    handles = [Line2D([], [], color=colours[run], label=run.name) for run in records]
+    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 0.98))
     path = out or runs[0] / "curves.png"
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
