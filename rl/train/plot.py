@@ -46,7 +46,7 @@ def plot_runs(runs: Sequence[Path], out: Path | None = None) -> Path:
         for run, recs in records.items():
             pts = list(iter_steps(recs, key))
             if pts:
-                ax.plot([s for s, _ in pts], [v for _, v in pts], label=run.name, linewidth=1.2, color=colours[run])
+                ax.plot([s for s, _ in pts], [v for _, v in pts], linewidth=1.2, color=colours[run])
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
