@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from indexing.config import Config
 from indexing.errors import ConfigError
 from indexing.schema import PRODUCTS, SCHEMAS, CorpusSchema, schema_for_table
+from serving.prompt import PROFILES
 
 if TYPE_CHECKING:
     from serving.dsl.program import Program
@@ -82,7 +83,8 @@ def register_serve(sub: Any) -> None:
     s.add_argument("--domains", default="ecommerce,email", metavar="A,B", help="corpora to serve (default both)")
     s.add_argument("--planner-url", metavar="URL", help="OpenAI-compatible base URL of the planner, up to /v1")
     s.add_argument("--planner-model", default="planner", help="served model name (default planner)")
-    s.add_argument("--planner-profile", choices=("full", "short"), default="short", help="prompt profile (default short)")
+    s.add_argument("--planner-profile", choices=PROFILES, default="short",
+                   help="prompt profile the planner was trained with, as its planner.json says (default short)")
     s.add_argument("--planner-timeout-s", type=float, default=d.plan_deadline_s, help="planning deadline per request")
     s.add_argument("--planner-key-env", metavar="VAR", help="environment variable holding the planner's API key")
     s.add_argument("--token-env", metavar="VAR", help="environment variable holding the bearer token /v1/* requires")

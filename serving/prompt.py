@@ -5,7 +5,7 @@ build their chat messages here (training code reads them through :mod:`rl.prompt
 module), so a model sees the same words at training and at serving time.
 
 A prompt is a system message (what the corpus holds and how a program is written) followed by optional
-demonstrations and the user's request. Two profiles say how much of the language the system message spells out:
+demonstrations and the user's request. Three profiles say how much of the language the system message spells out:
 
 - ``full``: every field with its role, type, description and example values; every rule of DSL v1
   (DESIGN.md section 3), the RPL extensions (``mode``, ``k``, ``rerank``), the functions the SQL may call and
@@ -14,6 +14,9 @@ demonstrations and the user's request. Two profiles say how much of the language
   program cannot validate; no RPL extensions, no function list. Meant for the small models trained from scratch
   on one machine, whose context and capacity are small. A program written under ``short`` is still a full DSL
   program; it just leaves the RPL fields at their defaults.
+- ``compact``: one sentence naming the table and its fields by role, and nothing else. Meant for models trained
+  from scratch, which learn the language from the training programs alone: for them the system message is the
+  same words on every row of a domain, and under ``short`` it is about 70% of every training chat's tokens.
 
 Example values come from the vocabulary the corpora are generated from (:mod:`indexing.corpora.vocab`), so
 the prompt is the same on every machine and needs no store.
@@ -40,7 +43,7 @@ from indexing.errors import ProReError
 from indexing.schema import CorpusSchema, DType, Role, schema_for
 from serving.dsl import DEFAULT_LIMITS, DslLimits
 
-Profile = Literal["full", "short"]
+Profile = Literal["full", "short", "compact"]
 PROFILES: tuple[Profile, ...] = get_args(Profile)
 """The prompt profiles; see the module docstring."""
 
@@ -87,7 +90,7 @@ class PromptConfig:
     """How a prompt is built; the defaults are what verl's parquet and the served planner use."""
 
     profile: Profile = "full"
-    """``full`` or ``short`` (see the module docstring)."""
+    """``full``, ``short`` or ``compact`` (see the module docstring)."""
     max_examples: int = 4
     """Example values shown per field under ``full``; ``short`` shows at most two."""
     limits: DslLimits = field(default_factory=lambda: DEFAULT_LIMITS)
@@ -191,10 +194,24 @@ def _full_rules(schema: CorpusSchema, limits: DslLimits) -> list[str]:
     ]
 
 
+def _compact(schema: CorpusSchema) -> str:
+    """``compact``: the table and its fields by role, in one line.
+
+    >>> print(_compact(schema_for("email")))  # doctest: +ELLIPSIS
+    Write a retrieval program over emails. Structured fields: id, sender, ...; text fields: subject, body.
+    """
+    groups = [("Structured", Role.STRUCTURED), ("text", Role.TEXT), ("image", Role.IMAGE)]
+    names = [(label, [f.name for f in schema.fields if f.role is role]) for label, role in groups]
+    fields = "; ".join(f"{label} fields: {', '.join(n)}" for label, n in names if n)
+    return f"Write a retrieval program over {schema.table}. {fields}."
+
+
 def system_prompt(domain: str, config: PromptConfig | None = None) -> str:
     """The system message for requests over the corpus of ``domain`` (``ecommerce`` or ``email``)."""
     cfg = config or PromptConfig()
     schema = schema_for(domain)
+    if cfg.profile == "compact":
+        return _compact(schema)
     rules = _core_rules(schema, cfg.limits)
     if cfg.profile == "full":
         rules += _full_rules(schema, cfg.limits)

@@ -23,6 +23,7 @@ from rl.prompt import PROFILES
 from rl.reward import ACCURACY_MODES
 from rl.train.config import load_defaults, replace
 from rl.train.model import SIZES
+from rl.train.tokenizer import SPLITS
 from rl.verl.errors import TrainError
 
 
@@ -70,7 +71,8 @@ def _sft(args: argparse.Namespace, cfg: Config) -> int:
                         out=out)  # fmt: skip
     job = SftJob(workspace=bench, domains=domains, out=out, params=params,
                  size=args.size or d.model_size, profile=args.profile or d.profile, vocab_size=d.vocab_size,
-                 max_token_chars=d.max_token_chars, init=Path(args.init) if args.init else None,
+                 max_token_chars=d.max_token_chars, split=args.tokenizer_split or d.split,
+                 init=Path(args.init) if args.init else None,
                  limit=args.limit, extra_rows=extra, seed=args.seed)  # fmt: skip
     _print_summary(run_sft(job), out)
     return 0
@@ -92,7 +94,7 @@ def _rl(args: argparse.Namespace, cfg: Config) -> int:
                 init=Path(args.init) if args.init else None, size=args.size or d.model_size,
                 profile=args.profile, reward_url=args.reward_url, reward_target=args.reward_target,
                 limit=args.limit, seed=args.seed, vocab_size=d.vocab_size,
-                max_token_chars=d.max_token_chars,
+                max_token_chars=d.max_token_chars, split=args.tokenizer_split or d.split,
                 bench_workspace=Path(args.bench) if args.bench else None)  # fmt: skip
     _print_summary(run_rl(job), out)
     return 0
@@ -114,6 +116,8 @@ def _common(p: argparse.ArgumentParser, algorithm: str) -> None:
     p.add_argument("--init", metavar="DIR", help="start from this model directory (an SFT run's final/)")
     p.add_argument("--size", choices=tuple(SIZES), help="model size when starting from random weights (default: defaults.yaml)")
     p.add_argument("--profile", choices=PROFILES, help="prompt profile (default: defaults.yaml, or the init model's)")
+    p.add_argument("--tokenizer-split", choices=SPLITS,
+                   help="pre-split of a new tokenizer: words or lines (default: defaults.yaml; ignored with --init)")
     p.add_argument("--max-steps", type=int, metavar="N", help="stop after N optimizer steps")
     p.add_argument("--lr", type=float, metavar="LR", help="learning rate")
     p.add_argument("--limit", type=int, metavar="N", help="at most N training instances per domain")

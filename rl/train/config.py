@@ -22,6 +22,7 @@ from typing import Any, Literal, get_args
 import yaml
 
 from rl.prompt import PROFILES, Profile
+from rl.train.tokenizer import SPLITS, Split
 from rl.verl.errors import TrainError
 
 DEFAULTS_FILE = Path(__file__).with_name("defaults.yaml")
@@ -45,6 +46,8 @@ class SftParams:
     logging_steps: int = 10
     max_steps: int = -1
     """Stop after this many optimizer steps (-1: run ``epochs``)."""
+    group_by_length: bool = True
+    """Batch chats of similar length together (transformers' ``LengthGroupedSampler``), so little of a step is padding."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,7 @@ class Defaults:
     model_size: str
     vocab_size: int
     max_token_chars: int
+    split: Split
     profile: Profile
     sft: SftParams
     grpo: RlParams
@@ -120,12 +124,16 @@ def load_defaults(path: Path = DEFAULTS_FILE) -> Defaults:
     profile = data["prompt"]["profile"]
     if profile not in PROFILES:
         raise TrainError(f"prompt.profile must be one of {', '.join(PROFILES)}", code="train_config")
+    split = data["tokenizer"]["split"]
+    if split not in SPLITS:
+        raise TrainError(f"tokenizer.split must be one of {', '.join(SPLITS)}", code="train_config")
     grpo = _build(RlParams, data["grpo"], "grpo")
     dapo = _build(RlParams, {**data["grpo"], **data["dapo"]}, "dapo")
     return Defaults(
         model_size=str(data["model"]["size"]),
         vocab_size=int(data["tokenizer"]["vocab_size"]),
         max_token_chars=int(data["tokenizer"]["max_token_chars"]),
+        split=split,
         profile=profile,
         sft=_build(SftParams, data["sft"], "sft"),
         grpo=grpo,

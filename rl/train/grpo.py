@@ -32,7 +32,7 @@ from rl.train.run import (
     write_card,
     write_run,
 )
-from rl.train.tokenizer import chat_texts
+from rl.train.tokenizer import Split, chat_texts
 from rl.verl.errors import TrainError
 
 
@@ -56,6 +56,8 @@ class RlJob:
     seed: int = 0
     vocab_size: int = 4096
     max_token_chars: int = 24
+    split: Split = "lines"
+    """The tokenizer's pre-split when the run trains one (no ``init``)."""
     bench_workspace: Path | None = None
     """Where the benchmark is read (default: ``cfg``'s workspace, which also serves the indexes)."""
 
@@ -80,7 +82,7 @@ def run_rl(job: RlJob) -> dict[str, Any]:
     rows = [rl_row(i, profile) for i in instances]
     tok = run_tokenizer(job.out, job.init, list(chat_texts(r["prompt"] for r in rows)),
                         [i.program for i in instances], vocab_size=job.vocab_size,
-                        max_token_chars=job.max_token_chars)  # fmt: skip
+                        max_token_chars=job.max_token_chars, split=job.split)  # fmt: skip
     model = load_model(job.init) if job.init is not None else build_model(size_named(job.size), tok, seed=job.seed)
     p = job.params
     args = GRPOConfig(

@@ -18,7 +18,7 @@ from typing import Any
 
 from indexing.workspace import atomic_write_json
 from rl.prompt import PROFILES, Profile
-from rl.train.tokenizer import check_round_trip, load_tokenizer, train_tokenizer
+from rl.train.tokenizer import Split, check_round_trip, load_tokenizer, train_tokenizer
 from rl.verl.errors import TrainError
 
 CARD = "planner.json"
@@ -72,7 +72,7 @@ def write_run(out: Path, what: dict[str, Any]) -> None:
 
 
 def run_tokenizer(out: Path, init: Path | None, texts: list[str], programs: list[str], *, vocab_size: int,
-                  max_token_chars: int) -> Any:  # fmt: skip
+                  max_token_chars: int, split: Split = "lines") -> Any:  # fmt: skip
     """The run's tokenizer: the init model's, the one a resumed run saved, or a new one trained on ``texts``.
 
     Every program is checked to round-trip exactly before any training step.
@@ -83,7 +83,7 @@ def run_tokenizer(out: Path, init: Path | None, texts: list[str], programs: list
     elif saved.is_dir():
         tok = load_tokenizer(saved)
     else:
-        tok = train_tokenizer(texts, vocab_size=vocab_size, max_token_chars=max_token_chars)
+        tok = train_tokenizer(texts, vocab_size=vocab_size, max_token_chars=max_token_chars, split=split)
     check_round_trip(tok, programs)
     if not saved.is_dir():
         tok.save_pretrained(str(saved))

@@ -20,7 +20,8 @@ from rl.train.config import SftParams
 from rl.train.data import load_instances, sft_row, split_train_val, to_dataset
 from rl.train.model import build_model, load_model, parameter_count, size_named
 from rl.train.run import FINAL, common_args, run_tokenizer, threads, to_jsonable, write_card, write_run
-from rl.train.tokenizer import chat_texts
+from rl.train.tokenizer import Split, chat_texts
+from rl.verl.errors import TrainError
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,8 @@ class SftJob:
     profile: Profile = "short"
     vocab_size: int = 4096
     max_token_chars: int = 24
+    split: Split = "lines"
+    """The tokenizer's pre-split when the run trains one (no ``init``)."""
     init: Path | None = None
     """Start from this model directory (its tokenizer too) instead of random weights."""
     limit: int | None = None
@@ -62,45 +65,60 @@ def rows(job: SftJob) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     return train, val
 
 
-def run_sft(job: SftJob) -> dict[str, Any]:
-    """Train, keep the best checkpoint in ``out/final``, and return a summary (steps, losses, time, tokens/s)."""
+def sft_trainer(job: SftJob, **overrides: Any) -> tuple[Any, Any, list[dict[str, Any]]]:
+    """TRL's ``SFTTrainer`` for ``job``, its tokenizer and its training rows (``overrides`` go over the
+    ``SFTConfig``; ``bench/sft_recipe.py`` compares recipes through it)."""
     import torch
     from trl import SFTConfig, SFTTrainer  # type: ignore[attr-defined]
 
     torch.set_num_threads(threads())
-    write_run(job.out, {"algorithm": "sft", "job": job})
     train_rows, val_rows = rows(job)
     chats = [r["prompt"] + r["completion"] for r in train_rows]
     programs = [r["completion"][0]["content"] for r in train_rows + val_rows]
-    tok = run_tokenizer(job.out, job.init, list(chat_texts(chats)), programs,
-                        vocab_size=job.vocab_size, max_token_chars=job.max_token_chars)  # fmt: skip
+    tok = run_tokenizer(job.out, job.init, list(chat_texts(chats)), programs, vocab_size=job.vocab_size,
+                        max_token_chars=job.max_token_chars, split=job.split)  # fmt: skip
     model = load_model(job.init) if job.init is not None else build_model(size_named(job.size), tok, seed=job.seed)
     p = job.params
-    args = SFTConfig(
+    options: dict[str, Any] = {
         **common_args(job.out, job.seed),
-        num_train_epochs=p.epochs,
-        max_steps=p.max_steps,
-        per_device_train_batch_size=p.batch_size,
-        per_device_eval_batch_size=p.batch_size,
-        learning_rate=p.learning_rate,
-        lr_scheduler_type="cosine",
-        warmup_steps=p.warmup_ratio,  # below 1: a fraction of the steps
-        weight_decay=p.weight_decay,
-        max_length=p.max_length,
-        eval_strategy="steps",
-        eval_steps=p.eval_steps,
-        save_strategy="steps",
-        save_steps=p.eval_steps,
-        save_total_limit=p.save_total_limit,
-        load_best_model_at_end=True,
-        metric_for_best_model="eval_loss",
-        greater_is_better=False,
-        logging_steps=p.logging_steps,
-        completion_only_loss=True,
-        packing=False,
-    )
-    trainer = SFTTrainer(model=model, args=args, train_dataset=to_dataset(train_rows),
+        "num_train_epochs": p.epochs,
+        "max_steps": p.max_steps,
+        "per_device_train_batch_size": p.batch_size,
+        "per_device_eval_batch_size": p.batch_size,
+        "learning_rate": p.learning_rate,
+        "lr_scheduler_type": "cosine",
+        "warmup_steps": p.warmup_ratio,  # below 1: a fraction of the steps
+        "weight_decay": p.weight_decay,
+        "max_length": p.max_length,
+        "eval_strategy": "steps",
+        "eval_steps": p.eval_steps,
+        "save_strategy": "steps",
+        "save_steps": p.eval_steps,
+        "save_total_limit": p.save_total_limit,
+        "load_best_model_at_end": True,
+        "metric_for_best_model": "eval_loss",
+        "greater_is_better": False,
+        "logging_steps": p.logging_steps,
+        "completion_only_loss": True,
+        "packing": False,
+        "train_sampling_strategy": "group_by_length" if p.group_by_length else "random",
+        **overrides,
+    }
+    trainer = SFTTrainer(model=model, args=SFTConfig(**options), train_dataset=to_dataset(train_rows),
                          eval_dataset=to_dataset(val_rows), processing_class=tok)  # fmt: skip
+    kept = len(trainer.train_dataset)  # type: ignore[arg-type]  # a datasets.Dataset here, never iterable
+    if kept < len(train_rows):  # TRL drops a chat whose prompt alone fills max_length, silently
+        raise TrainError(f"{len(train_rows) - kept} of {len(train_rows)} training chats have no program token "
+                         f"within max_length {options['max_length']}; raise sft.max_length or use a shorter "
+                         "prompt profile", code="train_max_length")  # fmt: skip
+    return trainer, tok, train_rows
+
+
+def run_sft(job: SftJob) -> dict[str, Any]:
+    """Train, keep the best checkpoint in ``out/final``, and return a summary (steps, losses, time, tokens/s)."""
+    write_run(job.out, {"algorithm": "sft", "job": job})
+    trainer, tok, train_rows = sft_trainer(job)
+    p = job.params
     logs.install_callbacks(trainer, job.out)
     resume = logs.resume_point(job.out)
     t0 = time.perf_counter()
@@ -120,7 +138,7 @@ def run_sft(job: SftJob) -> dict[str, Any]:
         "steps": steps,
         "resumed_from": str(resume) if resume else None,
         "train_rows": len(train_rows),
-        "val_rows": len(val_rows),
+        "val_rows": len(trainer.eval_dataset),
         "parameters": parameter_count(trainer.model),
         "best_eval_loss": best,
         "train_loss": result.training_loss,

@@ -1,10 +1,18 @@
 """The planner's tokenizer: byte-level BPE trained with ``tokenizers`` on the project's prompts and programs.
 
 Byte-level means every string encodes, and decoding gives back the exact text: every program round-trips,
-case and punctuation included (:func:`check_round_trip` proves it over a dataset before training). Merges
-may cross word boundaries (no word pre-splitting, tokens capped at ``max_token_chars``), so the repeated
-schema prompt and the program skeleton (``{"sql": "SELECT id FROM products WHERE``) cost few tokens; lines
-are split first, so no token spans two lines of the prompt.
+case and punctuation included (:func:`check_round_trip` proves it over a dataset before training). Two
+pre-splits (``split``) decide what a token may span:
+
+- ``lines``: merges may cross word boundaries (tokens capped at ``max_token_chars``), so the repeated schema
+  prompt and the program skeleton (``{"sql": "SELECT id FROM products WHERE``) cost few tokens. But a phrase
+  then tokenizes by its neighbours: ``that it has a zipper`` in the request and ``"query": "has a zipper``
+  in the program share few tokens, and the skeleton's last token swallows the phrase's first word.
+- ``words``: GPT-2's pre-split (a word with its leading space, a number, a run of punctuation), so a phrase's
+  words are the same tokens wherever they occur, apart from the first word's leading space. Copying a phrase
+  from the request into the program is then a token-for-token copy, at the cost of longer sequences.
+
+Either way lines are split first, so no token spans two lines of the prompt.
 
 The chat template is Qwen's ChatML (``<|im_start|>role\\n...<|im_end|>\\n``), so a real Qwen3 checkpoint and
 this tokenizer read the same chats.
@@ -21,9 +29,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from rl.verl.errors import TrainError
+
+Split = Literal["lines", "words"]
+SPLITS: tuple[Split, ...] = get_args(Split)
+"""The tokenizer's pre-splits; see the module docstring."""
 
 PAD, BOS, EOS = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
 SPECIAL_TOKENS = (PAD, BOS, EOS)
@@ -37,19 +49,27 @@ CHAT_TEMPLATE = (
 
 
 def train_tokenizer(texts: Iterable[str], *, vocab_size: int = 4096, max_token_chars: int = 24,
-                    min_frequency: int = 2) -> Any:  # fmt: skip
-    """A ``PreTrainedTokenizerFast`` trained on ``texts`` (message contents: prompts, requests, programs)."""
+                    min_frequency: int = 2, split: Split = "lines") -> Any:  # fmt: skip
+    """A ``PreTrainedTokenizerFast`` trained on ``texts`` (message contents: prompts, requests, programs).
+
+    >>> tok = train_tokenizer(["it has a zipper", '"query": "has a zipper"'] * 50, vocab_size=300, split="words")
+    >>> [tok.decode([t]) for t in tok.encode('"query": "has a zipper"')][-3:]
+    [' a', ' zipper', '"']
+    """
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     if vocab_size < 256 + len(SPECIAL_TOKENS):
         raise TrainError(f"vocab_size must hold the 256 bytes and the special tokens, got {vocab_size}",
                          code="train_tokenizer")  # fmt: skip
+    if split not in SPLITS:
+        raise TrainError(f"unknown tokenizer split {split!r}; choose one of {', '.join(SPLITS)}",
+                         code="train_tokenizer")  # fmt: skip
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.Sequence(
         [
             pre_tokenizers.Split(Regex(r"\n"), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=split == "words"),
         ]
     )
     core.decoder = decoders.ByteLevel()

@@ -10,7 +10,6 @@ from indexing.corpora import generate
 from indexing.schema import DOMAINS, Role, schema_for
 from rl.prompt import (
     EXAMPLE_PROGRAMS,
-    PROFILES,
     PromptConfig,
     PromptError,
     example_values,
@@ -27,7 +26,7 @@ def test_the_example_program_of_each_corpus_validates(domain: str) -> None:
 
 
 @pytest.mark.parametrize("domain", DOMAINS)
-@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("profile", ["full", "short"])
 def test_every_field_is_listed_with_its_type_and_role(domain: str, profile: str) -> None:
     text = system_prompt(domain, PromptConfig(profile=profile))  # type: ignore[arg-type]
     schema = schema_for(domain)
@@ -47,6 +46,19 @@ def test_full_spells_out_the_rpl_extensions_and_short_leaves_them_out() -> None:
     assert '"rerank"' in full and ladder in full and "1/(60 + rank" in full
     assert '"rerank"' not in short and ladder not in short
     assert len(short) < 0.6 * len(full)
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+def test_compact_names_every_field_under_its_role_in_one_line(domain: str) -> None:
+    text = system_prompt(domain, PromptConfig(profile="compact"))
+    schema = schema_for(domain)
+    assert "\n" not in text and f"over {schema.table}." in text
+    groups = dict(part.split(" fields: ") for part in text.split(". ", 1)[1].rstrip(".").split("; "))
+    want = {"Structured": Role.STRUCTURED, "text": Role.TEXT, "image": Role.IMAGE}
+    assert {label: names.split(", ") for label, names in groups.items()} == {
+        label: [f.name for f in schema.fields if f.role is role]
+        for label, role in want.items() if any(f.role is role for f in schema.fields)}  # fmt: skip
+    assert len(text) < 0.25 * len(system_prompt(domain, PromptConfig(profile="short")))
 
 
 def test_a_corpus_without_images_gets_no_image_rules() -> None:
@@ -88,7 +100,7 @@ def test_messages_put_system_then_shots_then_the_request() -> None:
 def test_a_bad_profile_is_one_typed_line() -> None:
     with pytest.raises(PromptError) as err:
         PromptConfig(profile="tiny")  # type: ignore[arg-type]
-    assert err.value.one_line() == "error prompt_profile: unknown prompt profile 'tiny'; choose one of full, short"
+    assert err.value.one_line() == "error prompt_profile: unknown prompt profile 'tiny'; choose one of full, short, compact"
 
 
 def test_the_prompt_is_the_same_on_every_call() -> None:

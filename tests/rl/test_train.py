@@ -14,7 +14,7 @@ from rl.train.config import load_defaults
 from rl.train.logs import read_metrics
 from rl.train.model import SIZES, approx_parameters, build_model, parameter_count
 from rl.train.run import read_card
-from rl.train.tokenizer import check_round_trip, load_tokenizer, train_tokenizer
+from rl.train.tokenizer import SPLITS, Split, check_round_trip, load_tokenizer, train_tokenizer
 from rl.verl.errors import TrainError
 from tests.rl.train_support import DOMAINS, TINY, train_bench  # noqa: F401  (fixture)
 
@@ -24,18 +24,44 @@ def test_defaults_are_the_papers_where_stated() -> None:
     assert (d.grpo.loss_type, d.grpo.epsilon, d.grpo.epsilon_high, d.grpo.beta, d.grpo.num_generations) == (
         "grpo", 0.2, 0.2, 0.001, 4)  # fmt: skip
     assert (d.dapo.loss_type, d.dapo.epsilon, d.dapo.epsilon_high, d.dapo.beta) == ("dapo", 0.1, 0.28, 0.001)
-    assert d.sft.epochs == 3 and d.profile == "short"
+    assert d.sft.epochs == 3 and d.profile == "compact" and d.split == "words" and d.sft.group_by_length
 
 
-def test_tokenizer_round_trips_every_program_exactly(train_bench: Workspace) -> None:  # noqa: F811
+@pytest.mark.parametrize("split", SPLITS)
+def test_tokenizer_round_trips_every_program_exactly(train_bench: Workspace, split: Split) -> None:  # noqa: F811
     programs = [i.program for d in DOMAINS for s in ("train", "test", "ood") for i in load_split(train_bench, d, s)]
     tricky = ['{"sql": "SELECT id FROM products WHERE brand = \'Levi\'\'s\' AND price < 19.99", "retrieval_list": []}',
               '{"sql": "SELECT id FROM emails WHERE sender ILIKE \'%Ünïcødé%\'", "retrieval_list": []}',
               "MiXeD CaSe,\tpunctuation!?\n\n  spaces  "]  # fmt: skip
-    tok = train_tokenizer(programs[: len(programs) // 2], vocab_size=512)
+    tok = train_tokenizer(programs[: len(programs) // 2], vocab_size=512, split=split)
     assert check_round_trip(tok, programs + tricky) == len(programs) + len(tricky)
     ids = tok.encode(programs[0], add_special_tokens=False)
     assert len(ids) < len(programs[0]) / 2, "merges make a program much shorter than its bytes"
+
+
+def test_the_words_split_makes_a_request_phrase_the_same_tokens_in_the_program(train_bench: Workspace) -> None:  # noqa: F811
+    insts = [i for d in DOMAINS for i in load_split(train_bench, d, "train")]
+    texts = [t for i in insts for t in (i.nl, i.program)]
+    phrase = next(e["query"] for i in insts for e in json.loads(i.program)["retrieval_list"]
+                  if len(e["query"].split()) >= 3 and f" {e['query']} " in f" {i.nl} ")  # fmt: skip
+    words = train_tokenizer(texts, vocab_size=600, split="words")
+
+    def tokens(tok: object, text: str) -> list[str]:
+        return [tok.decode([t]) for t in tok.encode(text, add_special_tokens=False)]  # type: ignore[attr-defined]
+
+    in_request = tokens(words, f"items where {phrase} or not")
+    in_program = tokens(words, f'"query": "{phrase}"}}')
+    rest = tokens(words, " " + " ".join(phrase.split()[1:]))
+    assert _contains(in_request, rest) and _contains(in_program, rest), (in_request, in_program, rest)
+
+
+def _contains(seq: list[str], sub: list[str]) -> bool:
+    return any(seq[i : i + len(sub)] == sub for i in range(len(seq) - len(sub) + 1))
+
+
+def test_tokenizer_refuses_a_bad_split() -> None:
+    with pytest.raises(TrainError, match="unknown tokenizer split 'chars'"):
+        train_tokenizer(["x"], vocab_size=300, split="chars")  # type: ignore[arg-type]
 
 
 def test_tokenizer_refuses_a_vocabulary_without_room_for_the_bytes() -> None:
@@ -63,10 +89,23 @@ def test_sft_keeps_the_checkpoint_with_the_lowest_validation_loss(train_bench: W
     assert sorted(evals) == [3, 6, 9]
     best_step = min(evals, key=lambda s: evals[s])
     card = read_card(out / "final")
-    assert card["profile"] == "short" and card["best_eval_loss"] == pytest.approx(evals[best_step])
+    assert card["profile"] == "compact" and card["best_eval_loss"] == pytest.approx(evals[best_step])
     assert card["best_checkpoint"].endswith(f"checkpoint-{best_step}")
     assert [r["step"] for r in records if "loss" in r] == list(range(1, 10))
     tok = load_tokenizer(out / "final")
     assert tok.chat_template and tok.eos_token == "<|im_end|>"
     assert rc == main(["train", "plot", str(out)]) and (out / "curves.png").stat().st_size > 10_000
     assert "training curves" in capsys.readouterr().out
+
+
+def test_sft_refuses_chats_whose_program_falls_past_max_length(train_bench: Workspace, tmp_path: Path) -> None:  # noqa: F811
+    from rl.train.config import replace
+    from rl.train.sft import SftJob, run_sft
+
+    params = replace(load_defaults().sft, max_length=24, max_steps=1)
+    job = SftJob(workspace=train_bench.root, domains=DOMAINS, out=tmp_path / "sft", params=params, size="xs",
+                 profile="short", vocab_size=512, limit=20)  # fmt: skip
+    with pytest.raises(TrainError) as err:
+        run_sft(job)
+    assert err.value.code == "train_max_length" and "raise sft.max_length" in err.value.one_line()
+    assert not (tmp_path / "sft" / "final").exists()

@@ -1,0 +1,137 @@
+"""SFT throughput of the local trainer's recipe candidates, side by side in one run, through TRL's own trainer.
+
+Each candidate is a prompt profile (``short`` or ``compact``), a tokenizer pre-split (``lines`` or ``words``)
+and a batching rule (``random`` batches padded to their longest chat, ``group_by_length`` batches of similar
+chats, or ``padding_free``: one flattened sequence per batch). For each, the real ``SFTTrainer`` of
+:func:`rl.train.sft.sft_trainer` trains the ``s`` model on the benchmark's train split for ``--steps`` timed
+steps (after ``--warmup``), with evaluation and checkpoints off. Reported per candidate:
+
+- tokens per chat (over the whole tokenized train set), and the share of the timed steps' tokens that is
+  padding (from the trainer's own data loader);
+- the median seconds per step and chats per second, and the ratio of chats/s to the first candidate;
+- the median seconds of a bare forward, backward and AdamW step on one of the same batches, which is what
+  the model costs at that shape without the trainer around it.
+
+Chats per second is the comparable number: a chat is one training example whatever its tokenization.
+Prints a table and writes ``bench/results/sft_recipe.json``. Needs a workspace with a synthesized benchmark
+(``prore bench synth``; ``make demo`` makes one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+ROOT = Path(__file__).resolve().parents[1]
+CANDIDATES = {
+    "short/lines/random": ("short", "lines", "random"),
+    "short/lines/grouped": ("short", "lines", "group_by_length"),
+    "compact/lines/grouped": ("compact", "lines", "group_by_length"),
+    "short/words/grouped": ("short", "words", "group_by_length"),
+    "compact/words/grouped": ("compact", "words", "group_by_length"),
+    "compact/words/padding-free": ("compact", "words", "padding_free"),
+}
+"""name -> (prompt profile, tokenizer split, batching); the first is the recipe before this bench."""
+
+
+def _bare_step_s(trainer: Any, batch: dict[str, Any], steps: int) -> float:
+    """Median seconds of a bare forward, backward and AdamW step of the trained model on one of the trainer's
+    own batches: what the model costs at that shape, without the trainer around it."""
+    import torch
+
+    model = trainer.model
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    inputs = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "position_ids", "labels")}
+    times = []
+    for _ in range(steps + 1):
+        t0 = time.perf_counter()
+        model(**inputs).loss.backward()
+        opt.step()
+        opt.zero_grad()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times[1:])
+
+
+def _measure(ws: Path, profile: str, split: str, batching: str, steps: int, warmup: int, limit: int | None) -> dict[str, Any]:
+    from transformers import TrainerCallback
+
+    from rl.train.config import load_defaults, replace
+    from rl.train.sft import SftJob, sft_trainer
+
+    d = load_defaults()
+    params = replace(d.sft, max_steps=warmup + steps, group_by_length=batching == "group_by_length")
+    with tempfile.TemporaryDirectory() as out:
+        job = SftJob(workspace=ws, domains=("ecommerce", "email"), out=Path(out), params=params, size=d.model_size,
+                     profile=profile, vocab_size=d.vocab_size, max_token_chars=d.max_token_chars, split=split,  # type: ignore[arg-type]
+                     limit=limit)  # fmt: skip
+        # max_length None: no chat is truncated or dropped (short/words chats pass the recipe's 512 tokens)
+        free: dict[str, Any] = {"padding_free": batching == "padding_free", "max_length": None}
+        trainer, _, train_rows = sft_trainer(job, eval_strategy="no", save_strategy="no", load_best_model_at_end=False,
+                                             report_to=[], disable_tqdm=True, **free)  # fmt: skip
+        real = padded = 0
+        for i, batch in enumerate(trainer.get_train_dataloader()):
+            if i == warmup + steps:
+                break
+            ids = batch["input_ids"]
+            padded += ids.numel()
+            real += int(batch["attention_mask"].sum()) if "attention_mask" in batch else ids.numel()
+        stamps: list[float] = []
+
+        class Clock(TrainerCallback):  # type: ignore[misc]
+            def on_step_end(self, *a: Any, **k: Any) -> None:
+                stamps.append(time.perf_counter())
+
+        trainer.add_callback(Clock())
+        trainer.train()
+        bare_s = _bare_step_s(trainer, batch, steps=min(steps, 5))
+    step_times = [b - a for a, b in zip(stamps[warmup - 1 :], stamps[warmup:], strict=False)]
+    step_s = statistics.median(step_times)
+    return {"profile": profile, "split": split, "batching": batching, "train_chats": len(train_rows),
+            "tokens_per_chat": round(statistics.fmean(len(x) for x in trainer.train_dataset["input_ids"]), 1),
+            "padding_share": round(1 - real / padded, 3) if padded else 0.0,
+            "step_s_median": round(step_s, 3), "bare_step_s_median": round(bare_s, 3),
+            "chats_per_s": round(params.batch_size / step_s, 2),
+            "steps_timed": len(step_times)}  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workspace", default=os.environ.get("PRORE_WORKSPACE", ".prore"),
+                    help="workspace with a synthesized benchmark (default $PRORE_WORKSPACE or .prore)")  # fmt: skip
+    ap.add_argument("--steps", type=int, default=10, help="timed optimizer steps per candidate")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed steps first")
+    ap.add_argument("--limit", type=int, help="at most N training chats per domain (the tokenizer trains on them)")
+    ap.add_argument("--candidates", nargs="+", choices=list(CANDIDATES), default=list(CANDIDATES))
+    ap.add_argument("--out", default=str(ROOT / "bench/results/sft_recipe.json"))
+    args = ap.parse_args()
+    from machine import machine
+    from tqdm import tqdm
+
+    rows = []
+    for name in tqdm(args.candidates, desc="candidates", unit="recipe"):
+        rows.append({"candidate": name, **_measure(Path(args.workspace), *CANDIDATES[name], args.steps, args.warmup, args.limit)})
+    base = rows[0]["chats_per_s"]
+    for r in rows:
+        r["chats_per_s_ratio"] = round(r["chats_per_s"] / base, 2)
+    print(f"{'candidate':28} {'tok/chat':>9} {'padding':>8} {'s/step':>8} {'bare s/step':>12} {'chats/s':>8} {'ratio':>6}")
+    for r in rows:
+        print(f"{r['candidate']:28} {r['tokens_per_chat']:>9} {r['padding_share']:>8.1%} {r['step_s_median']:>8} "
+              f"{r['bare_step_s_median']:>12} {r['chats_per_s']:>8} {r['chats_per_s_ratio']:>5}x")  # fmt: skip
+    info = machine()
+    print(f"batch {16}; median of {args.steps} steps after {args.warmup}; {info}")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps({"machine": info, "steps": args.steps, "warmup": args.warmup, "rows": rows}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
