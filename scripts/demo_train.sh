@@ -3,8 +3,8 @@
 # evaluate both next to the baselines on each domain's test split and print the comparisons.
 # Expects the corpora, indexes, benchmarks and baseline runs that scripts/demo.sh makes first.
 # PROFILE=demo (default): one 5M-parameter planner for both corpora (as `prore serve` serves one planner for
-#   every domain; the prompt carries the corpus schema), 150 SFT steps and 10 GRPO steps: minutes, not quality.
-# PROFILE=medium: one planner for both corpora trained on the medium splits, SFT_STEPS (default 800) SFT steps,
+#   every domain; the prompt carries the corpus schema), 300 SFT steps and 10 GRPO steps: minutes, not quality.
+# PROFILE=medium: one planner for both corpora trained on the medium splits, SFT_STEPS (default 3000) SFT steps,
 #   then RL_STEPS (default 50) GRPO and as many DAPO steps from it; all three evaluated on test and OOD.
 # PROFILE=paper: one planner per domain with the defaults file's full recipe (3 SFT epochs, 200 GRPO and
 #   200 DAPO steps); hours on 2 cores.
@@ -16,9 +16,9 @@ WS="${PRORE_WORKSPACE:-workspace}"
 RUNS="$WS/runs"
 # Each training set is name:domains.
 case "$PROFILE" in
-  demo)   SFT=(--max-steps 150 --eval-steps 50); RL=(--max-steps 10 --save-steps 5); LIMIT=(--limit 100); ALGOS="grpo"
+  demo)   SFT=(--max-steps 300 --eval-steps 100); RL=(--max-steps 10 --save-steps 5); LIMIT=(--limit 100); ALGOS="grpo"
           SETS=("both:ecommerce email"); SPLITS="test" ;;
-  medium) SFT=(--max-steps "${SFT_STEPS:-800}" --eval-steps 160); RL=(--max-steps "${RL_STEPS:-50}" --save-steps 25)
+  medium) SFT=(--max-steps "${SFT_STEPS:-3000}" --eval-steps 500); RL=(--max-steps "${RL_STEPS:-50}" --save-steps 25)
           LIMIT=(); ALGOS="grpo dapo"; SETS=("both:ecommerce email"); SPLITS="test ood" ;;
   paper)  SFT=(); RL=(); LIMIT=(); ALGOS="grpo dapo"; SETS=("ecommerce:ecommerce" "email:email"); SPLITS="test ood" ;;
   *) echo "error profile: unknown PROFILE=$PROFILE (demo|medium|paper)" >&2; exit 2 ;;

@@ -24,7 +24,7 @@ def test_defaults_are_the_papers_where_stated() -> None:
     assert (d.grpo.loss_type, d.grpo.epsilon, d.grpo.epsilon_high, d.grpo.beta, d.grpo.num_generations) == (
         "grpo", 0.2, 0.2, 0.001, 4)  # fmt: skip
     assert (d.dapo.loss_type, d.dapo.epsilon, d.dapo.epsilon_high, d.dapo.beta) == ("dapo", 0.1, 0.28, 0.001)
-    assert d.sft.epochs == 3 and d.profile == "compact" and d.split == "words" and d.sft.group_by_length
+    assert d.sft.epochs == 3 and d.profile == "compact" and d.split == "lines" and d.sft.group_by_length
 
 
 @pytest.mark.parametrize("split", SPLITS)
