@@ -2,7 +2,7 @@
 # The demo behind `make demo`: build, index, query and evaluate both corpora on embedded engines.
 # PROFILE=demo (default, the quick profile): 1,000 products and 1,000 emails and small benchmarks.
 # PROFILE=medium: the demo's corpora with larger splits (6,000 train / 1,000 test / 500 OOD per domain) and
-# the baselines on both test and OOD: with scripts/demo_train.sh, the planner report, about 1.5 hours on 2 cores.
+# the baselines on both test and OOD: with scripts/demo_train.sh, the planner report, about 2 hours on 2 cores.
 # PROFILE=paper: the paper's corpora (3,000 products, 5,000 emails) and splits (20,000 train / 3,000 test /
 # 1,000 OOD per domain), which takes much longer.
 set -euo pipefail
