@@ -117,6 +117,8 @@ def main() -> None:
     from machine import machine
     from tqdm import tqdm
 
+    from rl.train.config import load_defaults
+
     rows = []
     for name in tqdm(args.candidates, desc="candidates", unit="recipe"):
         rows.append({"candidate": name, **_measure(Path(args.workspace), *CANDIDATES[name], args.steps, args.warmup, args.limit)})
@@ -128,7 +130,7 @@ def main() -> None:
         print(f"{r['candidate']:28} {r['tokens_per_chat']:>9} {r['padding_share']:>8.1%} {r['step_s_median']:>8} "
               f"{r['bare_step_s_median']:>12} {r['chats_per_s']:>8} {r['chats_per_s_ratio']:>5}x")  # fmt: skip
     info = machine()
-    print(f"batch {16}; median of {args.steps} steps after {args.warmup}; {info}")
+    print(f"batch {load_defaults().sft.batch_size}; median of {args.steps} steps after {args.warmup}; {info}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps({"machine": info, "steps": args.steps, "warmup": args.warmup, "rows": rows}, indent=2) + "\n")
 
