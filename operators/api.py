@@ -30,6 +30,8 @@ STORAGE_URI = r"^(hf|pvc|s3)://[^/\s]+(/[^\s]*)?$"
 PVC_URI = r"^pvc://[a-z0-9]([-a-z0-9]*[a-z0-9])?(/[^\s]*)?$"
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 RTX_4090 = "NVIDIA-GeForce-RTX-4090"
+PROMPT_PROFILES = ("full", "short", "compact")
+"""The prompt builder's profiles (serving.prompt.PROFILES; the operator imports no product package)."""
 """The ``nvidia.com/gpu.product`` label GPU feature discovery puts on RTX 4090 nodes."""
 
 
@@ -177,6 +179,9 @@ class PlannerServiceSpec:
     max_model_len: int = spec_field("vLLM's context length (prompt and program).", default=4096, minimum=256)
     autoscaling: Autoscaling = spec_field("Replica bounds and queue target.", default_factory=Autoscaling)
     transformer: bool = spec_field("Put the project's transformer in front of the predictor.", default=True)
+    prompt_profile: str = spec_field("Prompt profile the planner was trained with, as its planner.json says; "
+                                     "verl runs and pretrained checkpoints: full.", default="full",
+                                     enum=PROMPT_PROFILES)  # fmt: skip
     transformer_image: str | None = spec_field("Transformer image; default: the operator's.", default=None)
     source_job: str | None = spec_field("RetrievalTrainingJob that produced the model.", default=None)
 

@@ -11,25 +11,31 @@ True
 from __future__ import annotations
 
 from serving.prompt import (
+    CARD,
     EXAMPLE_PROGRAMS,
     PROFILES,
     Message,
     Profile,
     PromptConfig,
     PromptError,
+    card_profile,
     example_values,
     messages,
+    read_card,
     system_prompt,
 )
 
 __all__ = [
+    "CARD",
     "EXAMPLE_PROGRAMS",
     "PROFILES",
     "Message",
     "Profile",
     "PromptConfig",
     "PromptError",
+    "card_profile",
     "example_values",
     "messages",
+    "read_card",
     "system_prompt",
 ]

@@ -8,18 +8,24 @@
 
 ``prore serve`` starts the query API and its playground (:mod:`serving.api.app`) on the workspace's indexes::
 
-    prore serve --port 8080 --planner-url http://127.0.0.1:8000/v1 --planner-model planner
+    prore serve --port 8080 --planner-url http://127.0.0.1:8000/v1 --planner-model planner \\
+      --planner-card workspace/runs/sft-both/final
     curl -s localhost:8080/v1/search -H 'Content-Type: application/json' \\
       -d '{"query": "wireless headphones under $200", "domain": "ecommerce"}'
 
-Without ``--planner-url`` every search is answered by the BM25+dense RRF fallback (and says so). A bearer
-token, when wanted, is read from the environment variable ``--token-env`` names, never from the command line.
+Without ``--planner-url`` every search is answered by the BM25+dense RRF fallback (and says so). The prompt
+is the one the planner was trained with: ``--planner-card`` reads it from the model directory's
+``planner.json``; ``--planner-profile`` names it; with neither, a checkpoint without a card, it is ``full``.
+``PRORE_PLANNER_URL``, ``PRORE_PLANNER_MODEL`` and ``PRORE_PLANNER_PROFILE`` give the three defaults (the
+Helm chart's API deployment sets them). A bearer token, when wanted, is read from the environment variable
+``--token-env`` names, never from the command line.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,11 +34,12 @@ from typing import TYPE_CHECKING, Any
 from indexing.config import Config
 from indexing.errors import ConfigError
 from indexing.schema import PRODUCTS, SCHEMAS, CorpusSchema, schema_for_table
-from serving.prompt import PROFILES
+from serving.prompt import PROFILES, planner_profile
 
 if TYPE_CHECKING:
     from serving.dsl.program import Program
     from serving.engine import ExecutionResult
+    from serving.planner import PlannerSettings
 
 DEFAULT_FIELDS: dict[str, tuple[str, ...]] = {
     "ecommerce": ("title", "brand", "price"),
@@ -81,10 +88,16 @@ def register_serve(sub: Any) -> None:
     s.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
     s.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
     s.add_argument("--domains", default="ecommerce,email", metavar="A,B", help="corpora to serve (default both)")
-    s.add_argument("--planner-url", metavar="URL", help="OpenAI-compatible base URL of the planner, up to /v1")
-    s.add_argument("--planner-model", default="planner", help="served model name (default planner)")
-    s.add_argument("--planner-profile", choices=PROFILES, default="short",
-                   help="prompt profile the planner was trained with, as its planner.json says (default short)")
+    s.add_argument("--planner-url", metavar="URL", default=os.environ.get("PRORE_PLANNER_URL") or None,
+                   help="OpenAI-compatible base URL of the planner, up to /v1 (env PRORE_PLANNER_URL)")
+    s.add_argument("--planner-model", default=os.environ.get("PRORE_PLANNER_MODEL") or "planner",
+                   help="served model name (env PRORE_PLANNER_MODEL; default planner)")
+    prompt = s.add_mutually_exclusive_group()
+    prompt.add_argument("--planner-card", metavar="PATH",
+                        help="the planner's model directory (or its planner.json): the prompt profile it was trained with")
+    prompt.add_argument("--planner-profile", choices=PROFILES, default=os.environ.get("PRORE_PLANNER_PROFILE") or None,
+                        help="prompt profile the planner was trained with (env PRORE_PLANNER_PROFILE; default: "
+                        "its --planner-card's, else full, as for a checkpoint without a card)")
     s.add_argument("--planner-timeout-s", type=float, default=d.plan_deadline_s, help="planning deadline per request")
     s.add_argument("--planner-key-env", metavar="VAR", help="environment variable holding the planner's API key")
     s.add_argument("--token-env", metavar="VAR", help="environment variable holding the bearer token /v1/* requires")
@@ -96,14 +109,26 @@ def register_serve(sub: Any) -> None:
 
 
 def _env(name: str | None, what: str) -> str | None:
-    import os
-
     if name is None:
         return None
     value = os.environ.get(name)
     if not value:
         raise ConfigError(f"{what}: environment variable {name} is not set", code="missing_env")
     return value
+
+
+def planner_from_args(args: argparse.Namespace) -> PlannerSettings | None:
+    """``prore serve``'s planner client: None without ``--planner-url``; the prompt profile from
+    ``--planner-card`` (which wins over ``PRORE_PLANNER_PROFILE``), ``--planner-profile`` or ``full``."""
+    from serving.planner import PlannerSettings
+
+    if not args.planner_url:
+        return None
+    return PlannerSettings(
+        url=args.planner_url, model=args.planner_model,
+        profile=planner_profile(None if args.planner_card else args.planner_profile, args.planner_card),
+        api_key=_env(args.planner_key_env, "--planner-key-env"), timeout_s=args.planner_timeout_s,
+    )  # fmt: skip
 
 
 def serve_command(args: argparse.Namespace, cfg: Config) -> int:
@@ -119,7 +144,6 @@ def serve_command(args: argparse.Namespace, cfg: Config) -> int:
     from serving.api.app import create_app
     from serving.api.settings import ApiSettings
     from serving.engine import Engine
-    from serving.planner import PlannerSettings
 
     domains = [d.strip() for d in args.domains.split(",") if d.strip()]
     for domain in domains:
@@ -127,12 +151,7 @@ def serve_command(args: argparse.Namespace, cfg: Config) -> int:
             raise ConfigError(f"unknown domain {domain!r}; choose from {', '.join(SCHEMAS)}", code="unknown_domain")
     if args.max_concurrent < 1 or args.max_nl_chars < 1:
         raise ConfigError("--max-concurrent and --max-nl-chars must be at least 1", code="bad_limit")
-    planner = None
-    if args.planner_url:
-        planner = PlannerSettings(
-            url=args.planner_url, model=args.planner_model, profile=args.planner_profile,
-            api_key=_env(args.planner_key_env, "--planner-key-env"), timeout_s=args.planner_timeout_s,
-        )  # fmt: skip
+    planner = planner_from_args(args)
     settings = ApiSettings(
         max_concurrent=args.max_concurrent, max_nl_chars=args.max_nl_chars, plan_deadline_s=args.planner_timeout_s,
         execute_deadline_s=args.execute_timeout_s, token=_env(args.token_env, "--token-env"),

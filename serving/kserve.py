@@ -47,6 +47,7 @@ from serving.api.app import QueryService, Refused, SearchIn
 from serving.api.settings import ApiSettings
 from serving.engine import Engine
 from serving.planner import PlannerSettings
+from serving.prompt import CARDLESS_PROFILE, PROFILES, Profile, planner_profile
 
 
 class PredictError(InvalidInput):  # type: ignore[misc]
@@ -54,11 +55,11 @@ class PredictError(InvalidInput):  # type: ignore[misc]
 
 
 def planner_settings(predictor_host: str, *, model: str = "planner", path: str = "/openai/v1",
-                     use_ssl: bool = False, timeout_s: float = 10.0) -> PlannerSettings:  # fmt: skip
+                     use_ssl: bool = False, timeout_s: float = 10.0, profile: Profile = CARDLESS_PROFILE) -> PlannerSettings:  # fmt: skip
     """The planner client of a predictor at ``predictor_host`` (KServe's Hugging Face runtime: ``/openai/v1``;
-    a bare vLLM server: ``/v1``)."""
+    a bare vLLM server: ``/v1``), prompting with ``profile``."""
     scheme = "https" if use_ssl else "http"
-    return PlannerSettings(url=f"{scheme}://{predictor_host}{path}", model=model, timeout_s=timeout_s)
+    return PlannerSettings(url=f"{scheme}://{predictor_host}{path}", model=model, timeout_s=timeout_s, profile=profile)
 
 
 class ProRetrievalModel(kserve.Model):  # type: ignore[misc]
@@ -135,6 +136,11 @@ def arg_parser() -> argparse.ArgumentParser:
     p.add_argument("--planner_model", default="planner",
                    help="the model name the predictor serves (its own --model_name)")  # fmt: skip
     p.add_argument("--domains", default="ecommerce,email")
+    prompt = p.add_mutually_exclusive_group()
+    prompt.add_argument("--planner_profile", choices=PROFILES,
+                        help="prompt profile the planner was trained with (default: --planner_card's, else full)")
+    prompt.add_argument("--planner_card", metavar="PATH",
+                        help="the planner's model directory (or its planner.json), where the transformer can read it")
     return p
 
 
@@ -169,7 +175,8 @@ def main(argv: list[str] | None = None) -> None:
     cfg = config(args)
     engines = {d: Engine.open(cfg, d) for d in args.domains.split(",") if d}
     planner = planner_settings(args.predictor_host, model=args.planner_model, path=args.predictor_path,
-                               use_ssl=args.predictor_use_ssl, timeout_s=args.predictor_request_timeout_seconds)
+                               use_ssl=args.predictor_use_ssl, timeout_s=args.predictor_request_timeout_seconds,
+                               profile=planner_profile(args.planner_profile, args.planner_card))  # fmt: skip
     model_class = ProRetrievalModel
     try:
         from serving.kserve_openai import ProRetrievalChatModel

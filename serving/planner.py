@@ -40,7 +40,7 @@ from indexing.errors import ProReError
 from indexing.schema import schema_for
 from serving.dsl import DEFAULT_LIMITS, DslLimits, FormatError, Program, extract_program
 from serving.dsl.json_schema import program_json_schema
-from serving.prompt import Profile, PromptConfig, messages
+from serving.prompt import CARDLESS_PROFILE, Profile, PromptConfig, messages
 
 
 class PlannerError(ProReError):
@@ -88,8 +88,9 @@ class PlannerSettings:
     """The served model name (vLLM's ``--served-model-name``, or the checkpoint directory)."""
     api_key: str | None = None
     """Sent as a bearer token when set; never logged."""
-    profile: Profile = "short"
-    """Prompt profile the model was trained on (:mod:`serving.prompt`)."""
+    profile: Profile = CARDLESS_PROFILE
+    """Prompt profile the model was trained on (:mod:`serving.prompt`; its planner card names it, and a
+    checkpoint without a card gets ``full``)."""
     structured: bool = True
     """Constrain decoding with the DSL's JSON schema (``response_format`` of type ``json_schema``)."""
     schema_limits: DslLimits = field(default_factory=lambda: DEFAULT_LIMITS)

@@ -18,6 +18,11 @@ demonstrations and the user's request. Three profiles say how much of the langua
   from scratch, which learn the language from the training programs alone: for them the system message is the
   same words on every row of a domain, and under ``short`` it is about 70% of every training chat's tokens.
 
+A trained model's directory carries its **planner card**, ``planner.json`` (:data:`CARD`), which names the
+profile it was trained with; evaluation (``planner:PATH``) and serving (``prore serve --planner-card``, the
+KServe transformer's ``--planner_card``) read it with :func:`card_profile`, so nobody has to repeat the
+profile by hand. A checkpoint without a card (a pretrained model, a verl run) gets ``full``.
+
 Example values come from the vocabulary the corpora are generated from (:mod:`indexing.corpora.vocab`), so
 the prompt is the same on every machine and needs no store.
 
@@ -36,7 +41,8 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Literal, get_args
+from pathlib import Path
+from typing import Any, Literal, get_args
 
 from indexing.corpora.vocab import email_vocab, product_vocab
 from indexing.errors import ProReError
@@ -246,3 +252,63 @@ def messages(
         out += [{"role": "user", "content": nl}, {"role": "assistant", "content": program}]
     out.append({"role": "user", "content": request})
     return out
+
+
+CARD = "planner.json"
+"""The planner card's file name, beside the model's weights: ``{"profile": ..., "domains": [...], ...}``."""
+
+CARDLESS_PROFILE: Profile = "full"
+"""The profile of a checkpoint without a card: one not trained by the local trainer (a pretrained model,
+a verl run), which reads the full prompt."""
+
+
+class PlannerCardError(ProReError):
+    """A planner card that cannot be read, or names no known profile."""
+
+    code = "planner_card"
+
+
+def read_card(path: str | Path) -> dict[str, Any]:
+    """The planner card of the model directory ``path`` (or the card file itself).
+
+    A directory without a card gets ``{"profile": "full"}`` (:data:`CARDLESS_PROFILE`); a path that does not
+    exist, a card that is not a JSON object or one naming an unknown profile raises :class:`PlannerCardError`.
+    """
+    p = Path(path)
+    file = p / CARD if p.is_dir() else p
+    if p.is_dir() and not file.is_file():
+        return {"profile": CARDLESS_PROFILE}
+    if not file.is_file():
+        raise PlannerCardError(f"no planner card or model directory at {p}")
+    try:
+        card = json.loads(file.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PlannerCardError(f"{file}: not a readable planner card ({exc})") from exc
+    if not isinstance(card, dict) or card.get("profile") not in PROFILES:
+        got = card.get("profile") if isinstance(card, dict) else card
+        raise PlannerCardError(f"{file}: unknown prompt profile {got!r}; expected one of {', '.join(PROFILES)}")
+    return card
+
+
+def card_profile(path: str | Path) -> Profile:
+    """The prompt profile the planner at ``path`` (model directory or card) was trained with."""
+    profile: Profile = read_card(path)["profile"]
+    return profile
+
+
+def planner_profile(profile: str | None = None, card: str | Path | None = None) -> Profile:
+    """The profile a served planner gets: ``profile`` when given, else its card's, else :data:`CARDLESS_PROFILE`.
+
+    >>> planner_profile("compact"), planner_profile()
+    ('compact', 'full')
+    """
+    if profile is not None and card is not None:
+        raise PlannerCardError("give the planner's prompt profile or its card, not both")
+    if card is not None:
+        return card_profile(card)
+    if profile is None:
+        return CARDLESS_PROFILE
+    if profile not in PROFILES:
+        raise PlannerCardError(f"unknown prompt profile {profile!r}; expected one of {', '.join(PROFILES)}")
+    got: Profile = profile  # type: ignore[assignment]
+    return got

@@ -16,7 +16,7 @@ from typing import Any
 
 from indexing.config import Config
 from indexing.workspace import Workspace
-from rl.prompt import Profile
+from rl.prompt import Profile, card_profile
 from rl.train import logs
 from rl.train.config import RlParams
 from rl.train.data import load_instances, rl_row, split_train_val, to_dataset
@@ -25,7 +25,6 @@ from rl.train.rewards import LayeredReward, in_process, remote, reward_config
 from rl.train.run import (
     FINAL,
     common_args,
-    read_card,
     run_tokenizer,
     threads,
     to_jsonable,
@@ -70,7 +69,7 @@ def run_rl(job: RlJob) -> dict[str, Any]:
     if job.algorithm not in ("grpo", "dapo"):
         raise TrainError(f"unknown RL algorithm {job.algorithm!r}; choose grpo or dapo", code="train_recipe")
     torch.set_num_threads(threads())
-    profile: Profile = job.profile or (read_card(job.init)["profile"] if job.init else "short")
+    profile: Profile = job.profile or (card_profile(job.init) if job.init else "short")
     write_run(job.out, {"algorithm": job.algorithm, "params": job.params, "init": str(job.init),
                         "domains": list(job.domains), "profile": profile, "reward_url": job.reward_url,
                         "reward_target": job.reward_target, "limit": job.limit, "seed": job.seed})  # fmt: skip

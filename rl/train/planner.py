@@ -27,9 +27,8 @@ from typing import Any
 
 from indexing.errors import ProReError
 from rl.eval.methods import EvalInstance, MethodContext, MethodSpec, Outcome, register_family
-from rl.prompt import Message, messages
+from rl.prompt import Message, card_profile, messages
 from rl.reward import parse_completion
-from rl.train.run import read_card
 from rl.verl.errors import TrainError
 from serving.dsl import Program, ValidationError, program_json_schema
 
@@ -147,8 +146,7 @@ def _vllm(ctx: MethodContext, path: str) -> LoadedPlanner:
         # vLLM's engine core runs in its own process (its in-process mode rebinds kernels across every
         # loaded module, which breaks beside chDB's); the caller's main module must be import-safe.
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-        card = read_card(Path(path))
-        ctx.cache[key] = LoadedPlanner(open_llm(Path(path)), card["profile"])
+        ctx.cache[key] = LoadedPlanner(open_llm(Path(path)), card_profile(path))
     got: LoadedPlanner = ctx.cache[key]
     return got
 

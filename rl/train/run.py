@@ -17,11 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from indexing.workspace import atomic_write_json
-from rl.prompt import PROFILES, Profile
+from rl.prompt import CARD, Profile
 from rl.train.tokenizer import Split, check_round_trip, load_tokenizer, train_tokenizer
-from rl.verl.errors import TrainError
 
-CARD = "planner.json"
 FINAL = "final"
 TOKENIZER = "tokenizer"
 
@@ -53,15 +51,6 @@ def threads() -> int:
 def write_card(model_dir: Path, *, profile: Profile, domains: Iterable[str], algorithm: str, **extra: Any) -> None:
     """Write the planner card beside a saved model."""
     atomic_write_json(model_dir / CARD, {"profile": profile, "domains": list(domains), "algorithm": algorithm, **extra})
-
-
-def read_card(model_dir: Path) -> dict[str, Any]:
-    """The planner card of a model directory; a real checkpoint without one gets the full prompt."""
-    path = Path(model_dir) / CARD
-    card: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {"profile": "full"}
-    if card.get("profile") not in PROFILES:
-        raise TrainError(f"{path}: unknown prompt profile {card.get('profile')!r}", code="train_card")
-    return card
 
 
 def write_run(out: Path, what: dict[str, Any]) -> None:

@@ -182,3 +182,21 @@ def test_indexing_job() -> None:
     assert job["spec"]["podFailurePolicy"]["rules"][0]["onExitCodes"]["values"] == [2]
     assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
     _hardened(job)
+
+
+def test_api_deployment_configures_prore_serves_planner(monkeypatch: Any) -> None:
+    """The API deployment's environment is what ``prore serve`` reads: the planner's URL, model and profile."""
+    from prore.cli import build_parser
+    from serving.commands import planner_from_args
+
+    c = container(one(render({**production_values(), "api": {**production_values()["api"], "plannerProfile": "compact"}}),
+                      "api-deployment.yaml"))  # fmt: skip
+    env = {e["name"]: e["value"] for e in c["env"] if e["name"].startswith("PRORE_PLANNER_")}
+    assert set(env) == {"PRORE_PLANNER_URL", "PRORE_PLANNER_MODEL", "PRORE_PLANNER_PROFILE"}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    planner = planner_from_args(build_parser().parse_args(["serve", *c["args"]]))
+    assert planner is not None
+    assert (planner.url, planner.model, planner.profile) == (env["PRORE_PLANNER_URL"], "proretrieval-planner", "compact")
+    default = container(one(render(production_values()), "api-deployment.yaml"))
+    assert "PRORE_PLANNER_PROFILE" not in {e["name"] for e in default["env"]}  # unset: prore serve's full

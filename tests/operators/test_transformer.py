@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from operators.api import PROMPT_PROFILES
 from operators.promotion import HF_OPENAI_PATH, KSERVE_HTTP_PORT, predictor_name
 from operators.render import render_documents
 from operators.settings import OperatorSettings
@@ -23,6 +25,7 @@ from tests.operators.schemas import REPO, validate
 pytest.importorskip("kserve", reason="pip install '.[kserve]' (serving.kserve's parser is KServe's ModelServer's)")
 
 from serving.kserve import config, parse_args, planner_settings
+from serving.prompt import PROFILES, planner_profile
 
 PLANNER_SERVICE = REPO / "examples" / "k8s" / "planner-service.yaml"
 
@@ -79,6 +82,18 @@ def test_the_transformer_argv_parses_with_serving_kserve(container_concurrency: 
     url = planner_settings(args.predictor_host, model=args.planner_model, path=args.predictor_path,
                            use_ssl=args.predictor_use_ssl).url  # fmt: skip
     assert url == f"http://{name}-predictor.{namespace}/openai/v1"
+    assert planner_profile(args.planner_profile, args.planner_card) == "full"  # the spec's default: a verl run's
+
+
+def test_the_transformer_prompts_with_the_services_profile() -> None:
+    """A PlannerService's ``promptProfile`` reaches the transformer's planner client; the operator's enum is the
+    prompt builder's (it imports no product package, so the list is written twice and checked here)."""
+    assert PROMPT_PROFILES == PROFILES
+    ps = yaml.safe_load(PLANNER_SERVICE.read_text())
+    ps["spec"]["promptProfile"] = "compact"
+    isvc = next(d for d in render_documents(yaml.safe_dump(ps)) if d["kind"] == "InferenceService")
+    args = parse_args(kserve_appended(isvc["spec"]["transformer"]["containers"][0]["args"], isvc, "p"))
+    assert planner_profile(args.planner_profile, args.planner_card) == "compact"
 
 
 def test_the_transformer_serves_the_mounted_workspace() -> None:

@@ -352,3 +352,49 @@ def test_prore_serve_help_lists_the_options(capsys: pytest.CaptureFixture[str]) 
         main(["serve", "--help"])
     out = capsys.readouterr().out
     assert "--planner-url" in out and "--token-env" in out
+
+
+def _serve_args(*argv: str) -> Any:
+    from prore.cli import build_parser
+
+    return build_parser().parse_args(["serve", *argv])
+
+
+def test_prore_serve_prompts_with_the_planner_cards_profile(tmp_path: Any) -> None:
+    """``--planner-card`` (the model directory or its planner.json) gives the prompt the planner was trained
+    on; a directory without a card, or no flag at all, means ``full``, as for a pretrained checkpoint."""
+    from serving.commands import planner_from_args
+
+    model = tmp_path / "final"
+    model.mkdir()
+    url = ["--planner-url", "http://127.0.0.1:9/v1"]
+    assert planner_from_args(_serve_args(*url)).profile == "full"  # type: ignore[union-attr]
+    assert planner_from_args(_serve_args(*url, "--planner-card", str(model))).profile == "full"  # type: ignore[union-attr]
+    (model / "planner.json").write_text('{"profile": "compact", "domains": ["ecommerce"], "algorithm": "sft"}')
+    for card in (model, model / "planner.json"):
+        assert planner_from_args(_serve_args(*url, "--planner-card", str(card))).profile == "compact"  # type: ignore[union-attr]
+    assert planner_from_args(_serve_args(*url, "--planner-profile", "short")).profile == "short"  # type: ignore[union-attr]
+    assert planner_from_args(_serve_args("--planner-card", str(model))) is None  # no planner, no client
+
+
+@pytest.mark.parametrize(
+    "card", ['{"profile": "tiny"}', "[1, 2]", "not json", None], ids=["unknown-profile", "not-object", "not-json", "missing"]
+)
+def test_prore_serve_refuses_a_bad_planner_card_in_one_line(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str], card: str | None
+) -> None:
+    from prore.cli import main
+
+    path = tmp_path / "planner.json"
+    if card is not None:
+        path.write_text(card)
+    argv = ["--workspace", str(tmp_path), "serve", "--planner-url", "http://127.0.0.1:9/v1", "--planner-card", str(path)]
+    assert main(argv) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [err[0]] and "error planner_card:" in err[0]
+
+
+def test_prore_serve_takes_a_profile_or_a_card_not_both(tmp_path: Any) -> None:
+    with pytest.raises(SystemExit) as exc:
+        _serve_args("--planner-card", str(tmp_path), "--planner-profile", "short")
+    assert exc.value.code == 2
