@@ -87,7 +87,7 @@ def _rl(args: argparse.Namespace, cfg: Config) -> int:
     out = _out(args, cfg, args.algorithm, domains)
     params = replace(d.rl(args.algorithm), max_steps=args.max_steps, learning_rate=args.lr, beta=args.beta,
                      epsilon=args.epsilon, epsilon_high=args.epsilon_high, num_generations=args.num_generations,
-                     prompts_per_step=args.prompts_per_step,
+                     prompts_per_step=args.prompts_per_step, num_iterations=args.num_iterations,
                      max_completion_length=args.max_completion_length, save_steps=args.save_steps,
                      logging_steps=args.logging_steps)  # fmt: skip
     job = RlJob(cfg=cfg, domains=domains, out=out, algorithm=args.algorithm, params=params,
@@ -159,6 +159,8 @@ def register_local(actions: Any) -> None:
         x.add_argument("--epsilon-high", type=float, help=f"upper clip (default {r.epsilon_high})")
         x.add_argument("--num-generations", type=int, help=f"completions per prompt, G (default {r.num_generations})")
         x.add_argument("--prompts-per-step", type=int, help=f"prompts per step (default {r.prompts_per_step})")
+        x.add_argument("--num-iterations", type=int, metavar="MU",
+                       help=f"optimizer steps per generation batch, TRL's mu; above 1 the clip acts (default {r.num_iterations})")
         x.add_argument("--max-completion-length", type=int, help=f"tokens per completion (default {r.max_completion_length})")
         x.add_argument("--save-steps", type=int, help=f"checkpoint every N steps (default {r.save_steps})")
         x.set_defaults(handler=_rl)

@@ -63,6 +63,9 @@ class RlParams:
     epsilon_high: float = 0.2
     max_completion_length: int = 128
     temperature: float = 1.0
+    num_iterations: int = 1
+    """TRL's ``num_iterations`` (mu): optimizer steps on each generation batch. With 1 the policy ratio is 1
+    and clipping never acts; above 1, a batch is generated once every mu steps and reused."""
     max_steps: int = 200
     logging_steps: int = 1
     save_steps: int = 25
@@ -72,6 +75,8 @@ class RlParams:
         if self.loss_type not in LOSS_TYPES:
             raise TrainError(f"loss_type must be one of {', '.join(LOSS_TYPES)}, got {self.loss_type!r}",
                              code="train_config")  # fmt: skip
+        if self.num_iterations < 1:
+            raise TrainError(f"num_iterations must be at least 1, got {self.num_iterations}", code="train_config")
         if self.num_generations < 2:
             raise TrainError("GRPO needs at least 2 generations per prompt (group-relative advantages)",
                              code="train_config")  # fmt: skip

@@ -96,6 +96,7 @@ def run_rl(job: RlJob) -> dict[str, Any]:
         learning_rate=p.learning_rate,
         max_completion_length=p.max_completion_length,
         temperature=p.temperature,
+        num_iterations=p.num_iterations,
         max_steps=p.max_steps,
         logging_steps=p.logging_steps,
         save_strategy="steps",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -30,15 +31,26 @@ from rl.eval.methods import EvalInstance, MethodContext, MethodSpec, Outcome, re
 from rl.prompt import Message, card_profile, messages
 from rl.reward import parse_completion
 from rl.verl.errors import TrainError
-from serving.dsl import Program, ValidationError, program_json_schema
+from serving.dsl import DEFAULT_LIMITS, Program, ValidationError, longest_program_chars, program_json_schema
 
 MAX_TOKENS = 256
-"""Longest completion generated (a program is 30-60 tokens with the local tokenizer, about 100 with Qwen's)."""
+"""Longest free completion generated (a program is 20-60 tokens with the local tokenizer, about 100 with
+Qwen's; the longest gold program of the medium benchmarks is 586 characters). A completion cut there fails
+as ``format truncated``."""
+STRUCTURED_LIMITS = dataclasses.replace(DEFAULT_LIMITS, max_sql_chars=1000, max_query_chars=200)
+"""The DSL limits the structured-output schema quotes: 4x the longest gold SQL (286 characters) and query
+(56), so that the schema's longest program (:func:`serving.dsl.longest_program_chars`, about 3,300
+characters) fits the context with the prompt. Constrained decoding then always closes the program: its
+budget is that length, and a byte-level token is at least one character of ASCII."""
 MAX_MODEL_LEN = 4096
 """Context vLLM allocates for a local planner: a short-profile prompt is about 150 tokens, a program 30-60."""
 MEMORY_SHARE = 0.1
 """Share of the machine's memory vLLM reserves (on CPU its ``gpu_memory_utilization``); the default 0.92
 refuses to start beside any other process, and a small planner needs far less."""
+STRUCTURED_OUTPUTS = {"backend": "xgrammar", "disable_any_whitespace": True}
+"""vLLM's structured-output engine settings. vLLM 0.32 reads ``disable_any_whitespace`` from the engine,
+not from a request's ``StructuredOutputsParams``: without it the grammar admits JSON whitespace between
+tokens, and a weak model spends its budget on whitespace after a closed string (``format truncated``)."""
 N_SHOTS = 7
 """Exemplar programs of the few-shot baseline (the paper's 6-7, covering every modality)."""
 
@@ -65,16 +77,31 @@ def planner_name(path: str, structured: bool = False) -> str:
     return f"{'planner-json' if structured else 'planner'}:{_slug(name)}"
 
 
-def execute(ctx: MethodContext, completions: Sequence[str], k: int) -> list[Outcome]:
-    """Parse each completion and run the programs in one ``execute_many``; failures name their layer."""
+@dataclasses.dataclass(frozen=True)
+class Completion:
+    """One generated completion, and the token budget when generation stopped there (else None)."""
+
+    text: str
+    cut_at: int | None = None
+
+
+def execute(ctx: MethodContext, completions: Sequence[str | Completion], k: int) -> list[Outcome]:
+    """Parse each completion and run the programs in one ``execute_many``; failures name their layer.
+
+    A completion that does not parse and was cut by the token budget fails as ``format truncated``."""
     outcomes: list[Outcome | None] = [None] * len(completions)
     programs: list[Program] = []
     where: list[int] = []
-    for i, text in enumerate(completions):
-        parsed = parse_completion(text)
+    for i, got in enumerate(completions):
+        c = got if isinstance(got, Completion) else Completion(got)
+        parsed = parse_completion(c.text)
         if parsed.program is None:
             assert parsed.error is not None
-            outcomes[i] = Outcome.failed(f"format {parsed.error.code}: {parsed.error.message}")
+            if c.cut_at is not None:
+                outcomes[i] = Outcome.failed(f"format truncated: generation stopped at the budget of {c.cut_at} "
+                                             f"tokens ({parsed.error.code}: {parsed.error.message})")  # fmt: skip
+            else:
+                outcomes[i] = Outcome.failed(f"format {parsed.error.code}: {parsed.error.message}")
         else:
             programs.append(parsed.program)
             where.append(i)
@@ -100,7 +127,8 @@ def open_llm(path: Path) -> Any:
     from vllm import LLM
 
     llm = LLM(model=str(path), tokenizer=str(path), dtype="float32", enforce_eager=True,
-              max_model_len=model_len(path), gpu_memory_utilization=MEMORY_SHARE, seed=0)  # fmt: skip
+              max_model_len=model_len(path), gpu_memory_utilization=MEMORY_SHARE, seed=0,
+              structured_outputs_config=STRUCTURED_OUTPUTS)  # fmt: skip
     atexit.register(close_llm, llm)
     return llm
 
@@ -151,8 +179,13 @@ def _vllm(ctx: MethodContext, path: str) -> LoadedPlanner:
     return got
 
 
-def planner_completions(ctx: MethodContext, path: str, requests: Sequence[str], *, structured: bool = False) -> list[str]:
-    """The planner's greedy completions for ``requests`` in one offline vLLM batch."""
+def planner_completions(ctx: MethodContext, path: str, requests: Sequence[str], *,
+                        structured: bool = False) -> list[Completion]:  # fmt: skip
+    """The planner's greedy completions for ``requests`` in one offline vLLM batch.
+
+    Free decoding stops at :data:`MAX_TOKENS`. Structured output is constrained by the schema under
+    :data:`STRUCTURED_LIMITS` and may run to that schema's longest program, so it always closes the JSON
+    (within the context left after the longest prompt)."""
     from vllm import SamplingParams
     from vllm.sampling_params import StructuredOutputsParams
 
@@ -160,10 +193,16 @@ def planner_completions(ctx: MethodContext, path: str, requests: Sequence[str], 
     llm, tok = planner.llm, planner.tokenizer
     prompts = [tok.apply_chat_template(messages(ctx.domain, nl, profile=planner.profile), tokenize=False,  # type: ignore[arg-type]
                                        add_generation_prompt=True) for nl in requests]  # fmt: skip
-    schema = StructuredOutputsParams(json=program_json_schema(ctx.schema), disable_any_whitespace=True)
-    params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, seed=0,
-                            structured_outputs=schema if structured else None)  # fmt: skip
-    return [o.outputs[0].text for o in llm.generate(prompts, params, use_tqdm=False)]
+    budget = MAX_TOKENS
+    schema = None
+    if structured:
+        schema = StructuredOutputsParams(json=program_json_schema(ctx.schema, STRUCTURED_LIMITS),
+                                         disable_any_whitespace=True)  # fmt: skip
+        room = llm.llm_engine.model_config.max_model_len - max((len(tok.encode(p)) for p in prompts), default=0)
+        budget = max(1, min(longest_program_chars(ctx.schema, STRUCTURED_LIMITS), room))
+    params = SamplingParams(temperature=0.0, max_tokens=budget, seed=0, structured_outputs=schema)
+    return [Completion(o.outputs[0].text, budget if o.outputs[0].finish_reason == "length" else None)
+            for o in llm.generate(prompts, params, use_tqdm=False)]  # fmt: skip
 
 
 def planner_run(path: str, *, structured: bool = False) -> Callable[[MethodContext, Sequence[EvalInstance], int], list[Outcome]]:
@@ -241,7 +280,7 @@ def llm_run(target: str, *, workers: int = 8) -> Callable[[MethodContext, Sequen
                 raise EndpointUnavailable(f"cannot list the models of {base}: {exc}") from exc
             ctx.cache["llm:model"] = name
 
-        def ask(inst: EvalInstance) -> str:
+        def ask(inst: EvalInstance) -> Completion:
             body = {"model": name, "messages": few_shot_messages(ctx, inst.nl), "temperature": 0.0,
                     "max_tokens": MAX_TOKENS}  # fmt: skip
             try:
@@ -250,7 +289,9 @@ def llm_run(target: str, *, workers: int = 8) -> Callable[[MethodContext, Sequen
                     raise TrainError(f"the endpoint {base} refused the request ({r.status_code}): {r.text[:300]}",
                                      code="llm_request")  # fmt: skip
                 r.raise_for_status()
-                return str(r.json()["choices"][0]["message"]["content"] or "")
+                choice = r.json()["choices"][0]
+                cut = MAX_TOKENS if choice.get("finish_reason") == "length" else None
+                return Completion(str(choice["message"]["content"] or ""), cut)
             except (httpx.HTTPError, KeyError, IndexError, ValueError) as exc:
                 raise EndpointUnavailable(f"the endpoint {base} failed: {exc}") from exc
 

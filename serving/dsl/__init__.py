@@ -11,7 +11,7 @@ against a corpus schema (``ValidationError``), ``substitute`` and ``strip_retrie
 """
 
 from serving.dsl.errors import Code, DslError, FormatError, ValidationError
-from serving.dsl.json_schema import program_json_schema
+from serving.dsl.json_schema import longest_program_chars, program_json_schema
 from serving.dsl.limits import DEFAULT_LIMITS, DslLimits
 from serving.dsl.parse import extract_program, parse_program
 from serving.dsl.placeholders import PlaceholderUse
@@ -31,6 +31,7 @@ __all__ = [
     "ValidatedProgram",
     "ValidationError",
     "extract_program",
+    "longest_program_chars",
     "parse_program",
     "program_json_schema",
     "strip_retrievals",

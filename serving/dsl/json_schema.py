@@ -12,6 +12,10 @@ is a bounded string; its rules are :func:`serving.dsl.validate`'s.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from typing import Any
+
 from indexing.schema import CorpusSchema
 from serving.dsl.limits import DEFAULT_LIMITS, DslLimits
 from serving.dsl.parse import ENTRY_REQUIRED, PROGRAM_KEYS
@@ -56,3 +60,40 @@ def program_json_schema(schema: CorpusSchema, limits: DslLimits = DEFAULT_LIMITS
             "retrieval_list": {"type": "array", "maxItems": limits.max_entries, "items": items},
         },
     }
+
+
+def longest_instance(node: Mapping[str, Any]) -> Any:
+    """The longest value ``node`` (a schema :func:`program_json_schema` writes) admits, once written as
+    compact JSON with ASCII strings that need no escape: every string at its ``maxLength`` (or its longest
+    ``enum``/``const``), every array at ``maxItems`` copies of its longest item, every property present.
+
+    Its length bounds the tokens of any structured completion of such strings (a byte-level BPE token is at
+    least one byte), so it is the generation budget that lets constrained decoding always close the program.
+
+    >>> from indexing.schema import EMAILS
+    >>> json.dumps(longest_instance(program_json_schema(EMAILS)), separators=(",", ":"))[:12]
+    '{"sql":"xxxx'
+    """
+    if "anyOf" in node:
+        return max((longest_instance(v) for v in node["anyOf"]), key=lambda v: len(_compact(v)))
+    if "const" in node:
+        return node["const"]
+    if "enum" in node:
+        return max(node["enum"], key=lambda v: len(_compact(v)))
+    kind = node.get("type")
+    if kind == "object":
+        return {name: longest_instance(sub) for name, sub in node.get("properties", {}).items()}
+    if kind == "array":
+        return [longest_instance(node["items"])] * int(node["maxItems"])
+    if kind == "string":
+        return "x" * int(node["maxLength"])
+    raise ValueError(f"no longest value for the schema node {node!r}")
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def longest_program_chars(schema: CorpusSchema, limits: DslLimits = DEFAULT_LIMITS) -> int:
+    """Characters of the longest compact program :func:`program_json_schema` admits (ASCII, no escapes)."""
+    return len(_compact(longest_instance(program_json_schema(schema, limits))))

@@ -22,10 +22,13 @@ from rl.bench import load_split
 from rl.eval.methods import MethodContext, get_method
 from rl.eval.report import FAILURES, failure_breakdown
 from rl.eval.runner import evaluate, modality_group
+from rl.reward import parse_completion
 from rl.train.planner import (
     N_SHOTS,
     SHOTS_KEY,
+    Completion,
     LoadedPlanner,
+    execute,
     few_shot_messages,
     pick_exemplars,
     planner_completions,
@@ -81,14 +84,35 @@ def test_planner_method_generates_executes_and_scores(small_index_cfg: Config, t
         (loaded,) = [v for v in ctx.cache.values() if isinstance(v, LoadedPlanner)]
         core = loaded.llm.llm_engine.engine_core.resources.engine_manager.processes[0]
         shape = re.compile(r'^\{"(sql|retrieval_list)": ?["\[]')
-        assert all(shape.match(c) for c in constrained), "the JSON schema fixes the program's shape"
+        assert all(shape.match(c.text) for c in constrained), "the JSON schema fixes the program's shape"
+        # The budget is the schema's longest program, so even this untrained model closes every one.
+        assert [c.cut_at for c in constrained] == [None] * len(constrained)
         for c in constrained:
-            if c.endswith("}"):  # a finished completion (not cut at the token limit) is a program's JSON
-                assert set(json.loads(c)) == {"sql", "retrieval_list"}
+            assert set(json.loads(c.text)) == {"sql", "retrieval_list"}
+            assert parse_completion(c.text).program is not None
     finally:
         ctx.close()
     core.join(timeout=60)
     assert not core.is_alive(), "closing the context stops vLLM's engine core"
+
+
+def test_a_completion_cut_by_the_budget_fails_as_format_truncated(small_index_cfg: Config) -> None:
+    ctx = MethodContext(small_index_cfg, "ecommerce")
+    try:
+        cut, bad = execute(ctx, [Completion('{"sql": "SELECT id FROM products WHERE', cut_at=256),
+                                 Completion('{"sql": ')], k=5)  # fmt: skip
+    finally:
+        ctx.close()
+    assert cut.error is not None and cut.error.startswith("format truncated: generation stopped at the budget of 256")
+    assert bad.error is not None and bad.error.startswith("format ") and "truncated" not in bad.error
+    assert failure_breakdown_of([cut, bad])["format"] == 2
+
+
+def failure_breakdown_of(outcomes: list[object]) -> dict[str, int]:
+    from rl.eval.runner import QueryResult
+
+    return failure_breakdown([QueryResult(f"q{i}", "L1", "text", "P1", None, {}, (), o.error)  # type: ignore[attr-defined]
+                              for i, o in enumerate(outcomes)])  # fmt: skip
 
 
 def test_few_shot_exemplars_cover_every_modality_group(train_bench: Workspace) -> None:  # noqa: F811

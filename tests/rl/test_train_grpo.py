@@ -83,3 +83,20 @@ def test_grpo_scores_through_the_reward_service(small_index_cfg: Config, train_b
     steps = [r for r in read_metrics(out) if "reward" in r]
     assert [r["step"] for r in steps] == [1, 2]
     assert all(r["rewards/format/mean"] >= r["rewards/execution/mean"] for r in steps)
+
+
+def test_num_iterations_reuses_each_generation_batch(small_index_cfg: Config, train_bench: Workspace,  # noqa: F811
+                                                     sft_model: Path, tmp_path: Path) -> None:  # fmt: skip
+    """With TRL's mu = 2 the second optimizer step trains on the first step's completions again (the
+    policy ratio then differs from 1, so the clip can act); the recipe records mu."""
+    out = tmp_path / "mu2"
+    rc = main(["--workspace", str(small_index_cfg.workspace), "--embedder", "minilm", "train", "dapo",
+               "--init", str(sft_model), "--bench", str(train_bench.root), "--domain", "ecommerce", *RL_FLAGS,
+               "--num-iterations", "2", "--out", str(out)])  # fmt: skip
+    assert rc == 0
+    assert json.loads((out / "run.json").read_text())["params"]["num_iterations"] == 2
+    first, second = [r for r in read_metrics(out) if "loss" in r]
+    assert (first["step"], second["step"]) == (1, 2)
+    assert "reward" in first and "completions/mean_length" in first  # step 1 generated and scored a batch
+    assert "reward" not in second and "completions/mean_length" not in second  # step 2 generated nothing
+    assert "clip_ratio/region_mean" in second and "kl" in second  # and trained on the reused batch
