@@ -27,11 +27,20 @@ from pathlib import Path
 from typing import Any
 
 from indexing.errors import ProReError
+from indexing.schema import CorpusSchema
 from rl.eval.methods import EvalInstance, MethodContext, MethodSpec, Outcome, register_family
 from rl.prompt import Message, card_profile, messages
 from rl.reward import parse_completion
 from rl.verl.errors import TrainError
-from serving.dsl import DEFAULT_LIMITS, Program, ValidationError, longest_program_chars, program_json_schema
+from serving.dsl import (
+    DEFAULT_LIMITS,
+    DslLimits,
+    Program,
+    ValidationError,
+    longest_program_chars,
+    program_json_schema,
+)
+from serving.dsl.json_schema import SEPARATORS
 
 MAX_TOKENS = 256
 """Longest free completion generated (a program is 20-60 tokens with the local tokenizer, about 100 with
@@ -47,10 +56,6 @@ MAX_MODEL_LEN = 4096
 MEMORY_SHARE = 0.1
 """Share of the machine's memory vLLM reserves (on CPU its ``gpu_memory_utilization``); the default 0.92
 refuses to start beside any other process, and a small planner needs far less."""
-STRUCTURED_OUTPUTS = {"backend": "xgrammar", "disable_any_whitespace": True}
-"""vLLM's structured-output engine settings. vLLM 0.32 reads ``disable_any_whitespace`` from the engine,
-not from a request's ``StructuredOutputsParams``: without it the grammar admits JSON whitespace between
-tokens, and a weak model spends its budget on whitespace after a closed string (``format truncated``)."""
 N_SHOTS = 7
 """Exemplar programs of the few-shot baseline (the paper's 6-7, covering every modality)."""
 
@@ -127,8 +132,7 @@ def open_llm(path: Path) -> Any:
     from vllm import LLM
 
     llm = LLM(model=str(path), tokenizer=str(path), dtype="float32", enforce_eager=True,
-              max_model_len=model_len(path), gpu_memory_utilization=MEMORY_SHARE, seed=0,
-              structured_outputs_config=STRUCTURED_OUTPUTS)  # fmt: skip
+              max_model_len=model_len(path), gpu_memory_utilization=MEMORY_SHARE, seed=0)  # fmt: skip
     atexit.register(close_llm, llm)
     return llm
 
@@ -179,6 +183,22 @@ def _vllm(ctx: MethodContext, path: str) -> LoadedPlanner:
     return got
 
 
+def program_grammar(schema: CorpusSchema, limits: DslLimits = STRUCTURED_LIMITS) -> str:
+    """The EBNF grammar of ``schema``'s programs for structured output: the DSL's JSON schema under
+    ``limits``, compiled by xgrammar with the separators the programs are written with (``", "`` and
+    ``": "``, :data:`serving.dsl.json_schema.SEPARATORS`) and no other whitespace.
+
+    vLLM's own JSON-schema path cannot do this: it admits any whitespace between tokens unless the engine
+    is started with ``disable_any_whitespace``, which then forces ``","`` and ``":"``. The first lets a weak
+    model loop on whitespace until its budget ends; the second forces token sequences a planner trained on
+    ``json.dumps``' output never saw (measured: every completion failed validation)."""
+    import xgrammar
+
+    grammar = xgrammar.Grammar.from_json_schema(program_json_schema(schema, limits), any_whitespace=False,
+                                                separators=SEPARATORS)  # fmt: skip
+    return str(grammar)
+
+
 def planner_completions(ctx: MethodContext, path: str, requests: Sequence[str], *,
                         structured: bool = False) -> list[Completion]:  # fmt: skip
     """The planner's greedy completions for ``requests`` in one offline vLLM batch.
@@ -196,8 +216,7 @@ def planner_completions(ctx: MethodContext, path: str, requests: Sequence[str], 
     budget = MAX_TOKENS
     schema = None
     if structured:
-        schema = StructuredOutputsParams(json=program_json_schema(ctx.schema, STRUCTURED_LIMITS),
-                                         disable_any_whitespace=True)  # fmt: skip
+        schema = StructuredOutputsParams(grammar=program_grammar(ctx.schema))
         room = llm.llm_engine.model_config.max_model_len - max((len(tok.encode(p)) for p in prompts), default=0)
         budget = max(1, min(longest_program_chars(ctx.schema, STRUCTURED_LIMITS), room))
     params = SamplingParams(temperature=0.0, max_tokens=budget, seed=0, structured_outputs=schema)

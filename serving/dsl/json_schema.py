@@ -62,24 +62,29 @@ def program_json_schema(schema: CorpusSchema, limits: DslLimits = DEFAULT_LIMITS
     }
 
 
+SEPARATORS = (", ", ": ")
+"""The separators of a program's JSON as the project writes it (``json.dumps``' defaults: the benchmarks'
+gold programs, hence what a trained planner writes)."""
+
+
 def longest_instance(node: Mapping[str, Any]) -> Any:
     """The longest value ``node`` (a schema :func:`program_json_schema` writes) admits, once written as
-    compact JSON with ASCII strings that need no escape: every string at its ``maxLength`` (or its longest
+    JSON with ASCII strings that need no escape: every string at its ``maxLength`` (or its longest
     ``enum``/``const``), every array at ``maxItems`` copies of its longest item, every property present.
 
     Its length bounds the tokens of any structured completion of such strings (a byte-level BPE token is at
     least one byte), so it is the generation budget that lets constrained decoding always close the program.
 
     >>> from indexing.schema import EMAILS
-    >>> json.dumps(longest_instance(program_json_schema(EMAILS)), separators=(",", ":"))[:12]
-    '{"sql":"xxxx'
+    >>> json.dumps(longest_instance(program_json_schema(EMAILS)))[:13]
+    '{"sql": "xxxx'
     """
     if "anyOf" in node:
-        return max((longest_instance(v) for v in node["anyOf"]), key=lambda v: len(_compact(v)))
+        return max((longest_instance(v) for v in node["anyOf"]), key=lambda v: len(json.dumps(v)))
     if "const" in node:
         return node["const"]
     if "enum" in node:
-        return max(node["enum"], key=lambda v: len(_compact(v)))
+        return max(node["enum"], key=lambda v: len(json.dumps(v)))
     kind = node.get("type")
     if kind == "object":
         return {name: longest_instance(sub) for name, sub in node.get("properties", {}).items()}
@@ -90,10 +95,8 @@ def longest_instance(node: Mapping[str, Any]) -> Any:
     raise ValueError(f"no longest value for the schema node {node!r}")
 
 
-def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
-
-
-def longest_program_chars(schema: CorpusSchema, limits: DslLimits = DEFAULT_LIMITS) -> int:
-    """Characters of the longest compact program :func:`program_json_schema` admits (ASCII, no escapes)."""
-    return len(_compact(longest_instance(program_json_schema(schema, limits))))
+def longest_program_chars(schema: CorpusSchema, limits: DslLimits = DEFAULT_LIMITS,
+                          separators: tuple[str, str] = SEPARATORS) -> int:  # fmt: skip
+    """Characters of the longest program :func:`program_json_schema` admits, written with ``separators``
+    and no other whitespace (ASCII strings, no escapes)."""
+    return len(json.dumps(longest_instance(program_json_schema(schema, limits)), separators=separators))
