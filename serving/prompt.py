@@ -104,11 +104,18 @@ class PromptConfig:
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
-            raise PromptError(
-                f"unknown prompt profile {self.profile!r}; choose one of {', '.join(PROFILES)}", code="prompt_profile"
-            )
+            raise PromptError(unknown_profile(self.profile), code="prompt_profile")
         if self.max_examples < 0:
             raise PromptError(f"max_examples must be at least 0, got {self.max_examples}", code="prompt_examples")
+
+
+def unknown_profile(got: object) -> str:
+    """The message of every refusal of a profile name.
+
+    >>> unknown_profile("tiny")
+    "unknown prompt profile 'tiny'; choose one of full, short, compact"
+    """
+    return f"unknown prompt profile {got!r}; choose one of {', '.join(PROFILES)}"
 
 
 class PromptError(ProReError):
@@ -286,7 +293,7 @@ def read_card(path: str | Path) -> dict[str, Any]:
         raise PlannerCardError(f"{file}: not a readable planner card ({exc})") from exc
     if not isinstance(card, dict) or card.get("profile") not in PROFILES:
         got = card.get("profile") if isinstance(card, dict) else card
-        raise PlannerCardError(f"{file}: unknown prompt profile {got!r}; expected one of {', '.join(PROFILES)}")
+        raise PlannerCardError(f"{file}: {unknown_profile(got)}")
     return card
 
 
@@ -309,6 +316,6 @@ def planner_profile(profile: str | None = None, card: str | Path | None = None) 
     if profile is None:
         return CARDLESS_PROFILE
     if profile not in PROFILES:
-        raise PlannerCardError(f"unknown prompt profile {profile!r}; expected one of {', '.join(PROFILES)}")
+        raise PlannerCardError(unknown_profile(profile))
     got: Profile = profile  # type: ignore[assignment]
     return got

@@ -19,6 +19,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
+import functools
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -183,6 +184,7 @@ def _vllm(ctx: MethodContext, path: str) -> LoadedPlanner:
     return got
 
 
+@functools.cache
 def program_grammar(schema: CorpusSchema, limits: DslLimits = STRUCTURED_LIMITS) -> str:
     """The EBNF grammar of ``schema``'s programs for structured output: the DSL's JSON schema under
     ``limits``, compiled by xgrammar with the separators the programs are written with (``", "`` and
@@ -191,7 +193,8 @@ def program_grammar(schema: CorpusSchema, limits: DslLimits = STRUCTURED_LIMITS)
     vLLM's own JSON-schema path cannot do this: it admits any whitespace between tokens unless the engine
     is started with ``disable_any_whitespace``, which then forces ``","`` and ``":"``. The first lets a weak
     model loop on whitespace until its budget ends; the second forces token sequences a planner trained on
-    ``json.dumps``' output never saw (measured: every completion failed validation)."""
+    ``json.dumps``' output never saw (measured: every completion failed validation). Compiled once per
+    corpus and limits, not per batch."""
     import xgrammar
 
     grammar = xgrammar.Grammar.from_json_schema(program_json_schema(schema, limits), any_whitespace=False,
