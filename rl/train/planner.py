@@ -17,6 +17,7 @@ method that produced no ranking says why, with the failed layer first: ``format`
 from __future__ import annotations
 
 import atexit
+import collections
 import contextlib
 import dataclasses
 import functools
@@ -184,11 +185,22 @@ def _vllm(ctx: MethodContext, path: str) -> LoadedPlanner:
     return got
 
 
+_BOUNDED_CHAR = r'(([^\"\\\r\n]))'
+"""The character rule xgrammar writes for a ``maxLength`` string: anything but ``"``, ``\\``, CR and LF."""
+_PLAIN_CHAR = r'(([^\0-\x1f\"\\]))'
+"""The same rule without any control character."""
+
+
 @functools.cache
 def program_grammar(schema: CorpusSchema, limits: DslLimits = STRUCTURED_LIMITS) -> str:
     """The EBNF grammar of ``schema``'s programs for structured output: the DSL's JSON schema under
     ``limits``, compiled by xgrammar with the separators the programs are written with (``", "`` and
     ``": "``, :data:`serving.dsl.json_schema.SEPARATORS`) and no other whitespace.
+
+    A bounded string (``maxLength``) has no escapes in xgrammar, and its character class excludes only the
+    quote, the backslash, CR and LF, so a weak model could write a raw tab, which strict JSON refuses. The
+    class becomes :data:`_PLAIN_CHAR` (no control character at all). A JSON-schema ``pattern`` would say the
+    same, but xgrammar 0.2 fails to compile a pattern bounded past about 100 characters.
 
     vLLM's own JSON-schema path cannot do this: it admits any whitespace between tokens unless the engine
     is started with ``disable_any_whitespace``, which then forces ``","`` and ``":"``. The first lets a weak
@@ -197,18 +209,25 @@ def program_grammar(schema: CorpusSchema, limits: DslLimits = STRUCTURED_LIMITS)
     corpus and limits, not per batch."""
     import xgrammar
 
-    grammar = xgrammar.Grammar.from_json_schema(program_json_schema(schema, limits), any_whitespace=False,
-                                                separators=SEPARATORS)  # fmt: skip
-    return str(grammar)
+    node = program_json_schema(schema, limits)
+    grammar = str(xgrammar.Grammar.from_json_schema(node, any_whitespace=False, separators=SEPARATORS))
+    plain = grammar.replace(_BOUNDED_CHAR, _PLAIN_CHAR)
+    bounded = 1 + len(node["properties"]["retrieval_list"]["items"].get("anyOf", [None]))  # type: ignore[index]
+    if grammar.count(_BOUNDED_CHAR) != bounded:  # pragma: no cover - a new xgrammar writes other rules
+        raise TrainError(f"xgrammar {xgrammar.__version__} wrote {grammar.count(_BOUNDED_CHAR)} bounded-string "
+                         f"character rules, expected {bounded} (the SQL and each modality's query)",
+                         code="grammar")  # fmt: skip
+    return plain
 
 
-def planner_completions(ctx: MethodContext, path: str, requests: Sequence[str], *,
-                        structured: bool = False) -> list[Completion]:  # fmt: skip
-    """The planner's greedy completions for ``requests`` in one offline vLLM batch.
+def generate(ctx: MethodContext, path: str, requests: Sequence[str], *, structured: bool = False,
+             n: int = 1, temperature: float = 0.0, seed: int = 0) -> list[list[Completion]]:  # fmt: skip
+    """``n`` completions of the planner for each of ``requests`` in one offline vLLM batch (greedy when
+    ``temperature`` is 0; sampled with ``seed`` otherwise, so a rerun writes the same samples).
 
-    Free decoding stops at :data:`MAX_TOKENS`. Structured output is constrained by the schema under
-    :data:`STRUCTURED_LIMITS` and may run to that schema's longest program, so it always closes the JSON
-    (within the context left after the longest prompt)."""
+    Free decoding stops at :data:`MAX_TOKENS`. Structured output is constrained by :func:`program_grammar`
+    and may run to that schema's longest program, so it always closes the JSON (within the context left
+    after the longest prompt)."""
     from vllm import SamplingParams
     from vllm.sampling_params import StructuredOutputsParams
 
@@ -217,29 +236,128 @@ def planner_completions(ctx: MethodContext, path: str, requests: Sequence[str], 
     prompts = [tok.apply_chat_template(messages(ctx.domain, nl, profile=planner.profile), tokenize=False,  # type: ignore[arg-type]
                                        add_generation_prompt=True) for nl in requests]  # fmt: skip
     budget = MAX_TOKENS
-    schema = None
+    grammar = None
     if structured:
-        schema = StructuredOutputsParams(grammar=program_grammar(ctx.schema))
+        grammar = StructuredOutputsParams(grammar=program_grammar(ctx.schema))
         room = llm.llm_engine.model_config.max_model_len - max((len(tok.encode(p)) for p in prompts), default=0)
         budget = max(1, min(longest_program_chars(ctx.schema, STRUCTURED_LIMITS), room))
-    params = SamplingParams(temperature=0.0, max_tokens=budget, seed=0, structured_outputs=schema)
-    return [Completion(o.outputs[0].text, budget if o.outputs[0].finish_reason == "length" else None)
+    params = SamplingParams(n=n, temperature=temperature, max_tokens=budget, seed=seed, structured_outputs=grammar)
+    return [[Completion(c.text, budget if c.finish_reason == "length" else None) for c in o.outputs]
             for o in llm.generate(prompts, params, use_tqdm=False)]  # fmt: skip
 
 
-def planner_run(path: str, *, structured: bool = False) -> Callable[[MethodContext, Sequence[EvalInstance], int], list[Outcome]]:
-    """The method function of ``planner:PATH`` (``planner-json:PATH`` when ``structured``)."""
+def planner_completions(ctx: MethodContext, path: str, requests: Sequence[str], *,
+                        structured: bool = False) -> list[Completion]:  # fmt: skip
+    """The planner's greedy completion for each of ``requests`` (:func:`generate`)."""
+    return [got[0] for got in generate(ctx, path, requests, structured=structured)]
+
+
+GUIDED_TEMPERATURE = 0.7
+"""Sampling temperature of execution-guided decoding's second pass (:class:`Decoding`)."""
+MAX_SAMPLES = 64
+"""Most samples per request execution-guided decoding may draw."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Decoding:
+    """How ``planner:PATH`` decodes.
+
+    ``samples`` > 0 turns on **execution-guided decoding** (Wang et al., 2018, *Robust Text-to-SQL
+    Generation with Execution-Guided Decoding*). A request whose greedy program fails to parse, to validate
+    or to execute, or ranks nothing, is decoded again as ``samples`` samples at ``temperature``. The samples
+    run through the engine in one ``execute_many``. Among those that rank something, the ranking most of
+    them agree on wins (self-consistency by execution result, ties to the earliest sample). When no sample
+    ranks anything, the greedy outcome stands. A greedy program that ranks something is never touched.
+
+    Only the engine judges: the gold and the relevant set are not visible to this pass, so it is a
+    method like any other (test-time compute, bounded by ``samples``), named apart in reports
+    (``planner:RUN-eg8``).
+    """
+
+    structured: bool = False
+    """Constrain decoding by :func:`program_grammar` (``planner-json:PATH``)."""
+    samples: int = 0
+    """Samples of the second pass per failed request (0: greedy only)."""
+    temperature: float = GUIDED_TEMPERATURE
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.samples <= MAX_SAMPLES:
+            raise TrainError(f"planner samples must be 0-{MAX_SAMPLES}, got {self.samples}", code="planner_option")
+        if not 0 < self.temperature <= 2:
+            raise TrainError(f"planner temperature must be in (0, 2], got {self.temperature}", code="planner_option")
+
+    @property
+    def suffix(self) -> str:
+        """What the method's name adds: ``-eg8`` (``-eg8-t0.9`` at another temperature), or nothing."""
+        if not self.samples:
+            return ""
+        return f"-eg{self.samples}" + ("" if self.temperature == GUIDED_TEMPERATURE else f"-t{self.temperature:g}")
+
+
+def parse_decoding(arg: str, *, structured: bool = False) -> tuple[str, Decoding]:
+    """The path and decoding of a ``planner:`` argument: ``PATH`` or ``PATH?samples=8[&temperature=0.7]``.
+
+    >>> parse_decoding("runs/sft/final?samples=8")
+    ('runs/sft/final', Decoding(structured=False, samples=8, temperature=0.7))
+    """
+    from urllib.parse import parse_qsl
+
+    path, sep, query = arg.partition("?")
+    if not sep:
+        return path, Decoding(structured)
+    options: dict[str, str] = {}
+    try:
+        options = dict(parse_qsl(query, strict_parsing=True))
+        unknown = set(options) - {"samples", "temperature"}
+        if unknown:
+            raise ValueError(f"unknown option {sorted(unknown)[0]!r} (samples, temperature)")
+        decoding = Decoding(structured, int(options.get("samples", 0)),
+                            float(options.get("temperature", GUIDED_TEMPERATURE)))  # fmt: skip
+    except ValueError as exc:
+        raise TrainError(f"bad planner options {query!r}: {exc}", code="planner_option") from exc
+    return path, decoding
+
+
+def vote(outcomes: Sequence[Outcome]) -> Outcome | None:
+    """The ranking most of ``outcomes`` that rank something agree on (ties: the earliest), else None.
+
+    >>> vote([Outcome.failed("validation x"), Outcome.ranked(["b"]), Outcome.ranked(["a"]), Outcome.ranked(["a"])])
+    Outcome(ids=('a',), error=None)
+    """
+    counts = collections.Counter(o.ids for o in outcomes if o.ids)
+    if not counts:
+        return None
+    best = max(counts.values())
+    return next(o for o in outcomes if o.ids and counts[o.ids] == best)
+
+
+def planner_run(path: str, decoding: Decoding = Decoding()) -> Callable[[MethodContext, Sequence[EvalInstance], int], list[Outcome]]:
+    """The method function of ``planner:PATH`` (``planner-json:PATH`` when ``decoding.structured``)."""
 
     def run(ctx: MethodContext, batch: Sequence[EvalInstance], k: int) -> list[Outcome]:
-        return execute(ctx, planner_completions(ctx, path, [i.nl for i in batch], structured=structured), k)
+        requests = [i.nl for i in batch]
+        outcomes = execute(ctx, planner_completions(ctx, path, requests, structured=decoding.structured), k)
+        retry = [i for i, o in enumerate(outcomes) if not o.ids]
+        if decoding.samples and retry:
+            n = decoding.samples
+            drawn = generate(ctx, path, [requests[i] for i in retry], structured=decoding.structured, n=n,
+                             temperature=decoding.temperature)  # fmt: skip
+            tried = execute(ctx, [c for group in drawn for c in group], k)
+            for j, i in enumerate(retry):
+                outcomes[i] = vote(tried[j * n : (j + 1) * n]) or outcomes[i]
+        return outcomes
 
     return run
 
 
-def planner_spec(path: str, *, structured: bool = False) -> MethodSpec:
-    """The spec of a trained planner at ``path`` (a model directory with its tokenizer)."""
+def planner_spec(arg: str, *, structured: bool = False) -> MethodSpec:
+    """The spec of a trained planner: ``arg`` is a model directory with its tokenizer, optionally followed
+    by decoding options (:func:`parse_decoding`)."""
+    path, decoding = parse_decoding(arg, structured=structured)
     what = "structured output by the DSL's JSON schema" if structured else "free decoding"
-    return MethodSpec(planner_name(path, structured), planner_run(path, structured=structured),
+    if decoding.samples:
+        what += f", execution-guided with {decoding.samples} samples at temperature {decoding.temperature:g}"
+    return MethodSpec(planner_name(path, structured) + decoding.suffix, planner_run(path, decoding),
                       f"trained planner at {path} through vLLM ({what})")  # fmt: skip
 
 

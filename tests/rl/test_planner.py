@@ -15,23 +15,30 @@ from pathlib import Path
 import pytest
 
 from indexing.config import Config
+from indexing.schema import PRODUCTS
 from indexing.stores.server import free_port
 from indexing.workspace import Workspace
 from prore.cli import main
 from rl.bench import load_split
-from rl.eval.methods import MethodContext, get_method
+from rl.eval.methods import MethodContext, Outcome, get_method
 from rl.eval.report import FAILURES, failure_breakdown
 from rl.eval.runner import evaluate, modality_group
 from rl.train.planner import (
     N_SHOTS,
     SHOTS_KEY,
     Completion,
+    Decoding,
     LoadedPlanner,
     execute,
     few_shot_messages,
+    generate,
+    parse_decoding,
     pick_exemplars,
     planner_completions,
+    program_grammar,
+    vote,
 )
+from rl.verl.errors import TrainError
 from tests.processes import VLLM_SERVER, served
 from tests.rl.train_support import TINY, train_bench  # noqa: F401  (fixture)
 
@@ -86,14 +93,72 @@ def test_planner_method_generates_executes_and_scores(small_index_cfg: Config, t
         assert all(shape.match(c.text) for c in constrained), "the JSON schema fixes the program's shape"
         # The budget is the schema's longest program, so even this untrained model closes every one.
         assert [c.cut_at for c in constrained] == [None] * len(constrained)
-        for c in constrained:
-            assert set(json.loads(c.text, strict=False)) == {"sql", "retrieval_list"}  # raw control chars are allowed
-            # xgrammar's bounded-string rule admits raw control characters, which strict JSON refuses; an
-            # untrained model can write them (the trained planner wrote none on 2,000 test queries).
+        for c in constrained:  # strict JSON: the grammar's strings hold no raw control character
+            assert set(json.loads(c.text)) == {"sql", "retrieval_list"}
     finally:
         ctx.close()
     core.join(timeout=60)
     assert not core.is_alive(), "closing the context stops vLLM's engine core"
+
+
+def test_execution_guided_decoding_resamples_only_what_failed(small_index_cfg: Config, train_bench: Workspace,  # noqa: F811
+                                                              tiny_planner: Path) -> None:  # fmt: skip
+    instances = list(load_split(train_bench, "ecommerce", "test"))
+    ctx = MethodContext(small_index_cfg, "ecommerce")
+    try:
+        greedy = evaluate(small_index_cfg, "ecommerce", get_method(f"planner-json:{tiny_planner}"), instances,
+                          progress=False, ctx=ctx).results  # fmt: skip
+        spec = get_method(f"planner-json:{tiny_planner}?samples=4")
+        assert spec.name == "planner-json:sft-eg4"
+        guided = evaluate(small_index_cfg, "ecommerce", spec, instances, progress=False, ctx=ctx).results
+        _check_run(type("Run", (), {"results": guided})(), instances)
+        failed = [i for i, r in enumerate(greedy) if not r.ids]
+        assert failed, "the 3-step planner fails some requests, so the second pass runs"
+        for i, (g, r) in enumerate(zip(greedy, guided, strict=True)):
+            if i not in failed:  # a greedy program that ranks something is kept as it was
+                assert (r.ids, r.error) == (g.ids, g.error)
+        # The second pass, redone by hand: 4 seeded samples per failed request, executed, then voted.
+        drawn = generate(ctx, str(tiny_planner), [instances[i].nl for i in failed], structured=True, n=4,
+                         temperature=0.7)  # fmt: skip
+        assert all(len(group) == 4 for group in drawn)
+        for i, group in zip(failed, drawn, strict=True):
+            picked = vote(execute(ctx, group, k=20))
+            want = (picked.ids, None) if picked else (greedy[i].ids, greedy[i].error)
+            assert (guided[i].ids, guided[i].error) == want
+    finally:
+        ctx.close()
+
+
+def test_vote_keeps_the_ranking_most_samples_agree_on() -> None:
+    a, b, bad = Outcome.ranked(["1", "2"]), Outcome.ranked(["2"]), Outcome.failed("validation sql_syntax: x")
+    assert vote([bad, b, a, a]) == a
+    assert vote([b, a]) == b, "a tie goes to the earliest sample"
+    assert vote([bad, Outcome.ranked([])]) is None, "nothing ranked: the greedy outcome stands"
+
+
+@pytest.mark.parametrize("arg", ["ckpt?samples=x", "ckpt?samples=65", "ckpt?temperature=0", "ckpt?beam=2", "ckpt?samples"])
+def test_bad_planner_options_fail_in_one_line(arg: str) -> None:
+    with pytest.raises(TrainError) as info:
+        parse_decoding(arg)
+    assert info.value.code == "planner_option" and "\n" not in str(info.value)
+
+
+def test_planner_options_name_the_method_apart() -> None:
+    assert parse_decoding("runs/sft/final") == ("runs/sft/final", Decoding())
+    assert get_method("planner:runs/sft/final?samples=8").name == "planner:sft-eg8"
+    assert get_method("planner:runs/sft/final?samples=8&temperature=1").name == "planner:sft-eg8-t1"
+
+
+def test_structured_grammar_admits_no_raw_control_character() -> None:
+    import xgrammar
+
+    compiler = xgrammar.GrammarCompiler(xgrammar.TokenizerInfo([chr(c) for c in range(128)]))
+    grammar = compiler.compile_grammar(program_grammar(PRODUCTS))
+    ok = '{"sql": "SELECT id FROM products WHERE id IN <text_1>", "retrieval_list": [{"type": "text", ' \
+         '"field": "review", "query": "quiet"}]}'  # fmt: skip
+    assert xgrammar.GrammarMatcher(grammar).accept_string(ok)
+    for bad in (ok.replace("SELECT id", "SELECT\tid"), ok.replace("quiet", "qu\x01iet")):
+        assert not xgrammar.GrammarMatcher(grammar).accept_string(bad)
 
 
 def test_a_completion_cut_by_the_budget_fails_as_format_truncated(small_index_cfg: Config) -> None:
