@@ -99,6 +99,10 @@ def register_serve(sub: Any) -> None:
                         help="prompt profile the planner was trained with (env PRORE_PLANNER_PROFILE; default: "
                         "its --planner-card's, else full, as for a checkpoint without a card)")
     s.add_argument("--planner-timeout-s", type=float, default=d.plan_deadline_s, help="planning deadline per request")
+    s.add_argument("--guided-samples", type=_samples, default=_samples(os.environ.get("PRORE_PLANNER_GUIDED_SAMPLES") or "0"),
+                   metavar="N", help="execution-guided decoding: when the planner's program fails, ask for N sampled "
+                   "programs in one call and answer with the ranking most of them agree on, before the fallback "
+                   "(env PRORE_PLANNER_GUIDED_SAMPLES; default 0, off)")  # fmt: skip
     s.add_argument("--planner-key-env", metavar="VAR", help="environment variable holding the planner's API key")
     s.add_argument("--token-env", metavar="VAR", help="environment variable holding the bearer token /v1/* requires")
     s.add_argument("--max-concurrent", type=int, default=d.max_concurrent, help="requests in flight before 429")
@@ -106,6 +110,21 @@ def register_serve(sub: Any) -> None:
     s.add_argument("--execute-timeout-s", type=float, default=d.execute_deadline_s, help="engine deadline per request")
     s.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     s.set_defaults(handler=serve_command)
+
+
+MAX_GUIDED_SAMPLES = 16
+"""Most samples one search may ask the planner for (each is decoded and executed)."""
+
+
+def _samples(text: str) -> int:
+    """``--guided-samples``: an integer from 0 to :data:`MAX_GUIDED_SAMPLES`."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if not 0 <= n <= MAX_GUIDED_SAMPLES:
+        raise argparse.ArgumentTypeError(f"guided samples must be an integer from 0 to {MAX_GUIDED_SAMPLES}, got {text!r}")
+    return n
 
 
 def _env(name: str | None, what: str) -> str | None:
@@ -128,6 +147,7 @@ def planner_from_args(args: argparse.Namespace) -> PlannerSettings | None:
         url=args.planner_url, model=args.planner_model,
         profile=planner_profile(None if args.planner_card else args.planner_profile, args.planner_card),
         api_key=_env(args.planner_key_env, "--planner-key-env"), timeout_s=args.planner_timeout_s,
+        guided_samples=args.guided_samples,
     )  # fmt: skip
 
 

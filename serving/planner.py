@@ -108,6 +108,11 @@ class PlannerSettings:
     """Failed calls in a row that open the circuit breaker."""
     breaker_reset_s: float = 30.0
     """How long an open breaker refuses calls before one trial call."""
+    guided_samples: int = 0
+    """Execution-guided decoding: when the planner's program cannot be read, fails validation or fails in
+    the engine, one more call asks for this many samples (``n``) at ``guided_temperature``, and the search
+    answers with the ranking most of the samples that run agree on, before any fallback (0: off)."""
+    guided_temperature: float = 0.7
 
     @property
     def chat_url(self) -> str:
@@ -284,6 +289,30 @@ class Planner:
         still bounds each HTTP call.
         """
         start = time.perf_counter()
+        texts, attempts = await self._call(self.payload(domain, request), timeout_s)
+        program, repairs = read_program(texts[0], limits=self.dsl_limits)
+        return Plan(program, texts[0], repairs, attempts, (time.perf_counter() - start) * 1000)
+
+    async def samples(self, domain: str, request: str, *, timeout_s: float | None = None) -> list[Plan]:
+        """``guided_samples`` sampled programs for ``request`` from one call (``n``, ``guided_temperature``,
+        a fixed ``seed`` so that the same request draws the same samples); completions that are not
+        programs are dropped. Errors as :meth:`plan`'s, except that no program is no error: an empty list."""
+        s = self.settings
+        start = time.perf_counter()
+        body = {**self.payload(domain, request), "n": s.guided_samples, "temperature": s.guided_temperature,
+                "seed": 0}  # fmt: skip
+        texts, attempts = await self._call(body, timeout_s)
+        plans = []
+        for text in texts:
+            try:
+                program, repairs = read_program(text, limits=self.dsl_limits)
+            except PlannerOutputError:
+                continue
+            plans.append(Plan(program, text, repairs, attempts, (time.perf_counter() - start) * 1000))
+        return plans
+
+    async def _call(self, body: dict[str, Any], timeout_s: float | None) -> tuple[list[str], int]:
+        """The completions of one chat call, through the circuit breaker, within ``timeout_s``."""
         if not self.breaker.allow():
             raise PlannerUnavailable(
                 f"the planner at {self.settings.url} failed recently; the circuit breaker is open",
@@ -291,9 +320,9 @@ class Planner:
             )
         try:
             if timeout_s is None:
-                text, attempts = await self._complete(self.payload(domain, request))
+                texts, attempts = await self._complete(body)
             else:
-                text, attempts = await asyncio.wait_for(self._complete(self.payload(domain, request)), timeout_s)
+                texts, attempts = await asyncio.wait_for(self._complete(body), timeout_s)
         except TimeoutError:
             self.breaker.failure()
             raise PlannerUnavailable(
@@ -303,10 +332,9 @@ class Planner:
             self.breaker.failure()
             raise
         self.breaker.success()  # the endpoint answered; a bad program is the model's fault, not the endpoint's
-        program, repairs = read_program(text, limits=self.dsl_limits)
-        return Plan(program, text, repairs, attempts, (time.perf_counter() - start) * 1000)
+        return texts, attempts
 
-    async def _complete(self, body: dict[str, Any]) -> tuple[str, int]:
+    async def _complete(self, body: dict[str, Any]) -> tuple[list[str], int]:
         s = self.settings
         attempt = 0
         while True:
@@ -322,7 +350,7 @@ class Planner:
                 retry = True
             else:
                 if response.status_code == 200:
-                    return _content(response), attempt
+                    return _contents(response), attempt
                 problem = f"the planner answered HTTP {response.status_code}: {response.text[:200]}"
                 retry = response.status_code == 429 or response.status_code >= 500
             if not retry or attempt > s.retries:
@@ -338,14 +366,15 @@ class Planner:
         return response.status_code == 200
 
 
-def _content(response: httpx.Response) -> str:
+def _contents(response: httpx.Response) -> list[str]:
+    """The text of every choice of a chat completion, in the order of their ``index``."""
     try:
-        data = response.json()
-        content = data["choices"][0]["message"]["content"]
-    except (ValueError, KeyError, IndexError, TypeError):
+        choices = sorted(response.json()["choices"], key=lambda c: c.get("index", 0))
+        contents = [c["message"]["content"] for c in choices]
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
         raise PlannerUnavailable(
             "the planner's answer is not a chat completion", code="planner_bad_response"
         ) from None
-    if not isinstance(content, str):
+    if not contents or not all(isinstance(c, str) for c in contents):
         raise PlannerUnavailable("the planner's completion has no text", code="planner_bad_response")
-    return content
+    return contents

@@ -17,7 +17,6 @@ method that produced no ranking says why, with the failed layer first: ``format`
 from __future__ import annotations
 
 import atexit
-import collections
 import contextlib
 import dataclasses
 import functools
@@ -43,6 +42,7 @@ from serving.dsl import (
     program_json_schema,
 )
 from serving.dsl.json_schema import SEPARATORS
+from serving.engine.results import consensus
 
 MAX_TOKENS = 256
 """Longest free completion generated (a program is 20-60 tokens with the local tokenizer, about 100 with
@@ -214,7 +214,9 @@ def program_grammar(schema: CorpusSchema, limits: DslLimits = STRUCTURED_LIMITS)
     plain = grammar.replace(_BOUNDED_CHAR, _PLAIN_CHAR)
     bounded = 1 + len(node["properties"]["retrieval_list"]["items"].get("anyOf", [None]))  # type: ignore[index]
     if grammar.count(_BOUNDED_CHAR) != bounded:  # pragma: no cover - a new xgrammar writes other rules
-        raise TrainError(f"xgrammar {xgrammar.__version__} wrote {grammar.count(_BOUNDED_CHAR)} bounded-string "
+        from importlib.metadata import version
+
+        raise TrainError(f"xgrammar {version('xgrammar')} wrote {grammar.count(_BOUNDED_CHAR)} bounded-string "
                          f"character rules, expected {bounded} (the SQL and each modality's query)",
                          code="grammar")  # fmt: skip
     return plain
@@ -319,16 +321,9 @@ def parse_decoding(arg: str, *, structured: bool = False) -> tuple[str, Decoding
 
 
 def vote(outcomes: Sequence[Outcome]) -> Outcome | None:
-    """The ranking most of ``outcomes`` that rank something agree on (ties: the earliest), else None.
-
-    >>> vote([Outcome.failed("validation x"), Outcome.ranked(["b"]), Outcome.ranked(["a"]), Outcome.ranked(["a"])])
-    Outcome(ids=('a',), error=None)
-    """
-    counts = collections.Counter(o.ids for o in outcomes if o.ids)
-    if not counts:
-        return None
-    best = max(counts.values())
-    return next(o for o in outcomes if o.ids and counts[o.ids] == best)
+    """The outcome whose ranking most of ``outcomes`` agree on (:func:`serving.engine.results.consensus`)."""
+    at = consensus([o.ids for o in outcomes])
+    return None if at is None else outcomes[at]
 
 
 def planner_run(path: str, decoding: Decoding = Decoding()) -> Callable[[MethodContext, Sequence[EvalInstance], int], list[Outcome]]:

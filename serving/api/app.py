@@ -6,8 +6,11 @@ validate or run, the answer comes from the fallback: BM25 and dense retrieval ov
 field fused by reciprocal rank, written as a program the engine runs like any other
 (``SELECT id FROM t WHERE id IN <text_1> OR id IN <text_2>``, a ``sparse`` and a ``dense`` entry; the
 ranking contract sums their RRF terms). The response says ``"source": "fallback"`` with the reason, and
-``proretrieval_api_fallbacks_total`` counts it. A bad program given to ``/v1/execute`` is a 422 with the
-language's error code, never a 500.
+``proretrieval_api_fallbacks_total`` counts it. With execution-guided decoding on
+(``PlannerSettings.guided_samples``), a first program that does not parse, validate or run gets one second
+pass before the fallback: sampled programs run in one batch, and the ranking most of them agree on answers
+(``"guided"`` in the response, ``proretrieval_api_guided_total``). A bad program given to ``/v1/execute``
+is a 422 with the language's error code, never a 500.
 
 Limits: request bodies past ``max_body_bytes`` are 413, requests past ``max_nl_chars`` 422; past
 ``max_concurrent`` requests in flight a caller gets 429 with ``Retry-After``; planning, execution and the
@@ -53,6 +56,7 @@ from serving.api.server import error_response, validation_line
 from serving.api.settings import ApiSettings
 from serving.dsl import DslError, Program, Retrieval, parse_program
 from serving.engine import Engine, ExecutionResult
+from serving.engine.results import consensus
 from serving.planner import Plan, Planner, PlannerError, PlannerSettings, planner_http_status
 
 log = logging.getLogger("serving.api")
@@ -130,15 +134,32 @@ class FallbackOut(BaseModel):
     detail: str
 
 
+class GuidedOut(BaseModel):
+    """How execution-guided decoding answered: the greedy program's failure, and the samples' vote."""
+
+    reason: str
+    detail: str
+    samples: int
+    """Samples asked for."""
+    ran: int
+    """Samples that were programs and ranked something."""
+    agreeing: int
+    """Samples whose ranking is the one answered."""
+
+
 class SearchOut(BaseModel):
     request_id: str
     domain: str
     query: str | None = None
     source: Literal["planner", "fallback", "program"]
     fallback: FallbackOut | None = None
+    guided: GuidedOut | None = None
+    """Set when the planner's first program failed and a sampled one answered (``repairs`` then holds
+    ``execution_guided``)."""
     program: dict[str, Any]
     planner_program: dict[str, Any] | None = None
-    """What the planner wrote when the fallback answered instead (it parsed but failed)."""
+    """What the planner wrote first when it failed (it parsed but did not run), under the fallback or a
+    guided answer."""
     repairs: list[str] = []
     placeholders: list[PlaceholderOut]
     sql: str
@@ -181,6 +202,8 @@ class ApiMetrics:
             buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10),
         )  # fmt: skip
         self.fallbacks = Counter(p + "fallbacks_total", "Searches answered by the fallback, by reason", ["reason"], registry=self.registry)
+        self.guided = Counter(p + "guided_total", "Execution-guided second passes, by outcome (answered: a sample ran; "
+                              "failed: none did, the fallback answered)", ["outcome"], registry=self.registry)  # fmt: skip
         self.rejections = Counter(p + "rejections_total", "Requests refused, by reason", ["reason"], registry=self.registry)
         self.inflight = Gauge(p + "inflight_requests", "Requests under /v1 in flight", registry=self.registry)
         self.inflight.set_function(lambda: float(inflight()))
@@ -323,6 +346,7 @@ class QueryService:
         self, request_id: str, domain: str, program: Program, k: int, fields: Sequence[str], timings: dict[str, float],
         *, source: str, query: str | None = None, fallback: FallbackOut | None = None,
         planner_program: Program | None = None, repairs: Sequence[str] = (), result: ExecutionResult | None = None,
+        guided: GuidedOut | None = None,
     ) -> dict[str, Any]:  # fmt: skip
         if result is None:
             t = time.perf_counter()
@@ -348,6 +372,7 @@ class QueryService:
             "query": query,
             "source": source,
             "fallback": fallback.model_dump() if fallback else None,
+            "guided": guided.model_dump() if guided else None,
             "program": json.loads(program.to_json()),
             "planner_program": json.loads(planner_program.to_json()) if planner_program is not None else None,
             "repairs": list(repairs),
@@ -390,6 +415,14 @@ class QueryService:
                 )  # fmt: skip
         if "plan_ms" not in timings:
             timings["plan_ms"] = (time.perf_counter() - start) * 1000
+        if self.guides(reason):
+            got = await self.guided_pass(body.domain, body.query, body.k, reason, timings)
+            if got is not None:
+                plan, result, guided = got
+                return await self.answer(
+                    request_id, body.domain, plan.program, body.k, fields, timings, source="planner", query=body.query,
+                    planner_program=written, repairs=(*plan.repairs, "execution_guided"), result=result, guided=guided,
+                )  # fmt: skip
         self.metrics.fallbacks.labels(reason.reason).inc()
         program = fallback_program(body.domain, body.query)
         t = time.perf_counter()
@@ -407,6 +440,54 @@ class QueryService:
             request_id, body.domain, program, body.k, fields, timings, source="fallback", query=body.query,
             fallback=reason, planner_program=written, result=result,
         )  # fmt: skip
+
+    def guides(self, reason: FallbackOut) -> bool:
+        """Whether execution-guided decoding gets a second pass at a search whose first program failed:
+        when it is on and the planner answered with something that did not parse, validate or run (not when
+        the planner is unreachable or the program ran out of time, which sampling does not mend)."""
+        s = self.planner_settings
+        if self.planner is None or s is None or s.guided_samples <= 0:
+            return False
+        return reason.reason.startswith("planner_output_") or (
+            reason.reason.startswith("program_") and reason.reason != "program_timeout"
+        )
+
+    async def guided_pass(
+        self, domain: str, query: str, k: int, reason: FallbackOut, timings: dict[str, float]
+    ) -> tuple[Plan, ExecutionResult, GuidedOut] | None:
+        """Execution-guided decoding: ``guided_samples`` sampled programs in one planner call, run in one
+        ``execute_many`` within the execution deadline; the plan and result of the ranking most samples
+        agree on (:func:`serving.engine.results.consensus`), or None when no sample ranks anything."""
+        assert self.planner is not None
+        start = time.perf_counter()
+        try:
+            try:
+                plans = await self.planner.samples(domain, query, timeout_s=self.settings.plan_deadline_s)
+            except PlannerError:
+                plans = []
+            results: list[Any] = []
+            if plans:
+                engine = self.engine_of(domain)
+                loop = asyncio.get_running_loop()
+                running = loop.run_in_executor(
+                    self._executors[domain], lambda: engine.execute_many([p.program for p in plans], k)
+                )
+                with contextlib.suppress(TimeoutError):
+                    results = await asyncio.wait_for(asyncio.shield(running), self.settings.execute_deadline_s)
+        finally:
+            timings["guided_ms"] = (time.perf_counter() - start) * 1000
+            self.metrics.stages.labels("guided").observe(time.perf_counter() - start)
+        rankings = [r.ids if isinstance(r, ExecutionResult) else None for r in results]
+        at = consensus(rankings)
+        self.metrics.guided.labels("failed" if at is None else "answered").inc()
+        if at is None:
+            return None
+        assert self.planner_settings is not None
+        ran = sum(1 for r in rankings if r)
+        agreeing = sum(1 for r in rankings if r and tuple(r) == tuple(rankings[at] or ()))
+        guided = GuidedOut(reason=reason.reason, detail=reason.detail, samples=self.planner_settings.guided_samples,
+                           ran=ran, agreeing=agreeing)  # fmt: skip
+        return plans[at], results[at], guided
 
     async def execute(self, request_id: str, body: ExecuteIn) -> dict[str, Any]:
         self.engine_of(body.domain)

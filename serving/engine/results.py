@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,3 +94,18 @@ class ExecutionResult:
             "sql": self.sql,
             "timings": {stage: round(ms, 3) for stage, ms in self.timings.items()},
         }
+
+
+def consensus(rankings: Sequence[Sequence[str] | None]) -> int | None:
+    """The index of the ranking most of ``rankings`` agree on, among those that rank something (a tie
+    goes to the earliest), or None when none does: self-consistency by execution result, the pick of
+    execution-guided decoding over sampled programs.
+
+    >>> consensus([None, ["b"], ["a"], ["a"]]), consensus([["b"], ["a"]]), consensus([None, []])
+    (2, 0, None)
+    """
+    counts = Counter(tuple(r) for r in rankings if r)
+    if not counts:
+        return None
+    best = max(counts.values())
+    return next(i for i, r in enumerate(rankings) if r and counts[tuple(r)] == best)

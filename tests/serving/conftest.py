@@ -74,6 +74,8 @@ class ScriptedPlanner:
     """A real OpenAI-compatible HTTP server (FastAPI on uvicorn, loopback) that answers every chat
     completion with ``completion``, or with HTTP ``status`` when set, after ``delay_s``.
 
+    A call with ``n`` > 1 (execution-guided decoding's samples) gets ``samples`` instead.
+
     It stands for a trained planner in tests of what the API does with a given completion; the client,
     the HTTP path and the parsing are the real ones.
     """
@@ -85,6 +87,8 @@ class ScriptedPlanner:
         from serving.api.server import ServerThread
 
         self.completion = ""
+        self.samples: list[str] = [""]
+        """What a call with ``n`` > 1 answers, cycled to ``n`` choices (sent in reverse index order)."""
         self.status = 200
         self.delay_s = 0.0
         self.calls = 0
@@ -105,10 +109,12 @@ class ScriptedPlanner:
                 await asyncio.sleep(self.delay_s)
             if self.status != 200:
                 return JSONResponse({"error": "scripted"}, status_code=self.status)
+            n = int(self.bodies[-1].get("n") or 1)
+            texts = [self.completion] if n == 1 else [self.samples[i % len(self.samples)] for i in range(n)]
             return JSONResponse(
                 {"id": "c", "object": "chat.completion", "model": PLANNER_NAME,
-                 "choices": [{"index": 0, "finish_reason": "stop",
-                              "message": {"role": "assistant", "content": self.completion}}]}
+                 "choices": [{"index": i, "finish_reason": "stop", "message": {"role": "assistant", "content": t}}
+                             for i, t in reversed(list(enumerate(texts)))]}
             )  # fmt: skip
 
         self.server = ServerThread(app).start()
@@ -131,6 +137,6 @@ def scripted_planner_server() -> Iterator[ScriptedPlanner]:
 def scripted_planner(scripted_planner_server: ScriptedPlanner) -> ScriptedPlanner:
     """The session's scripted planner, reset: answers ``completion`` (set it) at once with 200."""
     s = scripted_planner_server
-    s.completion, s.status, s.delay_s, s.calls = "", 200, 0.0, 0
+    s.completion, s.samples, s.status, s.delay_s, s.calls = "", [""], 200, 0.0, 0
     s.bodies.clear()
     return s

@@ -61,6 +61,15 @@ def scripted_api(engines: dict[str, Engine], scripted_planner_server: ScriptedPl
 
 
 @pytest.fixture(scope="module")
+def guided_api(engines: dict[str, Engine], scripted_planner_server: ScriptedPlanner) -> Iterator[Api]:
+    planner = PlannerSettings(url=scripted_planner_server.url, model="m", retries=0, breaker_reset_s=0.01,
+                              guided_samples=4)  # fmt: skip
+    api = Api(engines, planner, ApiSettings(warmup=False))
+    yield api
+    api.close()
+
+
+@pytest.fixture(scope="module")
 def dead_api(engines: dict[str, Engine]) -> Iterator[Api]:
     from indexing.stores.server import free_port
 
@@ -108,6 +117,56 @@ def test_repeated_results_come_with_the_same_fields(scripted_api: Api) -> None:
     cached = scripted_api.client.post("/v1/execute", json={"program": GOOD, "k": 5}).json()["results"]
     assert cached == first
     assert [x["fields"] for x in again] == [{"title": x["fields"]["title"], "price": x["fields"]["price"]} for x in first]
+
+
+def _metric(api: Api, name: str, **labels: str) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(api.client.get("/metrics").text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    return 0.0
+
+
+def test_a_failed_program_is_answered_by_the_samples_most_agree_on(guided_api: Api, scripted_planner: ScriptedPlanner) -> None:
+    """Execution-guided decoding: the first program fails validation; of 4 samples, one is not a program,
+    one fails, and the two that rank something agree, so they answer (never the fallback)."""
+    other = {**GOOD, "sql": GOOD["sql"].replace("price < 200", "price < 50")}
+    scripted_planner.completion = json.dumps({**GOOD, "sql": GOOD["sql"].replace("<text_1>", "<text_2>")})
+    scripted_planner.samples = ["not a program", json.dumps(GOOD), json.dumps(other), json.dumps(GOOD)]
+    answered = _metric(guided_api, "proretrieval_api_guided_total", outcome="answered")
+    r = _search(guided_api, k=5)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["source"] == "planner" and body["fallback"] is None
+    assert body["program"]["sql"] == GOOD["sql"], "the two samples agreeing on one ranking win"
+    assert body["planner_program"]["sql"].endswith("<text_2>") and "execution_guided" in body["repairs"]
+    guided = body["guided"]
+    assert guided["reason"] == "program_placeholder_out_of_range" and guided["samples"] == 4
+    assert guided["agreeing"] == 2 and 2 <= guided["ran"] <= 3  # the price < 50 sample may rank nothing
+    assert all(x["fields"]["price"] < 200 for x in body["results"]) and body["results"]
+    first, second = scripted_planner.bodies
+    assert "n" not in first and (second["n"], second["temperature"], second["seed"]) == (4, 0.7, 0)
+    assert "guided_ms" in body["timings"]
+    assert _metric(guided_api, "proretrieval_api_guided_total", outcome="answered") == answered + 1
+
+
+def test_when_no_sample_runs_the_fallback_answers(guided_api: Api, scripted_planner: ScriptedPlanner) -> None:
+    scripted_planner.completion = "no program here"
+    scripted_planner.samples = ["still none", json.dumps({**GOOD, "sql": "SELECT id FROM products WHERE"})]
+    failed = _metric(guided_api, "proretrieval_api_guided_total", outcome="failed")
+    body = _search(guided_api, k=5).json()
+    assert body["source"] == "fallback" and body["guided"] is None
+    assert body["fallback"]["reason"].startswith("planner_output_") and scripted_planner.calls == 2
+    assert _metric(guided_api, "proretrieval_api_guided_total", outcome="failed") == failed + 1
+
+
+def test_an_unreachable_planner_gets_no_second_pass(guided_api: Api, scripted_planner: ScriptedPlanner) -> None:
+    scripted_planner.status = 503
+    body = _search(guided_api, k=5).json()
+    assert body["source"] == "fallback" and body["fallback"]["reason"] == "planner_unavailable"
+    assert scripted_planner.calls == 1, "sampling does not mend an endpoint that is down"
 
 
 def test_search_fields_and_email(scripted_api: Api, scripted_planner: ScriptedPlanner) -> None:
