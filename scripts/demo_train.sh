@@ -6,9 +6,8 @@
 #   every domain; the prompt carries the corpus schema), 300 SFT steps and 10 GRPO steps: minutes, not quality.
 # PROFILE=medium: one planner for both corpora trained on the medium splits, SFT_STEPS (default 3000) SFT steps,
 #   then RL_STEPS (default 50) GRPO and as many DAPO steps from it; all three evaluated on test and OOD.
-# GUIDED_SAMPLES (default 0, off) also evaluates the SFT planner with execution-guided decoding
-#   (`planner:PATH?samples=N`). Off by default: on the full test splits vLLM 0.32's CPU worker stops with
-#   "CPU Generator does not use offset" under seeded sampling (README: Local training).
+# GUIDED_SAMPLES (medium and paper: 8; demo: 0, off) also evaluates the SFT planner with execution-guided
+#   decoding (`planner:PATH?samples=N`).
 # PROFILE=paper: one planner per domain with the defaults file's full recipe (3 SFT epochs, 200 GRPO and
 #   200 DAPO steps); hours on 2 cores.
 set -euo pipefail
@@ -22,9 +21,9 @@ case "$PROFILE" in
   demo)   SFT=(--max-steps 300 --eval-steps 100); RL=(--max-steps 10 --save-steps 5); LIMIT=(--limit 100); ALGOS="grpo"
           SETS=("both:ecommerce email"); SPLITS="test"; GUIDED="${GUIDED_SAMPLES:-0}" ;;
   medium) SFT=(--max-steps "${SFT_STEPS:-3000}" --eval-steps 500); RL=(--max-steps "${RL_STEPS:-50}" --save-steps 25)
-          LIMIT=(); ALGOS="grpo dapo"; SETS=("both:ecommerce email"); SPLITS="test ood"; GUIDED="${GUIDED_SAMPLES:-0}" ;;
+          LIMIT=(); ALGOS="grpo dapo"; SETS=("both:ecommerce email"); SPLITS="test ood"; GUIDED="${GUIDED_SAMPLES:-8}" ;;
   paper)  SFT=(); RL=(); LIMIT=(); ALGOS="grpo dapo"; SETS=("ecommerce:ecommerce" "email:email"); SPLITS="test ood"
-          GUIDED="${GUIDED_SAMPLES:-0}" ;;
+          GUIDED="${GUIDED_SAMPLES:-8}" ;;
   *) echo "error profile: unknown PROFILE=$PROFILE (demo|medium|paper)" >&2; exit 2 ;;
 esac
 

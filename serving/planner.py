@@ -294,13 +294,13 @@ class Planner:
         return Plan(program, texts[0], repairs, attempts, (time.perf_counter() - start) * 1000)
 
     async def samples(self, domain: str, request: str, *, timeout_s: float | None = None) -> list[Plan]:
-        """``guided_samples`` sampled programs for ``request`` from one call (``n``, ``guided_temperature``,
-        a fixed ``seed`` so that the same request draws the same samples); completions that are not
+        """``guided_samples`` sampled programs for ``request`` from one call (``n``, ``guided_temperature``;
+        no per-request seed, which vLLM's CPU build cannot take with ``n`` > 1); completions that are not
         programs are dropped. Errors as :meth:`plan`'s, except that no program is no error: an empty list."""
         s = self.settings
         start = time.perf_counter()
-        body = {**self.payload(domain, request), "n": s.guided_samples, "temperature": s.guided_temperature,
-                "seed": 0}  # fmt: skip
+        # No per-request seed: with n > 1 it stops vLLM 0.32's CPU worker ("CPU Generator does not use offset").
+        body = {**self.payload(domain, request), "n": s.guided_samples, "temperature": s.guided_temperature}
         texts, attempts = await self._call(body, timeout_s)
         plans = []
         for text in texts:

@@ -225,7 +225,8 @@ def program_grammar(schema: CorpusSchema, limits: DslLimits = STRUCTURED_LIMITS)
 def generate(ctx: MethodContext, path: str, requests: Sequence[str], *, structured: bool = False,
              n: int = 1, temperature: float = 0.0, seed: int = 0) -> list[list[Completion]]:  # fmt: skip
     """``n`` completions of the planner for each of ``requests`` in one offline vLLM batch (greedy when
-    ``temperature`` is 0; sampled with ``seed`` otherwise, so a rerun writes the same samples).
+    ``temperature`` is 0; sampled otherwise: with ``seed`` when ``n`` is 1, else from the engine's seed, so
+    a fresh process rerunning the same batches writes the same samples).
 
     Free decoding stops at :data:`MAX_TOKENS`. Structured output is constrained by :func:`program_grammar`
     and may run to that schema's longest program, so it always closes the JSON (within the context left
@@ -243,7 +244,10 @@ def generate(ctx: MethodContext, path: str, requests: Sequence[str], *, structur
         grammar = StructuredOutputsParams(grammar=program_grammar(ctx.schema))
         room = llm.llm_engine.model_config.max_model_len - max((len(tok.encode(p)) for p in prompts), default=0)
         budget = max(1, min(longest_program_chars(ctx.schema, STRUCTURED_LIMITS), room))
-    params = SamplingParams(n=n, temperature=temperature, max_tokens=budget, seed=seed, structured_outputs=grammar)
+    # A per-request seed with n > 1 stops vLLM 0.32's CPU worker on large batches ("CPU Generator does not
+    # use offset", in the model runner's bookkeeping); a sampled pass draws from the engine's seed instead.
+    params = SamplingParams(n=n, temperature=temperature, max_tokens=budget, seed=seed if n == 1 else None,
+                            structured_outputs=grammar)  # fmt: skip
     return [[Completion(c.text, budget if c.finish_reason == "length" else None) for c in o.outputs]
             for o in llm.generate(prompts, params, use_tqdm=False)]  # fmt: skip
 

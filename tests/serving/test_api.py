@@ -147,7 +147,7 @@ def test_a_failed_program_is_answered_by_the_samples_most_agree_on(guided_api: A
     assert guided["agreeing"] == 2 and 2 <= guided["ran"] <= 3  # the price < 50 sample may rank nothing
     assert all(x["fields"]["price"] < 200 for x in body["results"]) and body["results"]
     first, second = scripted_planner.bodies
-    assert "n" not in first and (second["n"], second["temperature"], second["seed"]) == (4, 0.7, 0)
+    assert "n" not in first and (second["n"], second["temperature"]) == (4, 0.7) and "seed" not in second
     assert "guided_ms" in body["timings"]
     assert _metric(guided_api, "proretrieval_api_guided_total", outcome="answered") == answered + 1
 
