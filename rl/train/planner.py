@@ -311,7 +311,6 @@ def parse_decoding(arg: str, *, structured: bool = False) -> tuple[str, Decoding
     path, sep, query = arg.partition("?")
     if not sep:
         return path, Decoding(structured)
-    options: dict[str, str] = {}
     try:
         options = dict(parse_qsl(query, strict_parsing=True))
         unknown = set(options) - {"samples", "temperature"}

@@ -198,7 +198,7 @@ class ApiMetrics:
         self.requests = Counter(p + "requests_total", "Requests by route and status", ["route", "status"], registry=self.registry)
         self.seconds = Histogram(p + "request_seconds", "Request latency by route", ["route"], registry=self.registry)
         self.stages = Histogram(
-            p + "stage_seconds", "Latency by stage (plan, engine, fetch, fallback)", ["stage"], registry=self.registry,
+            p + "stage_seconds", "Latency by stage (plan, engine, fetch, fallback, guided, guided_engine)", ["stage"], registry=self.registry,
             buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10),
         )  # fmt: skip
         self.fallbacks = Counter(p + "fallbacks_total", "Searches answered by the fallback, by reason", ["reason"], registry=self.registry)
@@ -277,9 +277,15 @@ class QueryService:
 
     async def _engine(self, domain: str, program: Program, k: int, deadline: float, stage: str) -> ExecutionResult:
         engine = self.engine_of(domain)
+        result: ExecutionResult = await self._on_engine(domain, lambda: engine.execute(program, k), deadline, stage)
+        return result
+
+    async def _on_engine(self, domain: str, call: Callable[[], Any], deadline: float, stage: str) -> Any:
+        """``call`` on ``domain``'s engine thread within ``deadline`` (TimeoutError past it); ``stage``'s
+        latency observed either way."""
         loop = asyncio.get_running_loop()
         start = time.perf_counter()
-        running = loop.run_in_executor(self._executors[domain], engine.execute, program, k)
+        running = loop.run_in_executor(self._executors[domain], call)
         try:
             return await asyncio.wait_for(asyncio.shield(running), deadline)
         finally:
@@ -468,12 +474,9 @@ class QueryService:
             results: list[Any] = []
             if plans:
                 engine = self.engine_of(domain)
-                loop = asyncio.get_running_loop()
-                running = loop.run_in_executor(
-                    self._executors[domain], lambda: engine.execute_many([p.program for p in plans], k)
-                )
                 with contextlib.suppress(TimeoutError):
-                    results = await asyncio.wait_for(asyncio.shield(running), self.settings.execute_deadline_s)
+                    results = await self._on_engine(domain, lambda: engine.execute_many([p.program for p in plans], k),
+                                                    self.settings.execute_deadline_s, "guided_engine")  # fmt: skip
         finally:
             timings["guided_ms"] = (time.perf_counter() - start) * 1000
             self.metrics.stages.labels("guided").observe(time.perf_counter() - start)
@@ -484,7 +487,7 @@ class QueryService:
             return None
         assert self.planner_settings is not None
         ran = sum(1 for r in rankings if r)
-        agreeing = sum(1 for r in rankings if r and tuple(r) == tuple(rankings[at] or ()))
+        agreeing = rankings.count(rankings[at])
         guided = GuidedOut(reason=reason.reason, detail=reason.detail, samples=self.planner_settings.guided_samples,
                            ran=ran, agreeing=agreeing)  # fmt: skip
         return plans[at], results[at], guided
