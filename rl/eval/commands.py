@@ -154,7 +154,8 @@ def register_eval(sub: Any) -> None:
     for domain in DOMAINS:
         d = targets.add_parser(domain, help=f"evaluate a method on the {domain} benchmark")
         d.add_argument("--method", required=True, help="registered method: bm25, dense, rrf, self-query, sql-only, oracle; planner:PATH[?samples=N], "
-                       "planner-json:PATH[?samples=N], llm:URL[#MODEL]; or one a plugin adds")
+                       "planner-json:PATH[?samples=N] (JSON-schema output), planner-grammar:PATH[?samples=N] "
+                       "(program-grammar output), llm:URL[#MODEL]; or one a plugin adds")
         d.add_argument("--split", default="test", help="benchmark split: test (default), ood or train")
         d.add_argument("--limit", type=int, default=None, help="evaluate N queries spread evenly over the split")
         d.add_argument("--k", type=int, default=None, help=f"ranking depth scored (default: config rl.eval.k, {defaults.k})")

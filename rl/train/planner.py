@@ -4,6 +4,9 @@
   greedy decoding, from the prompt profile in the checkpoint's card (:mod:`rl.train.run`), so the prompt is
   the one the model was trained on. ``planner-json:PATH`` adds structured output: decoding constrained by
   the DSL's JSON schema (:func:`serving.dsl.program_json_schema`), so every completion is a well-shaped program.
+  ``planner-grammar:PATH`` constrains it by the program grammar (:func:`serving.dsl.grammar.program_grammar_ebnf`):
+  typed SQL over the corpus's columns, placeholders in order and one entry of their modality each, so every
+  completion also passes validation short of the size caps.
 - ``llm:URL`` asks an OpenAI-compatible chat endpoint (``http://host:port/v1``; ``llm:URL#MODEL`` names
   the model, else the endpoint's first) few-shot, as the paper's commercial-LLM baseline: the full schema
   prompt plus :data:`N_SHOTS` exemplar programs from the train split covering every modality and level.
@@ -41,6 +44,7 @@ from serving.dsl import (
     longest_program_chars,
     program_json_schema,
 )
+from serving.dsl.grammar import program_grammar_ebnf
 from serving.dsl.json_schema import SEPARATORS
 from serving.engine.results import consensus
 
@@ -73,15 +77,20 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "model"
 
 
-def planner_name(path: str, structured: bool = False) -> str:
+CONSTRAINTS: dict[str, str] = {"none": "planner", "json": "planner-json", "grammar": "planner-grammar"}
+"""How decoding may be constrained, and the method family of each: free, by the DSL's JSON schema
+(:func:`program_grammar`), or by the program grammar (:func:`serving.dsl.grammar.program_grammar_ebnf`)."""
+
+
+def planner_name(path: str, constraint: str = "none") -> str:
     """The method's name in reports: the run directory's name, not its path (reports nest by method name).
 
-    >>> planner_name("/ws/runs/sft-ecommerce/final"), planner_name("ckpt", structured=True)
+    >>> planner_name("/ws/runs/sft-ecommerce/final"), planner_name("ckpt", "json")
     ('planner:sft-ecommerce', 'planner-json:ckpt')
     """
     p = Path(path)
     name = p.parent.name if p.name == "final" and p.parent.name else p.name
-    return f"{'planner-json' if structured else 'planner'}:{_slug(name)}"
+    return f"{CONSTRAINTS[constraint]}:{_slug(name)}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,15 +231,16 @@ def program_grammar(schema: CorpusSchema, limits: DslLimits = STRUCTURED_LIMITS)
     return plain
 
 
-def generate(ctx: MethodContext, path: str, requests: Sequence[str], *, structured: bool = False,
+def generate(ctx: MethodContext, path: str, requests: Sequence[str], *, constraint: str = "none",
              n: int = 1, temperature: float = 0.0, seed: int = 0) -> list[list[Completion]]:  # fmt: skip
     """``n`` completions of the planner for each of ``requests`` in one offline vLLM batch (greedy when
     ``temperature`` is 0; sampled otherwise: with ``seed`` when ``n`` is 1, else from the engine's seed, so
     a fresh process rerunning the same batches writes the same samples).
 
-    Free decoding stops at :data:`MAX_TOKENS`. Structured output is constrained by :func:`program_grammar`
-    and may run to that schema's longest program, so it always closes the JSON (within the context left
-    after the longest prompt)."""
+    Free decoding stops at :data:`MAX_TOKENS`. Structured output (``constraint``, :data:`CONSTRAINTS`) may
+    run to the JSON schema's longest program, so under the schema it always closes the JSON (within the
+    context left after the longest prompt). The program grammar bounds no SQL length; its SQL is the
+    gold's shape, at most 286 characters in the medium benchmarks against the budget's 1,000."""
     from vllm import SamplingParams
     from vllm.sampling_params import StructuredOutputsParams
 
@@ -240,8 +250,9 @@ def generate(ctx: MethodContext, path: str, requests: Sequence[str], *, structur
                                        add_generation_prompt=True) for nl in requests]  # fmt: skip
     budget = MAX_TOKENS
     grammar = None
-    if structured:
-        grammar = StructuredOutputsParams(grammar=program_grammar(ctx.schema))
+    if constraint != "none":
+        ebnf = program_grammar(ctx.schema) if constraint == "json" else program_grammar_ebnf(ctx.schema, STRUCTURED_LIMITS)
+        grammar = StructuredOutputsParams(grammar=ebnf)
         room = llm.llm_engine.model_config.max_model_len - max((len(tok.encode(p)) for p in prompts), default=0)
         budget = max(1, min(longest_program_chars(ctx.schema, STRUCTURED_LIMITS), room))
     # A per-request seed with n > 1 stops vLLM 0.32's CPU worker on large batches ("CPU Generator does not
@@ -253,9 +264,9 @@ def generate(ctx: MethodContext, path: str, requests: Sequence[str], *, structur
 
 
 def planner_completions(ctx: MethodContext, path: str, requests: Sequence[str], *,
-                        structured: bool = False) -> list[Completion]:  # fmt: skip
+                        constraint: str = "none") -> list[Completion]:  # fmt: skip
     """The planner's greedy completion for each of ``requests`` (:func:`generate`)."""
-    return [got[0] for got in generate(ctx, path, requests, structured=structured)]
+    return [got[0] for got in generate(ctx, path, requests, constraint=constraint)]
 
 
 GUIDED_TEMPERATURE = 0.7
@@ -280,13 +291,17 @@ class Decoding:
     (``planner:RUN-eg8``).
     """
 
-    structured: bool = False
-    """Constrain decoding by :func:`program_grammar` (``planner-json:PATH``)."""
+    constraint: str = "none"
+    """How decoding is constrained (:data:`CONSTRAINTS`): ``json`` for ``planner-json:PATH``, ``grammar``
+    for ``planner-grammar:PATH``."""
     samples: int = 0
     """Samples of the second pass per failed request (0: greedy only)."""
     temperature: float = GUIDED_TEMPERATURE
 
     def __post_init__(self) -> None:
+        if self.constraint not in CONSTRAINTS:
+            raise TrainError(f"planner constraint must be one of {', '.join(CONSTRAINTS)}, got {self.constraint!r}",
+                             code="planner_option")  # fmt: skip
         if not 0 <= self.samples <= MAX_SAMPLES:
             raise TrainError(f"planner samples must be 0-{MAX_SAMPLES}, got {self.samples}", code="planner_option")
         if not 0 < self.temperature <= 2:
@@ -300,23 +315,23 @@ class Decoding:
         return f"-eg{self.samples}" + ("" if self.temperature == GUIDED_TEMPERATURE else f"-t{self.temperature:g}")
 
 
-def parse_decoding(arg: str, *, structured: bool = False) -> tuple[str, Decoding]:
+def parse_decoding(arg: str, *, constraint: str = "none") -> tuple[str, Decoding]:
     """The path and decoding of a ``planner:`` argument: ``PATH`` or ``PATH?samples=8[&temperature=0.7]``.
 
     >>> parse_decoding("runs/sft/final?samples=8")
-    ('runs/sft/final', Decoding(structured=False, samples=8, temperature=0.7))
+    ('runs/sft/final', Decoding(constraint='none', samples=8, temperature=0.7))
     """
     from urllib.parse import parse_qsl
 
     path, sep, query = arg.partition("?")
     if not sep:
-        return path, Decoding(structured)
+        return path, Decoding(constraint)
     try:
         options = dict(parse_qsl(query, strict_parsing=True))
         unknown = set(options) - {"samples", "temperature"}
         if unknown:
             raise ValueError(f"unknown option {sorted(unknown)[0]!r} (samples, temperature)")
-        decoding = Decoding(structured, int(options.get("samples", 0)),
+        decoding = Decoding(constraint, int(options.get("samples", 0)),
                             float(options.get("temperature", GUIDED_TEMPERATURE)))  # fmt: skip
     except ValueError as exc:
         raise TrainError(f"bad planner options {query!r}: {exc}", code="planner_option") from exc
@@ -330,15 +345,15 @@ def vote(outcomes: Sequence[Outcome]) -> Outcome | None:
 
 
 def planner_run(path: str, decoding: Decoding = Decoding()) -> Callable[[MethodContext, Sequence[EvalInstance], int], list[Outcome]]:
-    """The method function of ``planner:PATH`` (``planner-json:PATH`` when ``decoding.structured``)."""
+    """The method function of ``planner:PATH`` (``planner-json:`` and ``planner-grammar:`` by ``decoding.constraint``)."""
 
     def run(ctx: MethodContext, batch: Sequence[EvalInstance], k: int) -> list[Outcome]:
         requests = [i.nl for i in batch]
-        outcomes = execute(ctx, planner_completions(ctx, path, requests, structured=decoding.structured), k)
+        outcomes = execute(ctx, planner_completions(ctx, path, requests, constraint=decoding.constraint), k)
         retry = [i for i, o in enumerate(outcomes) if not o.ids]
         if decoding.samples and retry:
             n = decoding.samples
-            drawn = generate(ctx, path, [requests[i] for i in retry], structured=decoding.structured, n=n,
+            drawn = generate(ctx, path, [requests[i] for i in retry], constraint=decoding.constraint, n=n,
                              temperature=decoding.temperature)  # fmt: skip
             tried = execute(ctx, [c for group in drawn for c in group], k)
             for j, i in enumerate(retry):
@@ -348,14 +363,18 @@ def planner_run(path: str, decoding: Decoding = Decoding()) -> Callable[[MethodC
     return run
 
 
-def planner_spec(arg: str, *, structured: bool = False) -> MethodSpec:
+_WHAT = {"none": "free decoding", "json": "structured output by the DSL's JSON schema",
+         "grammar": "structured output by the program grammar"}
+
+
+def planner_spec(arg: str, *, constraint: str = "none") -> MethodSpec:
     """The spec of a trained planner: ``arg`` is a model directory with its tokenizer, optionally followed
     by decoding options (:func:`parse_decoding`)."""
-    path, decoding = parse_decoding(arg, structured=structured)
-    what = "structured output by the DSL's JSON schema" if structured else "free decoding"
+    path, decoding = parse_decoding(arg, constraint=constraint)
+    what = _WHAT[constraint]
     if decoding.samples:
         what += f", execution-guided with {decoding.samples} samples at temperature {decoding.temperature:g}"
-    return MethodSpec(planner_name(path, structured) + decoding.suffix, planner_run(path, decoding),
+    return MethodSpec(planner_name(path, constraint) + decoding.suffix, planner_run(path, decoding),
                       f"trained planner at {path} through vLLM ({what})")  # fmt: skip
 
 
@@ -452,5 +471,6 @@ def llm_spec(target: str) -> MethodSpec:
 
 
 register_family("planner", planner_spec)
-register_family("planner-json", lambda path: planner_spec(path, structured=True))
+register_family("planner-json", lambda path: planner_spec(path, constraint="json"))
+register_family("planner-grammar", lambda path: planner_spec(path, constraint="grammar"))
 register_family("llm", llm_spec)

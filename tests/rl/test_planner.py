@@ -26,6 +26,7 @@ from rl.eval.runner import evaluate, modality_group
 from rl.train.planner import (
     N_SHOTS,
     SHOTS_KEY,
+    STRUCTURED_LIMITS,
     Completion,
     Decoding,
     LoadedPlanner,
@@ -82,11 +83,15 @@ def test_planner_method_generates_executes_and_scores(small_index_cfg: Config, t
     instances = list(load_split(train_bench, "ecommerce", "test"))
     ctx = MethodContext(small_index_cfg, "ecommerce")
     try:
-        for name in (f"planner:{tiny_planner}", f"planner-json:{tiny_planner}"):
-            spec = get_method(name)
-            assert spec.name == ("planner-json:sft" if "json" in name else "planner:sft")
-            _check_run(evaluate(small_index_cfg, "ecommerce", spec, instances, progress=False, ctx=ctx), instances)
-        constrained = planner_completions(ctx, str(tiny_planner), [i.nl for i in instances], structured=True)
+        for family in ("planner", "planner-json", "planner-grammar"):
+            spec = get_method(f"{family}:{tiny_planner}")
+            assert spec.name == f"{family}:sft"
+            run = evaluate(small_index_cfg, "ecommerce", spec, instances, progress=False, ctx=ctx)
+            _check_run(run, instances)
+            if family == "planner-grammar":  # what the grammar admits parses and validates, unless cut
+                failed = [r.error for r in run.results if r.error and not r.error.startswith("execution ")]
+                assert all(e.startswith("format truncated") for e in failed), failed
+        constrained = planner_completions(ctx, str(tiny_planner), [i.nl for i in instances], constraint="json")
         (loaded,) = [v for v in ctx.cache.values() if isinstance(v, LoadedPlanner)]
         core = loaded.llm.llm_engine.engine_core.resources.engine_manager.processes[0]
         shape = re.compile(r'^\{"(sql|retrieval_list)": ?["\[]')
@@ -120,11 +125,26 @@ def test_execution_guided_decoding_resamples_only_what_failed(small_index_cfg: C
         # A failed request keeps its failure or gets a ranking a sample found (the engine's seed, not a
         # per-request one, drives the samples, so a second draw in this process would differ).
         assert all(guided[i].ids or (guided[i].ids, guided[i].error) == (greedy[i].ids, greedy[i].error) for i in failed)
-        drawn = generate(ctx, str(tiny_planner), [instances[i].nl for i in failed], structured=True, n=4,
+        drawn = generate(ctx, str(tiny_planner), [instances[i].nl for i in failed], constraint="json", n=4,
                          temperature=0.7)  # fmt: skip
         assert [len(group) for group in drawn] == [4] * len(failed)
     finally:
         ctx.close()
+
+
+def test_the_program_grammar_admits_every_gold_program(train_bench: Workspace) -> None:  # noqa: F811
+    import xgrammar
+
+    from indexing.schema import schema_for
+    from serving.dsl.grammar import program_grammar_ebnf
+
+    compiler = xgrammar.GrammarCompiler(xgrammar.TokenizerInfo([chr(c) for c in range(128)]))
+    for domain in ("ecommerce", "email"):
+        grammar = compiler.compile_grammar(program_grammar_ebnf(schema_for(domain), STRUCTURED_LIMITS))
+        golds = [i.program for split in ("train", "test", "ood") for i in load_split(train_bench, domain, split)]
+        assert golds
+        refused = [g for g in golds if not xgrammar.GrammarMatcher(grammar).accept_string(g)]
+        assert not refused, refused[:3]
 
 
 def test_vote_keeps_the_ranking_most_samples_agree_on() -> None:
@@ -143,6 +163,7 @@ def test_bad_planner_options_fail_in_one_line(arg: str) -> None:
 
 def test_planner_options_name_the_method_apart() -> None:
     assert parse_decoding("runs/sft/final") == ("runs/sft/final", Decoding())
+    assert get_method("planner-grammar:runs/sft/final?samples=8").name == "planner-grammar:sft-eg8"
     assert get_method("planner:runs/sft/final?samples=8").name == "planner:sft-eg8"
     assert get_method("planner:runs/sft/final?samples=8&temperature=1").name == "planner:sft-eg8-t1"
 

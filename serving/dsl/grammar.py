@@ -1,0 +1,175 @@
+"""The grammar of a corpus's programs for constrained decoding: EBNF in the dialect xgrammar compiles
+(vLLM's ``structured_outputs.grammar``), written from the corpus schema and the DSL limits.
+
+The JSON schema (:func:`serving.dsl.program_json_schema`) shapes the JSON and leaves the SQL a bounded
+string, so a weak planner can still write SQL that fails validation. This grammar shapes the SQL too, in the
+form the benchmarks' gold programs take (:mod:`rl.bench.compile`):
+
+- ``SELECT DISTINCT id FROM <table> WHERE <condition>``, where the condition is ``AND``, ``OR``,
+  ``NOT (...)`` and parentheses over predicates and placeholders;
+- each predicate tests one structured column with operators and literals of its type: strings with
+  ``=``, ``!=`` and ``[NOT] IN (...)``; numbers and dates with comparisons, ``BETWEEN`` and ``IN``;
+  booleans with ``= true|false``; dates also through ``toYear``, datetimes through ``toDate`` and ``toYear``;
+- placeholders (``id IN <text_1>``, ``id NOT IN <image_2>``) are numbered in the order they appear, each
+  once, and the retrieval list then holds exactly one entry per placeholder, of its modality, in that
+  order. This is a cross-constraint between the SQL and the list, which a context-free grammar can only
+  carry as state: every condition rule is indexed by the modalities of the placeholders written before
+  and after it (``or_s_ti``: none before, a text then an image one after), up to :func:`grammar_entries`
+  entries;
+- entries search a field of their modality, with a non-blank query free of control characters, a mode,
+  ``k`` on the ladder and ``rerank`` no wider than ``k``.
+
+So a completion the grammar admits parses, and passes validation short of the size caps (depth, nodes,
+literal and list lengths the grammar bounds loosely). The JSON is written as the programs are (``", "`` and
+``": "``, no other whitespace).
+
+>>> from indexing.schema import EMAILS
+>>> text = program_grammar_ebnf(EMAILS)
+>>> text.splitlines()[0]
+'root ::= prog_s | prog_st | prog_stt | prog_sttt | prog_stttt | prog_sttttt | prog_stttttt | prog_sttttttt | prog_stttttttt'
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+
+from indexing.schema import CorpusSchema, DType, Role
+from serving.dsl.json_schema import SEPARATORS
+from serving.dsl.limits import DEFAULT_LIMITS, DslLimits
+from serving.dsl.program import MODALITIES, MODES, ROLE_OF, placeholder_of
+
+MAX_STATES = 64
+"""Most placeholder states (sequences of modalities) the grammar enumerates; :func:`grammar_entries` lowers
+the entry cap of a corpus with several modalities to stay within it (2 modalities: 5 entries, 63 states)."""
+_CMP = ("=", "!=", "<", "<=", ">", ">=")
+_EQ = ("=", "!=")
+
+
+def _lit(text: str) -> str:
+    """``text`` as an EBNF string literal."""
+    return json.dumps(text)
+
+
+def _alt(options: list[str]) -> str:
+    return " | ".join(options)
+
+
+def grammar_entries(schema: CorpusSchema, limits: DslLimits = DEFAULT_LIMITS) -> int:
+    """The most entries a program of the grammar holds: the limit's, lowered until the sequences of the
+    corpus's modalities up to that length number at most :data:`MAX_STATES`."""
+    m = len(modalities(schema))
+    n = limits.max_entries
+    while n > 1 and sum(m**j for j in range(n + 1)) > MAX_STATES:
+        n -= 1
+    return n
+
+
+def modalities(schema: CorpusSchema) -> tuple[str, ...]:
+    """The entry modalities the corpus has fields for."""
+    return tuple(m for m in MODALITIES if schema.names(ROLE_OF[m]))
+
+
+def _states(schema: CorpusSchema, entries: int) -> list[str]:
+    """Every sequence of modality initials up to ``entries`` long, shortest first."""
+    initials = [m[0] for m in modalities(schema)]
+    return ["".join(p) for n in range(entries + 1) for p in itertools.product(initials, repeat=n)]
+
+
+def _predicates(schema: CorpusSchema, limits: DslLimits) -> list[str]:
+    """The rules of the structured predicates, by column type."""
+    lists = f"{{0, {limits.max_in_list - 1}}}"
+    rules = [
+        f'str ::= "\'" str_char{{0, {limits.max_literal_chars}}} "\'"',
+        "str_char ::= [^'\\0-\\x1f\"\\\\] | \"''\"",
+        'int ::= "-"? [0-9]{1, 18}',
+        'num ::= int ("." [0-9]{1, 10})?',
+        'bool ::= "true" | "false"',
+        'date ::= "\'" date_body "\'"',
+        'date_body ::= [12] [0-9] [0-9] [0-9] "-" ("0" [1-9] | "1" [0-2]) "-" ("0" [1-9] | [12] [0-9] | "3" [01])',
+        'datetime ::= "\'" date_body (" " ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9])? "\'"',
+        f"cmp ::= {_alt([_lit(f' {op} ') for op in _CMP])}",
+        f"eq ::= {_alt([_lit(f' {op} ') for op in _EQ])}",
+        'in ::= " IN (" | " NOT IN ("',
+    ]
+    ordered = f'cmp @ | " BETWEEN " @ " AND " @ | in @ (", " @){lists} ")"'
+    by_type = {
+        DType.STRING: f'eq str | in str (", " str){lists} ")"',
+        DType.INT: ordered.replace("@", "int"),
+        DType.FLOAT: ordered.replace("@", "num"),
+        DType.BOOL: "eq bool",
+        DType.DATE: ordered.replace("@", "date"),
+        DType.DATETIME: ordered.replace("@", "datetime"),
+    }
+    preds = []
+    for f in schema.fields:
+        if f.role is Role.STRUCTURED:
+            preds.append(f"{_lit(f.name)} ({by_type[f.dtype]})")
+            if f.dtype in (DType.DATE, DType.DATETIME):
+                preds.append(f'"toYear({f.name})" ({ordered.replace("@", "int")})')
+            if f.dtype is DType.DATETIME:
+                preds.append(f'"toDate({f.name})" ({ordered.replace("@", "date")})')
+    rules.append(f"pred ::= {_alt(preds)}")
+    return rules
+
+
+def _key(name: str, first: bool = False) -> str:
+    """The JSON text before a value: ``, "name": `` (no comma for the first key)."""
+    return ("" if first else SEPARATORS[0]) + json.dumps(name) + SEPARATORS[1]
+
+
+def _entries(schema: CorpusSchema, limits: DslLimits) -> list[str]:
+    """The rules of one retrieval entry per modality (``entry_t``, ``entry_i``)."""
+    reach = [f"{_lit(_key('k') + str(k))} rerank_{k}?" for k in limits.k_ladder]
+    rules = [
+        f'query ::= "\\"" [^\\0-\\x20"\\\\] [^\\0-\\x1f"\\\\]{{0, {limits.max_query_chars - 1}}} "\\""',
+        f"mode ::= {_alt([_lit(json.dumps(m)) for m in MODES])}",
+        f"reach ::= {_alt(reach)} | rerank_{limits.default_k}?",
+    ]
+    for k in sorted({*limits.k_ladder, limits.default_k}):
+        narrower = _alt([_lit(str(r)) for r in limits.rerank_ladder if r <= k])
+        rules.append(f"rerank_{k} ::= {_lit(_key('rerank'))} ({narrower})")
+    for m in modalities(schema):
+        fields = _alt([_lit(json.dumps(name)) for name in schema.names(ROLE_OF[m])])
+        opening = "{" + _key("type", first=True) + json.dumps(m) + _key("field")
+        rules.append(f"entry_{m[0]} ::= {_lit(opening)} ({fields}) {_lit(_key('query'))} query "
+                     f"({_lit(_key('mode'))} mode)? reach \"}}\"")  # fmt: skip
+    return rules
+
+
+def _condition(schema: CorpusSchema, states: list[str]) -> list[str]:
+    """The condition rules, each indexed by the placeholder states before and after it."""
+    name = {m[0]: m for m in modalities(schema)}
+    rules = []
+    for b in states:
+        for i in range(len(b) + 1):
+            a = b[:i]
+            mids = [b[:j] for j in range(i, len(b) + 1)]
+            rules.append(f"or_s{a}_s{b} ::= and_s{a}_s{b} | " + _alt([f'and_s{a}_s{m} " OR " or_s{m}_s{b}' for m in mids]))
+            rules.append(f"and_s{a}_s{b} ::= un_s{a}_s{b} | " + _alt([f'un_s{a}_s{m} " AND " and_s{m}_s{b}' for m in mids]))
+            unary = [f'"NOT (" or_s{a}_s{b} ")"', f'"(" or_s{a}_s{b} ")"']
+            if a == b:
+                unary.append("pred")
+            elif len(b) == len(a) + 1:
+                ph = placeholder_of(name[b[-1]], len(a))
+                unary.append(f'"id IN {ph}" | "id NOT IN {ph}"')
+            rules.append(f"un_s{a}_s{b} ::= {_alt(unary)}")
+    return rules
+
+
+@functools.cache
+def program_grammar_ebnf(schema: CorpusSchema, limits: DslLimits = DEFAULT_LIMITS) -> str:
+    """The grammar of ``schema``'s programs under ``limits`` (module docstring), as EBNF text."""
+    states = _states(schema, grammar_entries(schema, limits))
+    sep = SEPARATORS[0]
+    head = _lit("{" + _key("sql", first=True) + f'"SELECT DISTINCT id FROM {schema.table} WHERE ')
+    middle = _lit('"' + _key("retrieval_list") + "[")
+    lines = [f"root ::= {_alt([f'prog_s{s}' for s in states])}"]
+    for s in states:
+        entries = [f"entry_{c}" for c in s]
+        body = " ".join([head, f"or_s_s{s}", middle, f" {_lit(sep)} ".join(entries), '"]}"'] if entries else
+                        [head, f"or_s_s{s}", middle, '"]}"'])  # fmt: skip
+        lines.append(f"prog_s{s} ::= {body}")
+    rules = [*lines, *_condition(schema, states), *_predicates(schema, limits), *_entries(schema, limits)]
+    return "\n".join(rules) + "\n"
