@@ -16,8 +16,8 @@
 Without ``--planner-url`` every search is answered by the BM25+dense RRF fallback (and says so). The prompt
 is the one the planner was trained with: ``--planner-card`` reads it from the model directory's
 ``planner.json``; ``--planner-profile`` names it; with neither, a checkpoint without a card, it is ``full``.
-``PRORE_PLANNER_URL``, ``PRORE_PLANNER_MODEL`` and ``PRORE_PLANNER_PROFILE`` give the three defaults (the
-Helm chart's API deployment sets them). A bearer token, when wanted, is read from the environment variable
+``PRORE_PLANNER_URL``, ``PRORE_PLANNER_MODEL``, ``PRORE_PLANNER_PROFILE``, ``PRORE_PLANNER_OUTPUT`` and
+``PRORE_PLANNER_GUIDED_SAMPLES`` give the defaults (the Helm chart's API deployment sets them). A bearer token, when wanted, is read from the environment variable
 ``--token-env`` names, never from the command line.
 """
 
@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from indexing.config import Config
 from indexing.errors import ConfigError
 from indexing.schema import PRODUCTS, SCHEMAS, CorpusSchema, schema_for_table
+from serving.planner import OUTPUTS
 from serving.prompt import PROFILES, planner_profile
 
 if TYPE_CHECKING:
@@ -98,6 +99,10 @@ def register_serve(sub: Any) -> None:
     prompt.add_argument("--planner-profile", choices=PROFILES, default=os.environ.get("PRORE_PLANNER_PROFILE") or None,
                         help="prompt profile the planner was trained with (env PRORE_PLANNER_PROFILE; default: "
                         "its --planner-card's, else full, as for a checkpoint without a card)")
+    s.add_argument("--planner-output", choices=OUTPUTS, default=os.environ.get("PRORE_PLANNER_OUTPUT") or "json",
+                   help="how the planner's decoding is constrained: json (the DSL's JSON schema as response_format, "
+                   "any OpenAI-compatible server; the default), grammar (the program grammar as vLLM's "
+                   "structured_outputs: typed SQL, placeholders matched to entries) or free (env PRORE_PLANNER_OUTPUT)")  # fmt: skip
     s.add_argument("--planner-timeout-s", type=float, default=d.plan_deadline_s, help="planning deadline per request")
     s.add_argument("--guided-samples", type=_samples, default=_samples(os.environ.get("PRORE_PLANNER_GUIDED_SAMPLES") or "0"),
                    metavar="N", help="execution-guided decoding: when the planner's program fails, ask for N sampled "
@@ -147,7 +152,7 @@ def planner_from_args(args: argparse.Namespace) -> PlannerSettings | None:
         url=args.planner_url, model=args.planner_model,
         profile=planner_profile(None if args.planner_card else args.planner_profile, args.planner_card),
         api_key=_env(args.planner_key_env, "--planner-key-env"), timeout_s=args.planner_timeout_s,
-        guided_samples=args.guided_samples,
+        guided_samples=args.guided_samples, output=args.planner_output,
     )  # fmt: skip
 
 

@@ -3,11 +3,16 @@ OpenAI-compatible chat-completions endpoint (a vLLM server, KServe's Hugging Fac
 ``/openai/v1``, or another provider).
 
 - **Prompt.** :func:`serving.prompt.messages`, the one builder training uses too.
-- **Structured output.** The request carries ``response_format={"type": "json_schema", ...}`` with the
-  DSL's JSON schema of the corpus (:func:`serving.dsl.program_json_schema`), so a constrained server writes
-  a well-shaped program. Start a vLLM server with
+- **Structured output** (``output``, :data:`OUTPUTS`). ``json`` (the default, any OpenAI-compatible
+  server): the request carries ``response_format={"type": "json_schema", ...}`` with the DSL's JSON schema
+  of the corpus (:func:`serving.dsl.program_json_schema`), so a constrained server writes a well-shaped
+  program. Start a vLLM server with
   ``--structured-outputs-config '{"backend": "xgrammar", "disable_any_whitespace": true}'``: vLLM 0.32 takes that option from the
   server, not the request, and without it a weak model can spend its tokens on whitespace between JSON tokens.
+  ``grammar`` (vLLM servers): the request carries ``structured_outputs={"grammar": ...}``, the program
+  grammar (:func:`serving.dsl.grammar.program_grammar_ebnf`): typed SQL, placeholders matched to entries,
+  the programs' own separators and no other whitespace, so no server option is needed and what the
+  planner writes also passes validation. ``free``: no constraint.
 - **Repair.** The completion is read with the reward's own parser (:func:`serving.dsl.extract_program`).
   A near miss gets a bounded repair, one step each at most: raw control characters inside strings are
   escaped, and text around the one JSON object is cut. What still fails is a :class:`PlannerOutputError`
@@ -39,6 +44,7 @@ import httpx
 from indexing.errors import ProReError
 from indexing.schema import schema_for
 from serving.dsl import DEFAULT_LIMITS, DslLimits, FormatError, Program, extract_program
+from serving.dsl.grammar import program_grammar_ebnf
 from serving.dsl.json_schema import program_json_schema
 from serving.prompt import CARDLESS_PROFILE, Profile, PromptConfig, messages
 
@@ -77,6 +83,10 @@ def planner_http_status(error: PlannerError) -> int:
     return 422 if error.code.startswith("planner_output_") else 503
 
 
+OUTPUTS: tuple[str, ...] = ("json", "grammar", "free")
+"""How the planner's decoding is constrained: the JSON schema, the program grammar, or not at all."""
+
+
 @dataclass(frozen=True)
 class PlannerSettings:
     """Where the planner is served and how it is called."""
@@ -92,9 +102,12 @@ class PlannerSettings:
     """Prompt profile the model was trained on (:mod:`serving.prompt`; its planner card names it, and a
     checkpoint without a card gets ``full``)."""
     structured: bool = True
-    """Constrain decoding with the DSL's JSON schema (``response_format`` of type ``json_schema``)."""
+    """Constrain decoding (``False``: free decoding, whatever ``output`` says)."""
+    output: str = "json"
+    """How decoding is constrained (:data:`OUTPUTS`): the DSL's JSON schema, or the program grammar."""
     schema_limits: DslLimits = field(default_factory=lambda: DEFAULT_LIMITS)
-    """Limits the JSON schema sent to the server quotes; tighter limits bound what a weak model can write."""
+    """Limits the JSON schema or the grammar sent to the server quotes; tighter limits bound what a weak
+    model can write."""
     max_tokens: int = 512
     temperature: float = 0.0
     timeout_s: float = 10.0
@@ -113,6 +126,13 @@ class PlannerSettings:
     the engine, one more call asks for this many samples (``n``) at ``guided_temperature``, and the search
     answers with the ranking most of the samples that run agree on, before any fallback (0: off)."""
     guided_temperature: float = 0.7
+
+    def __post_init__(self) -> None:
+        if self.output not in OUTPUTS:
+            raise ProReError(f"planner output must be one of {', '.join(OUTPUTS)}, got {self.output!r}",
+                             code="planner_output")  # fmt: skip
+        if self.output == "free":
+            object.__setattr__(self, "structured", False)
 
     @property
     def chat_url(self) -> str:
@@ -273,7 +293,9 @@ class Planner:
             "max_tokens": s.max_tokens,
             "temperature": s.temperature,
         }
-        if s.structured:
+        if s.structured and s.output == "grammar":
+            body["structured_outputs"] = {"grammar": program_grammar_ebnf(schema_for(domain), s.schema_limits)}
+        elif s.structured:
             if domain not in self._schemas:
                 self._schemas[domain] = program_json_schema(schema_for(domain), s.schema_limits)
             body["response_format"] = {

@@ -189,15 +189,16 @@ def test_api_deployment_configures_prore_serves_planner(monkeypatch: Any) -> Non
     from prore.cli import build_parser
     from serving.commands import planner_from_args
 
-    api = {**production_values()["api"], "plannerProfile": "compact", "guidedSamples": 4}
+    api = {**production_values()["api"], "plannerProfile": "compact", "guidedSamples": 4, "plannerOutput": "grammar"}
     c = container(one(render({**production_values(), "api": api}), "api-deployment.yaml"))
     env = {e["name"]: e["value"] for e in c["env"] if e["name"].startswith("PRORE_PLANNER_")}
-    assert set(env) == {"PRORE_PLANNER_URL", "PRORE_PLANNER_MODEL", "PRORE_PLANNER_PROFILE", "PRORE_PLANNER_GUIDED_SAMPLES"}
+    assert set(env) == {"PRORE_PLANNER_URL", "PRORE_PLANNER_MODEL", "PRORE_PLANNER_PROFILE", "PRORE_PLANNER_OUTPUT",
+                        "PRORE_PLANNER_GUIDED_SAMPLES"}  # fmt: skip
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     planner = planner_from_args(build_parser().parse_args(["serve", *c["args"]]))
     assert planner is not None
-    assert (planner.url, planner.model, planner.profile, planner.guided_samples) == (
-        env["PRORE_PLANNER_URL"], "proretrieval-planner", "compact", 4)  # fmt: skip
+    assert (planner.url, planner.model, planner.profile, planner.guided_samples, planner.output) == (
+        env["PRORE_PLANNER_URL"], "proretrieval-planner", "compact", 4, "grammar")  # fmt: skip
     default = container(one(render(production_values()), "api-deployment.yaml"))
     assert "PRORE_PLANNER_PROFILE" not in {e["name"] for e in default["env"]}  # unset: prore serve's full

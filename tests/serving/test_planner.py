@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from indexing.errors import ProReError
 from serving.dsl import DslLimits, Program
 from serving.planner import (
     CircuitBreaker,
@@ -48,6 +49,23 @@ def test_vllm_structured_output_parses_as_a_program(vllm_server: str, domain: st
     assert len(plan.program.sql) <= TIGHT.max_sql_chars
     assert len(plan.program.retrieval_list) <= TIGHT.max_entries
     assert plan.attempts == 1
+
+
+@pytest.mark.slow
+@pytest.mark.server
+@pytest.mark.parametrize("domain", ["ecommerce", "email"])
+def test_vllm_grammar_output_is_a_valid_program(vllm_server: str, domain: str) -> None:
+    # Even this untrained model writes a program that validates: the grammar carries the SQL's rules.
+    from indexing.schema import schema_for
+    from serving.dsl import validate
+
+    limits = DslLimits(max_query_chars=24, max_entries=2, max_literal_chars=8, max_in_list=2)
+    settings = PlannerSettings(url=vllm_server, model=PLANNER_NAME, output="grammar", schema_limits=limits,
+                               max_tokens=1500, timeout_s=300)  # fmt: skip
+    plan = _run(_plan(settings, domain, "wireless headphones under $200"))
+    validate(plan.program, schema_for(domain), limits)
+    assert plan.program.sql.startswith(f"SELECT DISTINCT id FROM {schema_for(domain).table} WHERE ")
+    assert plan.repairs == () and plan.attempts == 1
 
 
 @pytest.mark.slow
@@ -95,6 +113,22 @@ def test_request_carries_the_one_prompt_and_the_dsl_json_schema(scripted_planner
     assert body["messages"] == messages("ecommerce", "cheap", profile="short")
     assert body["response_format"]["type"] == "json_schema"
     assert body["response_format"]["json_schema"]["schema"] == program_json_schema(PRODUCTS)
+
+
+def test_grammar_output_sends_the_program_grammar_instead_of_the_schema(scripted_planner: ScriptedPlanner) -> None:
+    from indexing.schema import EMAILS
+    from serving.dsl.grammar import program_grammar_ebnf
+
+    scripted_planner.completion = GOOD
+    _run(_plan(PlannerSettings(url=scripted_planner.url, model="m", output="grammar", schema_limits=TIGHT), "email", "x"))
+    body = scripted_planner.bodies[0]
+    assert body["structured_outputs"] == {"grammar": program_grammar_ebnf(EMAILS, TIGHT)}
+    assert "response_format" not in body
+    _run(_plan(PlannerSettings(url=scripted_planner.url, model="m", output="free"), "email", "x"))
+    assert "response_format" not in scripted_planner.bodies[1] and "structured_outputs" not in scripted_planner.bodies[1]
+    with pytest.raises(ProReError) as info:
+        PlannerSettings(url=scripted_planner.url, model="m", output="yaml")
+    assert info.value.code == "planner_output" and "json, grammar, free" in str(info.value)
 
 
 def test_api_key_is_sent_as_bearer(scripted_planner: ScriptedPlanner) -> None:
