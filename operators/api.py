@@ -32,6 +32,8 @@ DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 RTX_4090 = "NVIDIA-GeForce-RTX-4090"
 PROMPT_PROFILES = ("full", "short", "compact")
 """The prompt builder's profiles (serving.prompt.PROFILES; the operator imports no product package)."""
+PLANNER_OUTPUTS = ("json", "grammar", "free")
+"""How the transformer constrains the planner's decoding (serving.planner.OUTPUTS)."""
 """The ``nvidia.com/gpu.product`` label GPU feature discovery puts on RTX 4090 nodes."""
 
 
@@ -182,6 +184,10 @@ class PlannerServiceSpec:
     prompt_profile: str = spec_field("Prompt profile the planner was trained with, as its planner.json says; "
                                      "verl runs and pretrained checkpoints: full.", default="full",
                                      enum=PROMPT_PROFILES)  # fmt: skip
+    planner_output: str = spec_field("How the transformer constrains the planner's decoding: json (the DSL's JSON "
+                                     "schema), grammar (the program grammar, as vLLM's structured_outputs: typed "
+                                     "SQL, placeholders matched to entries) or free.", default="json",
+                                     enum=PLANNER_OUTPUTS)  # fmt: skip
     transformer_image: str | None = spec_field("Transformer image; default: the operator's.", default=None)
     source_job: str | None = spec_field("RetrievalTrainingJob that produced the model.", default=None)
 

@@ -117,7 +117,8 @@ def transformer_args(spec: PlannerServiceSpec, settings: OperatorSettings) -> li
     embedded stores). KServe appends ``--model_name``, ``--predictor_host`` and ``--http_port`` after them (only
     where an argument does not already start with that flag)."""
     args = [f"--workspace={settings.workspace_mount}", f"--predictor_path={HF_OPENAI_PATH}",
-            f"--planner_model={spec.served_model_name}", f"--planner_profile={spec.prompt_profile}"]  # fmt: skip
+            f"--planner_model={spec.served_model_name}", f"--planner_profile={spec.prompt_profile}",
+            f"--planner_output={spec.planner_output}"]  # fmt: skip
     if settings.clickhouse_url:
         args.append(f"--clickhouse_url={settings.clickhouse_url}")
     if settings.milvus_uri:

@@ -46,7 +46,7 @@ from indexing.config import Config
 from serving.api.app import QueryService, Refused, SearchIn
 from serving.api.settings import ApiSettings
 from serving.engine import Engine
-from serving.planner import PlannerSettings
+from serving.planner import OUTPUTS, PlannerSettings
 from serving.prompt import CARDLESS_PROFILE, PROFILES, Profile, planner_profile
 
 
@@ -55,11 +55,14 @@ class PredictError(InvalidInput):  # type: ignore[misc]
 
 
 def planner_settings(predictor_host: str, *, model: str = "planner", path: str = "/openai/v1",
-                     use_ssl: bool = False, timeout_s: float = 10.0, profile: Profile = CARDLESS_PROFILE) -> PlannerSettings:  # fmt: skip
+                     use_ssl: bool = False, timeout_s: float = 10.0, profile: Profile = CARDLESS_PROFILE,
+                     output: str = "json") -> PlannerSettings:  # fmt: skip
     """The planner client of a predictor at ``predictor_host`` (KServe's Hugging Face runtime: ``/openai/v1``;
-    a bare vLLM server: ``/v1``), prompting with ``profile``."""
+    a bare vLLM server: ``/v1``), prompting with ``profile`` and constraining decoding by ``output``
+    (:data:`serving.planner.OUTPUTS`)."""
     scheme = "https" if use_ssl else "http"
-    return PlannerSettings(url=f"{scheme}://{predictor_host}{path}", model=model, timeout_s=timeout_s, profile=profile)
+    return PlannerSettings(url=f"{scheme}://{predictor_host}{path}", model=model, timeout_s=timeout_s, profile=profile,
+                           output=output)  # fmt: skip
 
 
 class ProRetrievalModel(kserve.Model):  # type: ignore[misc]
@@ -136,6 +139,9 @@ def arg_parser() -> argparse.ArgumentParser:
     p.add_argument("--planner_model", default="planner",
                    help="the model name the predictor serves (its own --model_name)")  # fmt: skip
     p.add_argument("--domains", default="ecommerce,email")
+    p.add_argument("--planner_output", choices=OUTPUTS, default="json",
+                   help="how the planner's decoding is constrained: json (the DSL's JSON schema as response_format), "
+                   "grammar (the program grammar as vLLM's structured_outputs) or free")  # fmt: skip
     prompt = p.add_mutually_exclusive_group()
     prompt.add_argument("--planner_profile", choices=PROFILES,
                         help="prompt profile the planner was trained with (default: --planner_card's, else full)")
@@ -176,7 +182,8 @@ def main(argv: list[str] | None = None) -> None:
     engines = {d: Engine.open(cfg, d) for d in args.domains.split(",") if d}
     planner = planner_settings(args.predictor_host, model=args.planner_model, path=args.predictor_path,
                                use_ssl=args.predictor_use_ssl, timeout_s=args.predictor_request_timeout_seconds,
-                               profile=planner_profile(args.planner_profile, args.planner_card))  # fmt: skip
+                               profile=planner_profile(args.planner_profile, args.planner_card),
+                               output=args.planner_output)  # fmt: skip
     model_class = ProRetrievalModel
     try:
         from serving.kserve_openai import ProRetrievalChatModel

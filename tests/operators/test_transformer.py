@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from operators.api import PROMPT_PROFILES
+from operators.api import PLANNER_OUTPUTS, PROMPT_PROFILES
 from operators.promotion import HF_OPENAI_PATH, KSERVE_HTTP_PORT, predictor_name
 from operators.render import render_documents
 from operators.settings import OperatorSettings
@@ -25,6 +25,7 @@ from tests.operators.schemas import REPO, validate
 pytest.importorskip("kserve", reason="pip install '.[kserve]' (serving.kserve's parser is KServe's ModelServer's)")
 
 from serving.kserve import config, parse_args, planner_settings
+from serving.planner import OUTPUTS
 from serving.prompt import PROFILES, planner_profile
 
 PLANNER_SERVICE = REPO / "examples" / "k8s" / "planner-service.yaml"
@@ -94,6 +95,20 @@ def test_the_transformer_prompts_with_the_services_profile() -> None:
     isvc = next(d for d in render_documents(yaml.safe_dump(ps)) if d["kind"] == "InferenceService")
     args = parse_args(kserve_appended(isvc["spec"]["transformer"]["containers"][0]["args"], isvc, "p"))
     assert planner_profile(args.planner_profile, args.planner_card) == "compact"
+
+
+def test_the_transformer_constrains_decoding_as_the_service_says() -> None:
+    """``plannerOutput`` reaches the transformer's planner client (default json); the operator's enum is the
+    client's."""
+    assert PLANNER_OUTPUTS == OUTPUTS
+    ps = yaml.safe_load(PLANNER_SERVICE.read_text())
+    for given, wanted in ((None, "json"), ("grammar", "grammar")):
+        if given:
+            ps["spec"]["plannerOutput"] = given
+        isvc = next(d for d in render_documents(yaml.safe_dump(ps)) if d["kind"] == "InferenceService")
+        args = parse_args(kserve_appended(isvc["spec"]["transformer"]["containers"][0]["args"], isvc, "p"))
+        settings = planner_settings(args.predictor_host, output=args.planner_output)
+        assert (args.planner_output, settings.output) == (wanted, wanted)
 
 
 def test_the_transformer_serves_the_mounted_workspace() -> None:
