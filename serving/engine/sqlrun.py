@@ -129,19 +129,26 @@ def bind_apart(
 def scan_statement(
     conditions: Sequence[exp.Expr], table: str, alias: str, *, copy: bool = True
 ) -> exp.Select:
-    """``SELECT groupArrayIf(id, (c0)), ... FROM table AS alias`` as a tree; the conditions are copied
+    """``SELECT groupArrayIf(id, (c0)) AS c0, ... FROM table AS alias`` as a tree; the conditions are copied
     unless ``copy`` is false (they are the caller's own copies).
+
+    Every column is named by its position: ClickHouse would name it by its expression, and two programs
+    whose conditions differ only in spacing or parentheses then give two columns of one name, which
+    Arrow cannot read back.
 
     >>> cond = exp.EQ(this=exp.column("brand"), expression=exp.Literal.string("x') OR (1"))
     >>> scan_statement([cond, exp.true()], "prore.products__v0001", "products").sql(dialect="clickhouse")
-    "SELECT groupArrayIf(id, (brand = 'x'') OR (1')), groupArrayIf(id, (TRUE)) FROM prore.products__v0001 AS products"
+    "SELECT groupArrayIf(id, (brand = 'x'') OR (1')) AS c0, groupArrayIf(id, (TRUE)) AS c1 FROM prore.products__v0001 AS products"
     """
     source = exp.alias_(exp.to_table(table, dialect=_DIALECT), alias, table=True)
     columns = [
-        exp.Anonymous(
-            this="groupArrayIf", expressions=[exp.column("id"), exp.Paren(this=c.copy() if copy else c)]
+        exp.alias_(
+            exp.Anonymous(
+                this="groupArrayIf", expressions=[exp.column("id"), exp.Paren(this=c.copy() if copy else c)]
+            ),
+            f"c{i}",
         )
-        for c in conditions
+        for i, c in enumerate(conditions)
     ]
     return exp.select(*columns, copy=False).from_(source, copy=False)
 

@@ -141,6 +141,21 @@ def test_a_failing_program_fails_alone(handle: Any) -> None:
     assert engine.sql.calls > 1  # the scan was split to isolate the failure
 
 
+def test_programs_that_differ_only_in_spacing_share_a_batch(handle: Any) -> None:
+    """Their conditions render alike, so the batch scan has two equal expressions: each gets its own column."""
+    entry = [{"type": "text", "field": "review", "query": "sturdy and light", "k": 5}]
+    batch = programs([{"sql": sql, "retrieval_list": entry} for sql in (
+        "SELECT DISTINCT id FROM products WHERE in_stock = true AND id IN <text_1>",
+        "SELECT DISTINCT id FROM products WHERE  in_stock = true AND id IN <text_1>",
+        "SELECT DISTINCT id FROM products WHERE (in_stock = true) AND id IN <text_1>",
+    )])  # fmt: skip
+    many = Engine(handle).execute_many(batch, k=10)
+    alone = [Engine(handle).execute(p, k=10) for p in batch]
+    assert all(isinstance(o, ExecutionResult) for o in many)
+    for a, b in zip(many, alone, strict=True):
+        same(a, b)
+
+
 def test_results_come_back_in_input_order(handle: Any) -> None:
     ds = docs(handle, 6)
     batch = programs([plain(d) for d in ds])
