@@ -7,7 +7,8 @@
 # PROFILE=medium: one planner for both corpora trained on the medium splits, SFT_STEPS (default 3000) SFT steps,
 #   then RL_STEPS (default 50) GRPO and as many DAPO steps from it; all three evaluated on test and OOD.
 # GUIDED_SAMPLES (medium and paper: 8; demo: 0, off) also evaluates the SFT planner with execution-guided
-#   decoding (`planner:PATH?samples=N`).
+#   decoding (`planner:PATH?samples=N`); GRAMMAR (medium and paper: 1; demo: 0) also evaluates it under the
+#   program grammar (`planner-grammar:PATH`, README: Local training).
 # PROFILE=paper: one planner per domain with the defaults file's full recipe (3 SFT epochs, 200 GRPO and
 #   200 DAPO steps); hours on 2 cores.
 set -euo pipefail
@@ -19,11 +20,11 @@ RUNS="$WS/runs"
 # Each training set is name:domains.
 case "$PROFILE" in
   demo)   SFT=(--max-steps 300 --eval-steps 100); RL=(--max-steps 10 --save-steps 5); LIMIT=(--limit 100); ALGOS="grpo"
-          SETS=("both:ecommerce email"); SPLITS="test"; GUIDED="${GUIDED_SAMPLES:-0}" ;;
+          SETS=("both:ecommerce email"); SPLITS="test"; GUIDED="${GUIDED_SAMPLES:-0}"; GRAMMAR="${GRAMMAR:-0}" ;;
   medium) SFT=(--max-steps "${SFT_STEPS:-3000}" --eval-steps 500); RL=(--max-steps "${RL_STEPS:-50}" --save-steps 25)
-          LIMIT=(); ALGOS="grpo dapo"; SETS=("both:ecommerce email"); SPLITS="test ood"; GUIDED="${GUIDED_SAMPLES:-8}" ;;
+          LIMIT=(); ALGOS="grpo dapo"; SETS=("both:ecommerce email"); SPLITS="test ood"; GUIDED="${GUIDED_SAMPLES:-8}"; GRAMMAR="${GRAMMAR:-1}" ;;
   paper)  SFT=(); RL=(); LIMIT=(); ALGOS="grpo dapo"; SETS=("ecommerce:ecommerce" "email:email"); SPLITS="test ood"
-          GUIDED="${GUIDED_SAMPLES:-8}" ;;
+          GUIDED="${GUIDED_SAMPLES:-8}"; GRAMMAR="${GRAMMAR:-1}" ;;
   *) echo "error profile: unknown PROFILE=$PROFILE (demo|medium|paper)" >&2; exit 2 ;;
 esac
 
@@ -49,6 +50,9 @@ for set in "${SETS[@]}"; do
       done
       if [ "$GUIDED" -gt 0 ]; then  # execution-guided decoding of the SFT planner (README: Local training)
         $PRORE eval "$d" --method "planner:$RUNS/sft-$name/final?samples=$GUIDED" --split "$split" --quiet
+      fi
+      if [ "$GRAMMAR" = 1 ]; then  # decoding constrained by the program grammar (README: Local training)
+        $PRORE eval "$d" --method "planner-grammar:$RUNS/sft-$name/final" --split "$split" --quiet
       fi
       $PRORE eval compare --domain "$d" --split "$split"
     done
