@@ -134,17 +134,8 @@ def execute(ctx: MethodContext, completions: Sequence[str | Completion], k: int)
 # -- planner:PATH -------------------------------------------------------------------------------------
 
 
-GRAMMAR_BACKEND = "guidance"
-"""vLLM's structured-output backend for ``planner-grammar:`` (llguidance). xgrammar 0.2.8's token mask never
-allows some tokens its own matcher accepts: with the local tokenizer, `` = '`` (reproduced with the
-vocabulary ``[" '", " = '"]`` and the grammar ``root ::= " = '"``), so greedy decoding detoured and wrote
-``release_date >= '2023-05-28'`` for ``release_date = '2022-05-28'``. ``planner-json:`` keeps xgrammar,
-which compiles the JSON schema."""
-
-
-def open_llm(path: Path, backend: str | None = None) -> Any:
-    """A vLLM engine on the model directory ``path`` (structured output by ``backend``, else vLLM's
-    choice), shut down when this process exits.
+def open_llm(path: Path) -> Any:
+    """A vLLM engine on the model directory ``path``, shut down when this process exits.
 
     vLLM's engine core is a separate process that otherwise outlives a caller that exits without
     shutting it down (a CLI run, a test session); ``atexit`` stops it.
@@ -152,8 +143,7 @@ def open_llm(path: Path, backend: str | None = None) -> Any:
     from vllm import LLM
 
     llm = LLM(model=str(path), tokenizer=str(path), dtype="float32", enforce_eager=True,
-              max_model_len=model_len(path), gpu_memory_utilization=MEMORY_SHARE, seed=0,
-              structured_outputs_config={"backend": backend or "auto"})  # fmt: skip
+              max_model_len=model_len(path), gpu_memory_utilization=MEMORY_SHARE, seed=0)  # fmt: skip
     atexit.register(close_llm, llm)
     return llm
 
@@ -186,8 +176,8 @@ class LoadedPlanner:
         close_llm(self.llm)
 
 
-def _vllm(ctx: MethodContext, path: str, backend: str | None = None) -> LoadedPlanner:
-    key = f"planner:{Path(path).resolve()}" + (f"#{backend}" if backend else "")
+def _vllm(ctx: MethodContext, path: str) -> LoadedPlanner:
+    key = f"planner:{Path(path).resolve()}"
     if key not in ctx.cache:
         if not Path(path).is_dir():
             raise TrainError(f"no planner checkpoint at {path}", code="planner_path")
@@ -199,7 +189,7 @@ def _vllm(ctx: MethodContext, path: str, backend: str | None = None) -> LoadedPl
         # vLLM's engine core runs in its own process (its in-process mode rebinds kernels across every
         # loaded module, which breaks beside chDB's); the caller's main module must be import-safe.
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-        ctx.cache[key] = LoadedPlanner(open_llm(Path(path), backend), card_profile(path))
+        ctx.cache[key] = LoadedPlanner(open_llm(Path(path)), card_profile(path))
     got: LoadedPlanner = ctx.cache[key]
     return got
 
@@ -254,7 +244,7 @@ def generate(ctx: MethodContext, path: str, requests: Sequence[str], *, constrai
     from vllm import SamplingParams
     from vllm.sampling_params import StructuredOutputsParams
 
-    planner = _vllm(ctx, path, GRAMMAR_BACKEND if constraint == "grammar" else None)
+    planner = _vllm(ctx, path)
     llm, tok = planner.llm, planner.tokenizer
     prompts = [tok.apply_chat_template(messages(ctx.domain, nl, profile=planner.profile), tokenize=False,  # type: ignore[arg-type]
                                        add_generation_prompt=True) for nl in requests]  # fmt: skip

@@ -82,7 +82,7 @@ def _predicates(schema: CorpusSchema, limits: DslLimits) -> list[str]:
     lists = f"{{0, {limits.max_in_list - 1}}}"
     rules = [
         f'str ::= "\'" str_char{{0, {limits.max_literal_chars}}} "\'"',
-        "str_char ::= [^'\\x00-\\x1f\"\\\\] | \"''\"",
+        "str_char ::= [^'\\0-\\x1f\"\\\\] | \"''\"",
         'int ::= "-"? [0-9]{1, 18}',
         'num ::= int ("." [0-9]{1, 10})?',
         'bool ::= "true" | "false"',
@@ -123,7 +123,7 @@ def _entries(schema: CorpusSchema, limits: DslLimits) -> list[str]:
     """The rules of one retrieval entry per modality (``entry_t``, ``entry_i``)."""
     reach = [f"{_lit(_key('k') + str(k))} rerank_{k}?" for k in limits.k_ladder]
     rules = [
-        f'query ::= "\\"" [^\\x00-\\x20"\\\\] [^\\x00-\\x1f"\\\\]{{0, {limits.max_query_chars - 1}}} "\\""',
+        f'query ::= "\\"" [^\\0-\\x20"\\\\] [^\\0-\\x1f"\\\\]{{0, {limits.max_query_chars - 1}}} "\\""',
         f"mode ::= {_alt([_lit(json.dumps(m)) for m in MODES])}",
         f"reach ::= {_alt(reach)} | rerank_{limits.default_k}?",
     ]

@@ -122,23 +122,3 @@ def test_the_entry_cap_keeps_the_placeholder_states_bounded() -> None:
     n = grammar_entries(PRODUCTS)
     assert len(modalities(PRODUCTS)) == 2 and n == 5
     assert sum(2**j for j in range(n + 1)) <= MAX_STATES < sum(2**j for j in range(n + 2))
-
-
-def test_xgrammars_token_mask_still_drops_a_token_its_matcher_accepts() -> None:
-    """Why ``planner-grammar:`` decodes through llguidance (``rl.train.planner.GRAMMAR_BACKEND``): xgrammar's
-    mask never allows `` = '`` beside a token `` '``, though its matcher accepts it. When this fails,
-    xgrammar has fixed it and the backend may go back to xgrammar."""
-    info = xgrammar.TokenizerInfo([" '", " = '"])
-    grammar = xgrammar.GrammarCompiler(info).compile_grammar("root ::= \" = '\"")
-    mask = xgrammar.allocate_token_bitmask(1, info.vocab_size)
-    xgrammar.GrammarMatcher(grammar).fill_next_token_bitmask(mask)
-    assert xgrammar.GrammarMatcher(grammar).accept_token(1)
-    assert int(mask[0, 0]) >> 1 & 1 == 0, "xgrammar now allows the token: reconsider GRAMMAR_BACKEND"
-
-
-def test_llguidance_reads_the_grammar() -> None:
-    """The grammar is also valid for llguidance's GBNF reader, the backend ``planner-grammar:`` uses."""
-    llguidance = pytest.importorskip("llguidance")
-    for schema in (EMAILS, PRODUCTS):
-        grammar = llguidance.grammar_from("grammar", program_grammar_ebnf(schema))  # raises on what it cannot read
-        assert llguidance.LLMatcher.validate_grammar(grammar) == "", "no error and no warning"
