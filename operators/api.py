@@ -30,11 +30,11 @@ STORAGE_URI = r"^(hf|pvc|s3)://[^/\s]+(/[^\s]*)?$"
 PVC_URI = r"^pvc://[a-z0-9]([-a-z0-9]*[a-z0-9])?(/[^\s]*)?$"
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 RTX_4090 = "NVIDIA-GeForce-RTX-4090"
+"""The ``nvidia.com/gpu.product`` label GPU feature discovery puts on RTX 4090 nodes."""
 PROMPT_PROFILES = ("full", "short", "compact")
 """The prompt builder's profiles (serving.prompt.PROFILES; the operator imports no product package)."""
 PLANNER_OUTPUTS = ("json", "grammar", "free")
 """How the transformer constrains the planner's decoding (serving.planner.OUTPUTS)."""
-"""The ``nvidia.com/gpu.product`` label GPU feature discovery puts on RTX 4090 nodes."""
 
 
 @dataclass(frozen=True)

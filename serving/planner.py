@@ -131,8 +131,6 @@ class PlannerSettings:
         if self.output not in OUTPUTS:
             raise ProReError(f"planner output must be one of {', '.join(OUTPUTS)}, got {self.output!r}",
                              code="planner_output")  # fmt: skip
-        if self.output == "free":
-            object.__setattr__(self, "structured", False)
 
     @property
     def chat_url(self) -> str:
@@ -295,7 +293,7 @@ class Planner:
         }
         if s.structured and s.output == "grammar":
             body["structured_outputs"] = {"grammar": program_grammar_ebnf(schema_for(domain), s.schema_limits)}
-        elif s.structured:
+        elif s.structured and s.output == "json":
             if domain not in self._schemas:
                 self._schemas[domain] = program_json_schema(schema_for(domain), s.schema_limits)
             body["response_format"] = {

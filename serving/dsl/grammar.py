@@ -107,9 +107,9 @@ def _predicates(schema: CorpusSchema, limits: DslLimits) -> list[str]:
         if f.role is Role.STRUCTURED:
             preds.append(f"{_lit(f.name)} ({by_type[f.dtype]})")
             if f.dtype in (DType.DATE, DType.DATETIME):
-                preds.append(f'"toYear({f.name})" ({ordered.replace("@", "int")})')
+                preds.append(f'"toYear({f.name})" ({by_type[DType.INT]})')
             if f.dtype is DType.DATETIME:
-                preds.append(f'"toDate({f.name})" ({ordered.replace("@", "date")})')
+                preds.append(f'"toDate({f.name})" ({by_type[DType.DATE]})')
     rules.append(f"pred ::= {_alt(preds)}")
     return rules
 
