@@ -89,7 +89,7 @@ def _rl(args: argparse.Namespace, cfg: Config) -> int:
                      epsilon=args.epsilon, epsilon_high=args.epsilon_high, num_generations=args.num_generations,
                      prompts_per_step=args.prompts_per_step, num_iterations=args.num_iterations,
                      max_completion_length=args.max_completion_length, save_steps=args.save_steps,
-                     logging_steps=args.logging_steps)  # fmt: skip
+                     logging_steps=args.logging_steps, filter_prompts=args.filter_prompts)  # fmt: skip
     job = RlJob(cfg=cfg, domains=domains, out=out, algorithm=args.algorithm, params=params,
                 init=Path(args.init) if args.init else None, size=args.size or d.model_size,
                 profile=args.profile, reward_url=args.reward_url, reward_target=args.reward_target,
@@ -162,6 +162,9 @@ def register_local(actions: Any) -> None:
         x.add_argument("--num-iterations", type=int, metavar="MU",
                        help=f"optimizer steps per generation batch, TRL's mu; above 1 the clip acts (default {r.num_iterations})")
         x.add_argument("--max-completion-length", type=int, help=f"tokens per completion (default {r.max_completion_length})")
+        x.add_argument("--filter-prompts", action=argparse.BooleanOptionalAction, default=None,
+                       help="train only on prompts whose G samples from --init earn differing rewards (DAPO's "
+                       f"dynamic sampling, once before training; default {r.filter_prompts})")
         x.add_argument("--save-steps", type=int, help=f"checkpoint every N steps (default {r.save_steps})")
         x.set_defaults(handler=_rl)
     p = actions.add_parser("plot", help="draw training curves (loss, reward terms, execution, KL, clipping) to PNG")

@@ -66,6 +66,10 @@ class RlParams:
     num_iterations: int = 1
     """TRL's ``num_iterations`` (mu): optimizer steps on each generation batch. With 1 the policy ratio is 1
     and clipping never acts; above 1, a batch is generated once every mu steps and reused."""
+    filter_prompts: bool = False
+    """Train only on prompts whose G samples from the initial model earn differing rewards (DAPO's dynamic
+    sampling, once before training: :mod:`rl.train.prompt_filter`). A group of equal rewards has zero
+    advantage and teaches nothing."""
     max_steps: int = 200
     logging_steps: int = 1
     save_steps: int = 25

@@ -9,6 +9,7 @@ for weight sync; see STACK.md).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from rl.train import logs
 from rl.train.config import RlParams
 from rl.train.data import load_instances, rl_row, split_train_val, to_dataset
 from rl.train.model import build_model, load_model, parameter_count, size_named
+from rl.train.prompt_filter import filter_key, filter_rows, record_filter, row_key, sample, saved_filter
 from rl.train.rewards import LayeredReward, in_process, remote, reward_config
 from rl.train.run import (
     FINAL,
@@ -106,6 +108,20 @@ def run_rl(job: RlJob) -> dict[str, Any]:
         use_vllm=False,
         log_completions=False,
     )
+    kept: set[str] | None = None
+    samples: list[list[str]] | None = None
+    key: dict[str, Any] = {}
+    t0 = time.perf_counter()
+    if p.filter_prompts:
+        # Sampled before the reward opens the workspace: vLLM's engine core starts its own process.
+        if job.init is None:
+            raise TrainError("--filter-prompts samples the initial model: give --init RUN/final", code="train_filter")
+        key = filter_key(job.init, rows, samples=p.num_generations, temperature=p.temperature,
+                         max_tokens=p.max_completion_length, target=job.reward_target)  # fmt: skip
+        kept = saved_filter(job.out, key)
+        if kept is None:
+            samples = sample(job.init, [r["prompt"] for r in rows], n=p.num_generations, temperature=p.temperature,
+                             max_tokens=p.max_completion_length)  # fmt: skip
     scorer = None
     if job.reward_url:
         score = remote(job.reward_url)
@@ -116,6 +132,17 @@ def run_rl(job: RlJob) -> dict[str, Any]:
         score = in_process(scorer)
     reward = LayeredReward(score, job.reward_target)
     try:
+        if samples is not None:
+            picked, stats = filter_rows(rows, samples, reward.layers, temperature=p.temperature)
+            stats = dataclasses.replace(stats, seconds=round(time.perf_counter() - t0, 1))
+            record_filter(job.out, key, picked, stats)
+            rows = picked
+        elif kept is not None:
+            rows = [r for r in rows if row_key(r) in kept]
+        if p.filter_prompts and len(rows) < p.prompts_per_step:
+            raise TrainError(f"the prompt filter kept {len(rows)} prompts, fewer than one step's "
+                             f"{p.prompts_per_step}: sample more (--limit) or train without --filter-prompts",
+                             code="train_filter")  # fmt: skip
         funcs: list[Any] = list(reward.funcs())
         trainer = GRPOTrainer(model=model, reward_funcs=funcs, args=args,
                               train_dataset=to_dataset(rows), processing_class=tok)  # fmt: skip
@@ -140,6 +167,7 @@ def run_rl(job: RlJob) -> dict[str, Any]:
         "steps": int(trainer.state.global_step),
         "resumed_from": str(resume) if resume else None,
         "parameters": parameter_count(trainer.model),
+        "prompts": len(rows),
         "wall_s": round(wall, 1),
         "s_per_step": round(wall / max(1, trainer.state.global_step - (int(resume.name.split("-")[1]) if resume else 0)), 2),
         "reward_last10": round(sum(r["reward"] for r in last) / len(last), 4) if last else None,

@@ -57,7 +57,9 @@ class LayeredReward:
             items.append(item)
         return items
 
-    def _layers(self, completions: Sequence[Any], kwargs: dict[str, Any]) -> list[tuple[float, float, float, float]]:
+    def layers(self, completions: Sequence[Any], kwargs: dict[str, Any]) -> list[tuple[float, float, float, float]]:
+        """The four gated layers of each completion; ``kwargs`` holds the reward columns of the RL rows
+        (``domain``, ``gold_id``, ``relevant``), one entry per completion, as TRL passes them."""
         items = self._items(completions, kwargs)
         key = tuple((it["completion"], it["domain"], it["gold_id"]) for it in items)
         if key != self._key:
@@ -71,7 +73,7 @@ class LayeredReward:
         for n, name in enumerate(LAYER_NAMES):
 
             def func(prompts: Any = None, completions: Any = (), n: int = n, **kwargs: Any) -> list[float]:
-                return [row[n] for row in self._layers(completions, kwargs)]
+                return [row[n] for row in self.layers(completions, kwargs)]
 
             func.__name__ = name
             out.append(func)

@@ -12,8 +12,19 @@ from indexing.workspace import Workspace
 from prore.cli import main
 from rl.reward import RewardScorer
 from rl.reward.service import ServerThread, ServiceSettings, create_app
+from rl.train.data import load_instances, rl_row, split_train_val
 from rl.train.logs import read_metrics
-from rl.train.rewards import LAYER_NAMES, LayeredReward, layers
+from rl.train.prompt_filter import (
+    FILTER_FILE,
+    FilterStats,
+    filter_key,
+    filter_rows,
+    pool_digest,
+    record_filter,
+    row_key,
+    saved_filter,
+)
+from rl.train.rewards import LAYER_NAMES, LayeredReward, in_process, layers
 from tests.rl.train_support import TINY, train_bench  # noqa: F401  (fixture)
 
 RL_FLAGS = ["--max-steps", "2", "--prompts-per-step", "2", "--num-generations", "2", "--max-completion-length", "24",
@@ -100,3 +111,73 @@ def test_num_iterations_reuses_each_generation_batch(small_index_cfg: Config, tr
     assert "reward" in first and "completions/mean_length" in first  # step 1 generated and scored a batch
     assert "reward" not in second and "completions/mean_length" not in second  # step 2 generated nothing
     assert "clip_ratio/region_mean" in second and "kl" in second  # and trained on the reused batch
+
+
+def test_prompt_filter_keeps_the_groups_whose_rewards_differ(small_index_cfg: Config, train_bench: Workspace,  # noqa: F811
+                                                            tmp_path: Path) -> None:  # fmt: skip
+    """Scored by the real reward on the engine: a group of gold programs is solved, a group of junk
+    unsolved, and only the mixed group is kept; the outcome is recorded and read back for the same pool."""
+    instances = split_train_val(load_instances(train_bench, ["ecommerce"], "train"))[0][:3]
+    rows = [rl_row(i, "compact") for i in instances]
+    gold = [i.program for i in instances]
+    completions = [[gold[0], gold[0]], [gold[1], "not a program"], ["{}", "not a program"]]
+    scorer = RewardScorer.open(small_index_cfg, ["ecommerce"])
+    try:
+        reward = LayeredReward(in_process(scorer), "hit1")
+        kept, stats = filter_rows(rows, completions, reward.layers, temperature=1.0)
+    finally:
+        scorer.close()
+    assert [r["qid"] for r in kept] == [rows[1]["qid"]]
+    assert (stats.pool, stats.kept, stats.solved, stats.unsolved, stats.samples) == (3, 1, 1, 1, 2)
+    assert stats.mean_reward == pytest.approx((4 + 4 + 4 + 0 + 0 + 0) / 6, abs=0.05)  # gold: S_l near 1
+    key = {"pool": pool_digest(rows), "samples": 2}
+    record_filter(tmp_path, key, kept, stats)
+    assert saved_filter(tmp_path, key) == {row_key(rows[1])}
+    assert saved_filter(tmp_path, {**key, "samples": 4}) is None  # another sampling: filter again
+    assert json.loads((tmp_path / FILTER_FILE).read_text())["stats"]["kept"] == 1
+
+
+def test_filtered_rl_samples_the_initial_model_and_refuses_an_empty_pool(small_index_cfg: Config,
+                                                                         train_bench: Workspace, sft_model: Path,  # noqa: F811
+                                                                         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """`--filter-prompts` samples G completions per prompt from --init through vLLM and scores them with
+    the run's reward. The three-step planner writes no program that earns a reward, so no group differs
+    and the run stops with one typed line before any training step, its filter recorded."""
+    out = tmp_path / "filtered"
+    rc = main(["--workspace", str(small_index_cfg.workspace), "--embedder", "minilm", "train", "grpo",
+               "--init", str(sft_model), "--bench", str(train_bench.root), "--domain", "ecommerce", *RL_FLAGS,
+               "--filter-prompts", "--out", str(out)])  # fmt: skip
+    assert rc == 2
+    assert "error train_filter: the prompt filter kept 0 prompts" in capsys.readouterr().err
+    saved = json.loads((out / FILTER_FILE).read_text())
+    assert saved["stats"]["pool"] == 8 and saved["stats"]["samples"] == 2
+    assert saved["stats"]["kept"] + saved["stats"]["solved"] + saved["stats"]["unsolved"] == 8
+    assert saved["key"]["init"] == str(sft_model.resolve()) and not saved["kept"]
+    assert not list(out.glob("checkpoint-*")) and not (out / "final").exists()
+
+
+def test_filter_needs_an_initial_model(small_index_cfg: Config, train_bench: Workspace, tmp_path: Path,  # noqa: F811
+                                       capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    rc = main(["--workspace", str(small_index_cfg.workspace), "train", "grpo", "--bench", str(train_bench.root),
+               "--domain", "ecommerce", "--size", "xs", *RL_FLAGS, "--filter-prompts", "--out", str(tmp_path / "x")])  # fmt: skip
+    assert rc == 2 and "error train_filter: --filter-prompts samples the initial model" in capsys.readouterr().err
+
+
+def test_filtered_rl_trains_on_the_kept_prompts_and_reuses_its_filter(small_index_cfg: Config,
+                                                                      train_bench: Workspace, sft_model: Path,  # noqa: F811
+                                                                      tmp_path: Path) -> None:  # fmt: skip
+    """A run that finds its filter recorded for the same model, pool and sampling (a resumed run) samples
+    nothing again and trains on the kept prompts only."""
+    out = tmp_path / "kept"
+    out.mkdir()
+    rows = [rl_row(i, "compact") for i in split_train_val(load_instances(train_bench, ["ecommerce"], "train"))[0][:8]]
+    key = filter_key(sft_model, rows, samples=2, temperature=1.0, max_tokens=24, target="hit1")
+    stats = FilterStats(pool=8, kept=3, solved=0, unsolved=5, samples=2, temperature=1.0, mean_reward=1.0, seconds=0.0)
+    record_filter(out, key, rows[2:5], stats)
+    rc = main(["--workspace", str(small_index_cfg.workspace), "--embedder", "minilm", "train", "grpo",
+               "--init", str(sft_model), "--bench", str(train_bench.root), "--domain", "ecommerce", *RL_FLAGS,
+               "--filter-prompts", "--out", str(out)])  # fmt: skip
+    assert rc == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["prompts"] == 3 and summary["steps"] == 2
+    assert json.loads((out / "run.json").read_text())["params"]["filter_prompts"] is True
