@@ -77,9 +77,13 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "model"
 
 
-CONSTRAINTS: dict[str, str] = {"none": "planner", "json": "planner-json", "grammar": "planner-grammar"}
-"""How decoding may be constrained, and the method family of each: free, by the DSL's JSON schema
-(:func:`program_grammar`), or by the program grammar (:func:`serving.dsl.grammar.program_grammar_ebnf`)."""
+CONSTRAINTS: dict[str, tuple[str, str]] = {
+    "none": ("planner", "free decoding"),
+    "json": ("planner-json", "structured output by the DSL's JSON schema"),
+    "grammar": ("planner-grammar", "structured output by the program grammar"),
+}
+"""How decoding may be constrained, with the method family and description of each: free, by the DSL's
+JSON schema (:func:`program_grammar`), or by the program grammar (:func:`serving.dsl.grammar.program_grammar_ebnf`)."""
 
 
 def planner_name(path: str, constraint: str = "none") -> str:
@@ -90,7 +94,7 @@ def planner_name(path: str, constraint: str = "none") -> str:
     """
     p = Path(path)
     name = p.parent.name if p.name == "final" and p.parent.name else p.name
-    return f"{CONSTRAINTS[constraint]}:{_slug(name)}"
+    return f"{CONSTRAINTS[constraint][0]}:{_slug(name)}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -363,15 +367,13 @@ def planner_run(path: str, decoding: Decoding = Decoding()) -> Callable[[MethodC
     return run
 
 
-_WHAT = {"none": "free decoding", "json": "structured output by the DSL's JSON schema",
-         "grammar": "structured output by the program grammar"}
 
 
 def planner_spec(arg: str, *, constraint: str = "none") -> MethodSpec:
     """The spec of a trained planner: ``arg`` is a model directory with its tokenizer, optionally followed
     by decoding options (:func:`parse_decoding`)."""
     path, decoding = parse_decoding(arg, constraint=constraint)
-    what = _WHAT[constraint]
+    what = CONSTRAINTS[constraint][1]
     if decoding.samples:
         what += f", execution-guided with {decoding.samples} samples at temperature {decoding.temperature:g}"
     return MethodSpec(planner_name(path, constraint) + decoding.suffix, planner_run(path, decoding),

@@ -38,7 +38,7 @@ import json
 from indexing.schema import CorpusSchema, DType, Role
 from serving.dsl.json_schema import SEPARATORS
 from serving.dsl.limits import DEFAULT_LIMITS, DslLimits
-from serving.dsl.program import MODALITIES, MODES, ROLE_OF, placeholder_of
+from serving.dsl.program import MODES, ROLE_OF, corpus_modalities, placeholder_of
 
 MAX_STATES = 64
 """Most placeholder states (sequences of modalities) the grammar enumerates; :func:`grammar_entries` lowers
@@ -59,21 +59,16 @@ def _alt(options: list[str]) -> str:
 def grammar_entries(schema: CorpusSchema, limits: DslLimits = DEFAULT_LIMITS) -> int:
     """The most entries a program of the grammar holds: the limit's, lowered until the sequences of the
     corpus's modalities up to that length number at most :data:`MAX_STATES`."""
-    m = len(modalities(schema))
+    m = len(corpus_modalities(schema))
     n = limits.max_entries
     while n > 1 and sum(m**j for j in range(n + 1)) > MAX_STATES:
         n -= 1
     return n
 
 
-def modalities(schema: CorpusSchema) -> tuple[str, ...]:
-    """The entry modalities the corpus has fields for."""
-    return tuple(m for m in MODALITIES if schema.names(ROLE_OF[m]))
-
-
 def _states(schema: CorpusSchema, entries: int) -> list[str]:
     """Every sequence of modality initials up to ``entries`` long, shortest first."""
-    initials = [m[0] for m in modalities(schema)]
+    initials = [m[0] for m in corpus_modalities(schema)]
     return ["".join(p) for n in range(entries + 1) for p in itertools.product(initials, repeat=n)]
 
 
@@ -130,7 +125,7 @@ def _entries(schema: CorpusSchema, limits: DslLimits) -> list[str]:
     for k in sorted({*limits.k_ladder, limits.default_k}):
         narrower = _alt([_lit(str(r)) for r in limits.rerank_ladder if r <= k])
         rules.append(f"rerank_{k} ::= {_lit(_key('rerank'))} ({narrower})")
-    for m in modalities(schema):
+    for m in corpus_modalities(schema):
         fields = _alt([_lit(json.dumps(name)) for name in schema.names(ROLE_OF[m])])
         opening = "{" + _key("type", first=True) + json.dumps(m) + _key("field")
         rules.append(f"entry_{m[0]} ::= {_lit(opening)} ({fields}) {_lit(_key('query'))} query "
@@ -140,7 +135,7 @@ def _entries(schema: CorpusSchema, limits: DslLimits) -> list[str]:
 
 def _condition(schema: CorpusSchema, states: list[str]) -> list[str]:
     """The condition rules, each indexed by the placeholder states before and after it."""
-    name = {m[0]: m for m in modalities(schema)}
+    name = {m[0]: m for m in corpus_modalities(schema)}
     rules = []
     for b in states:
         for i in range(len(b) + 1):

@@ -19,7 +19,7 @@ from typing import Any
 from indexing.schema import CorpusSchema
 from serving.dsl.limits import DEFAULT_LIMITS, DslLimits
 from serving.dsl.parse import ENTRY_REQUIRED, PROGRAM_KEYS
-from serving.dsl.program import MODALITIES, MODES, ROLE_OF
+from serving.dsl.program import MODES, ROLE_OF, corpus_modalities
 
 
 def _entry_schema(modality: str, fields: tuple[str, ...], limits: DslLimits) -> dict[str, object]:
@@ -43,11 +43,7 @@ def program_json_schema(schema: CorpusSchema, limits: DslLimits = DEFAULT_LIMITS
 
     ``rerank <= k`` and placeholder use are not expressible here; :func:`serving.dsl.validate` checks them.
     """
-    variants = [
-        _entry_schema(modality, schema.names(ROLE_OF[modality]), limits)
-        for modality in MODALITIES
-        if schema.names(ROLE_OF[modality])
-    ]
+    variants = [_entry_schema(m, schema.names(ROLE_OF[m]), limits) for m in corpus_modalities(schema)]
     items: dict[str, object] = variants[0] if len(variants) == 1 else {"anyOf": variants}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -13,13 +13,16 @@ import json
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from indexing.schema import Role
+from indexing.schema import CorpusSchema, Role
 from serving.dsl.limits import DEFAULT_LIMITS
 
 Modality = Literal["text", "image"]
 Mode = Literal["dense", "sparse", "fuse"]
 
 MODALITIES: tuple[Modality, ...] = get_args(Modality)
+"""Entry types; the placeholder ``<text_k>`` / ``<image_k>`` names its entry's type."""
+
+
 def placeholder_of(modality: str, index: int) -> str:
     """The placeholder of modality ``modality`` naming entry ``index`` (0-based): ``<text_1>`` for ("text", 0)."""
     return f"<{modality}_{index + 1}>"
@@ -27,7 +30,16 @@ def placeholder_of(modality: str, index: int) -> str:
 
 ROLE_OF: dict[str, Role] = {"text": Role.TEXT, "image": Role.IMAGE}
 """The schema role of the fields an entry of each modality searches."""
-"""Entry types; the placeholder ``<text_k>`` / ``<image_k>`` names its entry's type."""
+
+
+def corpus_modalities(schema: CorpusSchema) -> tuple[Modality, ...]:
+    """The entry modalities ``schema``'s corpus has fields for, in :data:`MODALITIES` order.
+
+    >>> from indexing.schema import EMAILS, PRODUCTS
+    >>> corpus_modalities(PRODUCTS), corpus_modalities(EMAILS)
+    (('text', 'image'), ('text',))
+    """
+    return tuple(m for m in MODALITIES if schema.names(ROLE_OF[m]))
 
 MODES: tuple[Mode, ...] = get_args(Mode)
 """Retrieval modes (DESIGN.md section 3): ``sparse`` is BM25, ``fuse`` is RRF of dense and sparse."""

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from indexing.schema import CorpusSchema, DType, Role
 from serving.dsl import DEFAULT_LIMITS, Program, Retrieval
-from serving.dsl.program import MODALITIES, MODES
+from serving.dsl.program import MODES, ROLE_OF, corpus_modalities
 
 # A condition as SQL text and the (entry index, positive?) of each placeholder in it.
 Placed = tuple[tuple[int, bool], ...]
@@ -43,7 +43,6 @@ class Generated:
     positive_entries: tuple[int, ...]
 
 
-_ROLE = {"text": Role.TEXT, "image": Role.IMAGE}
 _LITERAL_CHARS = "abcdefghijklmnopqrstuvwxyz ABC0123456789'%_-.&\\éßü☕"
 _QUERY_CHARS = st.characters(codec="utf-8", categories=("L", "N", "P", "Zs"))
 
@@ -110,7 +109,7 @@ def _structured_conditions(schema: CorpusSchema) -> st.SearchStrategy[Condition]
 @st.composite
 def entries(draw: st.DrawFn, schema: CorpusSchema, max_entries: int = 4) -> tuple[Retrieval, ...]:
     """A retrieval list for ``schema``: types with fields of their role, ladders respected."""
-    kinds = [m for m in MODALITIES if schema.names(_ROLE[m])]
+    kinds = list(corpus_modalities(schema))
     out = []
     for _ in range(draw(st.integers(0, max_entries))):
         kind = draw(st.sampled_from(kinds))
@@ -118,7 +117,7 @@ def entries(draw: st.DrawFn, schema: CorpusSchema, max_entries: int = 4) -> tupl
         out.append(
             Retrieval(
                 type=kind,
-                field=draw(st.sampled_from(schema.names(_ROLE[kind]))),
+                field=draw(st.sampled_from(schema.names(ROLE_OF[kind]))),
                 query=draw(st.text(_QUERY_CHARS, min_size=1, max_size=60).filter(str.strip)),
                 mode=draw(st.sampled_from(MODES)),
                 k=k,

@@ -11,7 +11,8 @@ import pytest
 
 from indexing.schema import EMAILS, PRODUCTS, CorpusSchema
 from serving.dsl import DEFAULT_LIMITS, Program, Retrieval, parse_program, validate
-from serving.dsl.grammar import MAX_STATES, grammar_entries, modalities, program_grammar_ebnf
+from serving.dsl.grammar import MAX_STATES, grammar_entries, program_grammar_ebnf
+from serving.dsl.program import corpus_modalities
 
 xgrammar = pytest.importorskip("xgrammar", reason="the grammar is compiled by xgrammar (installed with vLLM)")
 torch = pytest.importorskip("torch")
@@ -120,5 +121,5 @@ def test_the_grammar_refuses_what_validation_or_the_engine_would(compiled: dict[
 def test_the_entry_cap_keeps_the_placeholder_states_bounded() -> None:
     assert grammar_entries(EMAILS) == DEFAULT_LIMITS.max_entries, "one modality: 9 states"
     n = grammar_entries(PRODUCTS)
-    assert len(modalities(PRODUCTS)) == 2 and n == 5
+    assert len(corpus_modalities(PRODUCTS)) == 2 and n == 5
     assert sum(2**j for j in range(n + 1)) <= MAX_STATES < sum(2**j for j in range(n + 2))
