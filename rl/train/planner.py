@@ -367,8 +367,6 @@ def planner_run(path: str, decoding: Decoding = Decoding()) -> Callable[[MethodC
     return run
 
 
-
-
 def planner_spec(arg: str, *, constraint: str = "none") -> MethodSpec:
     """The spec of a trained planner: ``arg`` is a model directory with its tokenizer, optionally followed
     by decoding options (:func:`parse_decoding`)."""

@@ -62,8 +62,8 @@ def varied(rewards: Sequence[float]) -> bool:
     return max(rewards) - min(rewards) > SAME
 
 
-def select(groups: Sequence[Sequence[float]], accurate: Sequence[Sequence[bool]], *, temperature: float,
-           seconds: float = 0.0) -> tuple[list[int], FilterStats]:  # fmt: skip
+def select(groups: Sequence[Sequence[float]], accurate: Sequence[Sequence[bool]], *,
+           temperature: float) -> tuple[list[int], FilterStats]:  # fmt: skip
     """The indices of the groups with a signal (:func:`varied`), and the counts of the rest.
 
     >>> kept, stats = select([[4, 4], [1, 4], [1, 1]], [[True, True], [False, True], [False, False]], temperature=1.0)
@@ -72,9 +72,10 @@ def select(groups: Sequence[Sequence[float]], accurate: Sequence[Sequence[bool]]
     """
     if len(groups) != len(accurate):
         raise TrainError("one accuracy row per reward group is needed", code="train_filter")
-    kept = [i for i, g in enumerate(groups) if varied(g)]
+    signal = [varied(g) for g in groups]
+    kept = [i for i, v in enumerate(signal) if v]
+    same = [i for i, v in enumerate(signal) if not v]
     flat = [r for g in groups for r in g]
-    same = [i for i, g in enumerate(groups) if not varied(g)]
     stats = FilterStats(
         pool=len(groups),
         kept=len(kept),
@@ -83,7 +84,7 @@ def select(groups: Sequence[Sequence[float]], accurate: Sequence[Sequence[bool]]
         samples=len(groups[0]) if groups else 0,
         temperature=temperature,
         mean_reward=round(sum(flat) / len(flat), 4) if flat else 0.0,
-        seconds=round(seconds, 1),
+        seconds=0.0,
     )
     return kept, stats
 
