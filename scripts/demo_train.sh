@@ -8,7 +8,8 @@
 #   then RL_STEPS (default 50) GRPO and as many DAPO steps from it; all three evaluated on test and OOD.
 # GUIDED_SAMPLES (medium and paper: 8; demo: 0, off) also evaluates the SFT planner with execution-guided
 #   decoding (`planner:PATH?samples=N`); GRAMMAR (medium and paper: 1; demo: 0) also evaluates it under the
-#   program grammar (`planner-grammar:PATH`, README: Local training).
+#   program grammar (`planner-grammar:PATH`, README: Local training). FILTER (medium and paper: 1; demo: 0)
+#   trains DAPO only on prompts whose samples from the SFT model earn differing rewards (`--filter-prompts`).
 # PROFILE=paper: one planner per domain with the defaults file's full recipe (3 SFT epochs, 200 GRPO and
 #   200 DAPO steps); hours on 2 cores.
 set -euo pipefail
@@ -20,11 +21,13 @@ RUNS="$WS/runs"
 # Each training set is name:domains.
 case "$PROFILE" in
   demo)   SFT=(--max-steps 300 --eval-steps 100); RL=(--max-steps 10 --save-steps 5); LIMIT=(--limit 100); ALGOS="grpo"
-          SETS=("both:ecommerce email"); SPLITS="test"; GUIDED="${GUIDED_SAMPLES:-0}"; GRAMMAR="${GRAMMAR:-0}" ;;
+          SETS=("both:ecommerce email"); SPLITS="test"; GUIDED="${GUIDED_SAMPLES:-0}"; GRAMMAR="${GRAMMAR:-0}"
+          FILTER="${FILTER:-0}" ;;
   medium) SFT=(--max-steps "${SFT_STEPS:-3000}" --eval-steps 500); RL=(--max-steps "${RL_STEPS:-50}" --save-steps 25)
-          LIMIT=(); ALGOS="grpo dapo"; SETS=("both:ecommerce email"); SPLITS="test ood"; GUIDED="${GUIDED_SAMPLES:-8}"; GRAMMAR="${GRAMMAR:-1}" ;;
+          LIMIT=(); ALGOS="grpo dapo"; SETS=("both:ecommerce email"); SPLITS="test ood"; GUIDED="${GUIDED_SAMPLES:-8}"; GRAMMAR="${GRAMMAR:-1}"
+          FILTER="${FILTER:-1}" ;;
   paper)  SFT=(); RL=(); LIMIT=(); ALGOS="grpo dapo"; SETS=("ecommerce:ecommerce" "email:email"); SPLITS="test ood"
-          GUIDED="${GUIDED_SAMPLES:-8}"; GRAMMAR="${GRAMMAR:-1}" ;;
+          GUIDED="${GUIDED_SAMPLES:-8}"; GRAMMAR="${GRAMMAR:-1}"; FILTER="${FILTER:-1}" ;;
   *) echo "error profile: unknown PROFILE=$PROFILE (demo|medium|paper)" >&2; exit 2 ;;
 esac
 
@@ -39,7 +42,9 @@ for set in "${SETS[@]}"; do
   $PRORE train sft "${on[@]}" "${SFT[@]}" --out "$RUNS/sft-$name"
   for a in $ALGOS; do
     step "train $name: ${a^^} from the SFT model"
-    $PRORE train "$a" "${on[@]}" --init "$RUNS/sft-$name/final" "${RL[@]}" "${LIMIT[@]}" --out "$RUNS/$a-$name"
+    filter=()  # DAPO's dynamic sampling, once against the SFT model (README: Local training, prompt filter)
+    if [ "$a" = dapo ] && [ "$FILTER" = 1 ]; then filter=(--filter-prompts); fi
+    $PRORE train "$a" "${on[@]}" --init "$RUNS/sft-$name/final" "${RL[@]}" "${LIMIT[@]}" "${filter[@]}" --out "$RUNS/$a-$name"
   done
   $PRORE train plot "$RUNS/sft-$name" "$RUNS"/{grpo,dapo}-"$name" --out "$RUNS/curves-$name.png"
   for d in "${domains[@]}"; do
