@@ -21,7 +21,7 @@ from indexing.schema import DOMAINS, schema_for
 from indexing.workspace import Workspace
 from rl.prompt import PROFILES
 from rl.reward import ACCURACY_MODES
-from rl.train.config import load_defaults, replace
+from rl.train.config import FILTER_ON, load_defaults, replace
 from rl.train.model import SIZES
 from rl.train.tokenizer import SPLITS
 from rl.verl.errors import TrainError
@@ -89,7 +89,7 @@ def _rl(args: argparse.Namespace, cfg: Config) -> int:
                      epsilon=args.epsilon, epsilon_high=args.epsilon_high, num_generations=args.num_generations,
                      prompts_per_step=args.prompts_per_step, num_iterations=args.num_iterations,
                      max_completion_length=args.max_completion_length, save_steps=args.save_steps,
-                     logging_steps=args.logging_steps, filter_prompts=args.filter_prompts)  # fmt: skip
+                     logging_steps=args.logging_steps, filter_prompts=args.filter_prompts, filter_on=args.filter_on)  # fmt: skip
     job = RlJob(cfg=cfg, domains=domains, out=out, algorithm=args.algorithm, params=params,
                 init=Path(args.init) if args.init else None, size=args.size or d.model_size,
                 profile=args.profile, reward_url=args.reward_url, reward_target=args.reward_target,
@@ -165,6 +165,9 @@ def register_local(actions: Any) -> None:
         x.add_argument("--filter-prompts", action=argparse.BooleanOptionalAction, default=None,
                        help="train only on prompts whose G samples from --init earn differing rewards (DAPO's "
                        f"dynamic sampling, once before training; default {r.filter_prompts})")
+        x.add_argument("--filter-on", choices=FILTER_ON,
+                       help="what must differ within a kept group: reward (any layer) or accuracy (some samples "
+                       f"hit and some miss, DAPO's rule; default {r.filter_on})")
         x.add_argument("--save-steps", type=int, help=f"checkpoint every N steps (default {r.save_steps})")
         x.set_defaults(handler=_rl)
     p = actions.add_parser("plot", help="draw training curves (loss, reward terms, execution, KL, clipping) to PNG")

@@ -28,6 +28,8 @@ from rl.verl.errors import TrainError
 DEFAULTS_FILE = Path(__file__).with_name("defaults.yaml")
 LossType = Literal["grpo", "dapo"]
 LOSS_TYPES: tuple[LossType, ...] = get_args(LossType)
+FilterOn = Literal["reward", "accuracy"]
+FILTER_ON: tuple[FilterOn, ...] = get_args(FilterOn)
 RlAlgorithm = Literal["grpo", "dapo"]
 
 
@@ -70,6 +72,10 @@ class RlParams:
     """Train only on prompts whose G samples from the initial model earn differing rewards (DAPO's dynamic
     sampling, once before training: :mod:`rl.train.prompt_filter`). A group of equal rewards has zero
     advantage and teaches nothing."""
+    filter_on: FilterOn = "reward"
+    """What must differ within a kept group: ``reward`` (any layer, so groups that differ only in whether
+    their wrong programs execute are kept) or ``accuracy`` (some samples earn the accuracy layer and some
+    do not: DAPO's own rule)."""
     max_steps: int = 200
     logging_steps: int = 1
     save_steps: int = 25
@@ -78,6 +84,9 @@ class RlParams:
     def __post_init__(self) -> None:
         if self.loss_type not in LOSS_TYPES:
             raise TrainError(f"loss_type must be one of {', '.join(LOSS_TYPES)}, got {self.loss_type!r}",
+                             code="train_config")  # fmt: skip
+        if self.filter_on not in FILTER_ON:
+            raise TrainError(f"filter_on must be one of {', '.join(FILTER_ON)}, got {self.filter_on!r}",
                              code="train_config")  # fmt: skip
         if self.num_iterations < 1:
             raise TrainError(f"num_iterations must be at least 1, got {self.num_iterations}", code="train_config")

@@ -117,7 +117,7 @@ def run_rl(job: RlJob) -> dict[str, Any]:
         if job.init is None:
             raise TrainError("--filter-prompts samples the initial model: give --init RUN/final", code="train_filter")
         key = filter_key(job.init, rows, samples=p.num_generations, temperature=p.temperature,
-                         max_tokens=p.max_completion_length, target=job.reward_target)  # fmt: skip
+                         max_tokens=p.max_completion_length, target=job.reward_target, on=p.filter_on)  # fmt: skip
         kept = saved_filter(job.out, key)
         if kept is None:
             samples = sample(job.init, [r["prompt"] for r in rows], n=p.num_generations, temperature=p.temperature,
@@ -133,7 +133,7 @@ def run_rl(job: RlJob) -> dict[str, Any]:
     reward = LayeredReward(score, job.reward_target)
     try:
         if samples is not None:
-            picked, stats = filter_rows(rows, samples, reward.layers, temperature=p.temperature)
+            picked, stats = filter_rows(rows, samples, reward.layers, temperature=p.temperature, on=p.filter_on)
             stats = dataclasses.replace(stats, seconds=round(time.perf_counter() - t0, 1))
             record_filter(job.out, key, picked, stats)
             rows = picked

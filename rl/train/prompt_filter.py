@@ -9,7 +9,10 @@ every batch is full of groups with a signal. TRL 1.16 has no such option.
 An SFT planner sees its own training prompts again in RL, so most of its groups are all right or all
 wrong (``prompt_filter.json`` of a run says how many). This pass samples the initial model ``G`` times
 per training prompt at the RL temperature and budget, in one offline vLLM batch, scores the completions
-with the same layered reward, and keeps the prompts whose rewards differ. It is DAPO's filter applied
+with the same layered reward, and keeps the prompts whose rewards differ (``filter_on: reward``) or,
+by DAPO's own rule, whose samples are neither all accurate nor all wrong (``filter_on: accuracy``). The
+first keeps groups whose wrong programs differ only in whether they execute; on the medium run they
+taught the planner to execute more, not to hit more (README, "Training the planner"). It is DAPO's filter applied
 once, against the initial policy, rather than online against each step's policy: the policy moves
 little in a few hundred steps at RL learning rates, and the offline pass costs one vLLM batch instead of
 a generation per dropped group. The gold is seen only by the reward, as in training.
@@ -24,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from indexing.workspace import atomic_write_json
+from rl.train.config import FILTER_ON, FilterOn
 from rl.verl.errors import TrainError
 
 FILTER_FILE = "prompt_filter.json"
@@ -48,6 +52,8 @@ class FilterStats:
     """Groups with equal rewards and no accurate completion (no signal yet)."""
     samples: int
     temperature: float
+    on: FilterOn
+    """What had to differ within a kept group: ``reward`` or ``accuracy``."""
     mean_reward: float
     """Mean total reward of the samples: the initial policy's, at the RL temperature."""
     seconds: float
@@ -63,16 +69,24 @@ def varied(rewards: Sequence[float]) -> bool:
 
 
 def select(groups: Sequence[Sequence[float]], accurate: Sequence[Sequence[bool]], *,
-           temperature: float) -> tuple[list[int], FilterStats]:  # fmt: skip
-    """The indices of the groups with a signal (:func:`varied`), and the counts of the rest.
+           temperature: float, on: FilterOn = "reward") -> tuple[list[int], FilterStats]:  # fmt: skip
+    """The indices of the groups with a signal, and the counts of the rest: by ``on="reward"`` a group
+    whose rewards differ (:func:`varied`), by ``on="accuracy"`` one with accurate and inaccurate samples.
 
-    >>> kept, stats = select([[4, 4], [1, 4], [1, 1]], [[True, True], [False, True], [False, False]], temperature=1.0)
+    >>> groups = [[4, 4], [1, 4], [1, 1], [1, 2]]
+    >>> accurate = [[True, True], [False, True], [False, False], [False, False]]
+    >>> kept, stats = select(groups, accurate, temperature=1.0)
     >>> kept, stats.solved, stats.unsolved
-    ([1], 1, 1)
+    ([1, 3], 1, 1)
+    >>> kept, stats = select(groups, accurate, temperature=1.0, on="accuracy")
+    >>> kept, stats.solved, stats.unsolved
+    ([1], 1, 2)
     """
     if len(groups) != len(accurate):
         raise TrainError("one accuracy row per reward group is needed", code="train_filter")
-    signal = [varied(g) for g in groups]
+    if on not in FILTER_ON:
+        raise TrainError(f"the prompt filter keeps groups on {' or '.join(FILTER_ON)}, not {on!r}", code="train_filter")
+    signal = [varied(g) if on == "reward" else len(set(a)) > 1 for g, a in zip(groups, accurate, strict=True)]
     kept = [i for i, v in enumerate(signal) if v]
     same = [i for i, v in enumerate(signal) if not v]
     flat = [r for g in groups for r in g]
@@ -83,6 +97,7 @@ def select(groups: Sequence[Sequence[float]], accurate: Sequence[Sequence[bool]]
         unsolved=sum(1 for i in same if not any(accurate[i])),
         samples=len(groups[0]) if groups else 0,
         temperature=temperature,
+        on=on,
         mean_reward=round(sum(flat) / len(flat), 4) if flat else 0.0,
         seconds=0.0,
     )
@@ -113,8 +128,8 @@ def sample(init: Path, prompts: Sequence[Any], *, n: int, temperature: float, ma
 
 def filter_rows(rows: Sequence[dict[str, Any]], completions: Sequence[Sequence[str]],
                 score: Callable[[Sequence[str], dict[str, list[Any]]], list[tuple[float, float, float, float]]],
-                *, temperature: float) -> tuple[list[dict[str, Any]], FilterStats]:  # fmt: skip
-    """The RL rows whose sampled ``completions`` earned differing rewards under ``score`` (a batch of
+                *, temperature: float, on: FilterOn = "reward") -> tuple[list[dict[str, Any]], FilterStats]:  # fmt: skip
+    """The RL rows whose sampled ``completions`` earned differing rewards (or accuracy, ``on``) under ``score`` (a batch of
     completions and their reward columns to the four gated layers, :meth:`rl.train.rewards.LayeredReward.layers`)."""
     from tqdm.auto import tqdm
 
@@ -129,7 +144,7 @@ def filter_rows(rows: Sequence[dict[str, Any]], completions: Sequence[Sequence[s
     for (i, _), layer in zip(flat, got, strict=True):
         groups[i].append(sum(layer))
         accurate[i].append(layer[2] > 0)
-    kept, stats = select(groups, accurate, temperature=temperature)
+    kept, stats = select(groups, accurate, temperature=temperature, on=on)
     return [rows[i] for i in kept], stats
 
 
@@ -146,10 +161,10 @@ def pool_digest(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def filter_key(init: Path, rows: Sequence[dict[str, Any]], *, samples: int, temperature: float, max_tokens: int,
-               target: str) -> dict[str, Any]:  # fmt: skip
-    """What a filter's outcome depends on: the initial model, the pool of rows and the sampling."""
+               target: str, on: FilterOn = "reward") -> dict[str, Any]:  # fmt: skip
+    """What a filter's outcome depends on: the initial model, the pool of rows, the sampling and the rule."""
     return {"init": str(init.resolve()), "pool": pool_digest(rows), "samples": samples, "temperature": temperature,
-            "max_tokens": max_tokens, "target": target}  # fmt: skip
+            "max_tokens": max_tokens, "target": target, "on": on}  # fmt: skip
 
 
 def saved_filter(out: Path, key: dict[str, Any]) -> set[str] | None:
@@ -165,6 +180,6 @@ def saved_filter(out: Path, key: dict[str, Any]) -> set[str] | None:
 def record_filter(out: Path, key: dict[str, Any], kept: Sequence[dict[str, Any]], stats: FilterStats) -> None:
     """Write the filter's outcome to ``out``'s :data:`FILTER_FILE` and say it in one line."""
     atomic_write_json(out / FILTER_FILE, {"key": key, "stats": asdict(stats), "kept": [row_key(r) for r in kept]})
-    print(f"prompt filter: kept {stats.kept} of {stats.pool} prompts ({stats.solved} solved and "
+    print(f"prompt filter ({stats.on}): kept {stats.kept} of {stats.pool} prompts ({stats.solved} solved and "
           f"{stats.unsolved} unsolved by all {stats.samples} samples), mean sampled reward "
           f"{stats.mean_reward}, {stats.seconds} s")  # fmt: skip

@@ -116,25 +116,31 @@ def test_num_iterations_reuses_each_generation_batch(small_index_cfg: Config, tr
 def test_prompt_filter_keeps_the_groups_whose_rewards_differ(small_index_cfg: Config, train_bench: Workspace,  # noqa: F811
                                                             tmp_path: Path) -> None:  # fmt: skip
     """Scored by the real reward on the engine: a group of gold programs is solved, a group of junk
-    unsolved, and only the mixed group is kept; the outcome is recorded and read back for the same pool."""
-    instances = split_train_val(load_instances(train_bench, ["ecommerce"], "train"))[0][:3]
+    unsolved, and the mixed groups are kept; a group whose only difference is a wrong program that
+    executes is kept on reward but not on accuracy. The outcome is recorded and read back for the same pool."""
+    instances = split_train_val(load_instances(train_bench, ["ecommerce"], "train"))[0][:4]
     rows = [rl_row(i, "compact") for i in instances]
     gold = [i.program for i in instances]
-    completions = [[gold[0], gold[0]], [gold[1], "not a program"], ["{}", "not a program"]]
+    completions = [[gold[0], gold[0]], [gold[1], "not a program"], ["{}", "not a program"], [gold[0], "not a program"]]
     scorer = RewardScorer.open(small_index_cfg, ["ecommerce"])
     try:
         reward = LayeredReward(in_process(scorer), "hit1")
+        other = reward.layers([gold[0]], {key: [rows[3][key]] for key in ("domain", "gold_id", "relevant")})[0]
         kept, stats = filter_rows(rows, completions, reward.layers, temperature=1.0)
+        on_accuracy, by_accuracy = filter_rows(rows, completions, reward.layers, temperature=1.0, on="accuracy")
     finally:
         scorer.close()
-    assert [r["qid"] for r in kept] == [rows[1]["qid"]]
-    assert (stats.pool, stats.kept, stats.solved, stats.unsolved, stats.samples) == (3, 1, 1, 1, 2)
-    assert stats.mean_reward == pytest.approx((4 + 4 + 4 + 0 + 0 + 0) / 6, abs=0.05)  # gold: S_l near 1
+    assert tuple(other[:3]) == (1.0, 1.0, 0.0)  # another request's program: it executes and misses
+    assert [r["qid"] for r in kept] == [rows[1]["qid"], rows[3]["qid"]]
+    assert (stats.pool, stats.kept, stats.solved, stats.unsolved, stats.samples, stats.on) == (4, 2, 1, 1, 2, "reward")
+    assert stats.mean_reward == pytest.approx((4 + 4 + 4 + 0 + 0 + 0 + 2 + 0) / 8, abs=0.05)  # gold: S_l near 1
+    assert [r["qid"] for r in on_accuracy] == [rows[1]["qid"]]
+    assert (by_accuracy.kept, by_accuracy.solved, by_accuracy.unsolved, by_accuracy.on) == (1, 1, 2, "accuracy")
     key = {"pool": pool_digest(rows), "samples": 2}
     record_filter(tmp_path, key, kept, stats)
-    assert saved_filter(tmp_path, key) == {row_key(rows[1])}
+    assert saved_filter(tmp_path, key) == {row_key(rows[1]), row_key(rows[3])}
     assert saved_filter(tmp_path, {**key, "samples": 4}) is None  # another sampling: filter again
-    assert json.loads((tmp_path / FILTER_FILE).read_text())["stats"]["kept"] == 1
+    assert json.loads((tmp_path / FILTER_FILE).read_text())["stats"]["kept"] == 2
 
 
 def test_filtered_rl_samples_the_initial_model_and_refuses_an_empty_pool(small_index_cfg: Config,
@@ -171,13 +177,15 @@ def test_filtered_rl_trains_on_the_kept_prompts_and_reuses_its_filter(small_inde
     out = tmp_path / "kept"
     out.mkdir()
     rows = [rl_row(i, "compact") for i in split_train_val(load_instances(train_bench, ["ecommerce"], "train"))[0][:8]]
-    key = filter_key(sft_model, rows, samples=2, temperature=1.0, max_tokens=24, target="hit1")
-    stats = FilterStats(pool=8, kept=3, solved=0, unsolved=5, samples=2, temperature=1.0, mean_reward=1.0, seconds=0.0)
+    key = filter_key(sft_model, rows, samples=2, temperature=1.0, max_tokens=24, target="hit1", on="accuracy")
+    stats = FilterStats(pool=8, kept=3, solved=0, unsolved=5, samples=2, temperature=1.0, on="accuracy",
+                        mean_reward=1.0, seconds=0.0)  # fmt: skip
     record_filter(out, key, rows[2:5], stats)
     rc = main(["--workspace", str(small_index_cfg.workspace), "--embedder", "minilm", "train", "grpo",
                "--init", str(sft_model), "--bench", str(train_bench.root), "--domain", "ecommerce", *RL_FLAGS,
-               "--filter-prompts", "--out", str(out)])  # fmt: skip
+               "--filter-prompts", "--filter-on", "accuracy", "--out", str(out)])  # fmt: skip
     assert rc == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["prompts"] == 3 and summary["steps"] == 2
-    assert json.loads((out / "run.json").read_text())["params"]["filter_prompts"] is True
+    params = json.loads((out / "run.json").read_text())["params"]
+    assert params["filter_prompts"] is True and params["filter_on"] == "accuracy"
