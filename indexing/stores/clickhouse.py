@@ -11,6 +11,7 @@ session per process and refuses a second path with a clear :class:`StoreError`.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import io
 import re
 import threading
@@ -259,6 +260,20 @@ _CHDB_QUERY_LOCK = threading.Lock()
 _CHDB_SESSION: tuple[Path, Any] | None = None
 
 
+def _held_elsewhere(path: Path) -> bool:
+    """Whether another process holds the chDB ``path``: the server inside chDB keeps an exclusive
+    ``flock`` on its ``status`` file while it runs."""
+    try:
+        with (path / "status").open("rb") as f:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(f, fcntl.LOCK_UN)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
 def chdb_session(path: Path) -> Any:
     """The process-wide chDB session at ``path``; a different path than the first is an error."""
     global _CHDB_SESSION
@@ -270,6 +285,13 @@ def chdb_session(path: Path) -> Any:
             try:
                 _CHDB_SESSION = (resolved, session.Session(str(resolved)))
             except Exception as exc:
+                if _held_elsewhere(resolved):  # chDB's exception says only "Error initializing EmbeddedServer"
+                    raise StoreError(
+                        f"cannot open chDB at {resolved}: another process holds it (chDB opens a path from one "
+                        "process at a time); stop that process, for example `prore reward serve`, or give both "
+                        "--clickhouse-url of a ClickHouse server",
+                        code="chdb_path",
+                    ) from None
                 raise StoreError(
                     f"cannot open chDB at {resolved}: {_first_line(exc)}", code="chdb_path"
                 ) from None

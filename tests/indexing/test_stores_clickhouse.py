@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -124,6 +126,18 @@ def test_chdb_binds_one_path_per_process(chdb_path: Path, tmp_path: Path) -> Non
         ChdbStore(tmp_path / "elsewhere")
     assert err.value.code == "chdb_path"
     assert str(chdb_path.resolve()) in err.value.message
+
+
+def test_a_path_held_by_another_process_is_named_as_such(chdb_path: Path) -> None:
+    """chDB opens a path from one process at a time; a second process (an evaluation beside a running
+    reward service) gets one line that says so, not chDB's generic first line."""
+    ChdbStore(chdb_path)  # this process holds the path
+    code = ("from indexing.errors import StoreError\nfrom indexing.stores.clickhouse import ChdbStore\n"
+            f"try:\n    ChdbStore({str(chdb_path)!r})\nexcept StoreError as e:\n    print(e.code, e.message)")  # fmt: skip
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    line = got.stdout.strip()
+    assert line.startswith(f"chdb_path cannot open chDB at {chdb_path.resolve()}: another process holds it")
+    assert "--clickhouse-url" in line and len(line.splitlines()) == 1
 
 
 def test_factory_picks_by_config(chdb_path: Path, tmp_path: Path) -> None:
