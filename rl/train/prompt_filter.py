@@ -45,11 +45,11 @@ class FilterStats:
     pool: int
     """Prompts sampled."""
     kept: int
-    """Prompts whose G rewards differ."""
+    """Prompts with a signal: their G rewards (or, ``on="accuracy"``, their accuracies) differ."""
     solved: int
     """Groups whose every completion earned the accuracy layer (nothing left to learn)."""
     unsolved: int
-    """Groups with equal rewards and no accurate completion (no signal yet)."""
+    """Groups not kept with no accurate completion (no signal yet)."""
     samples: int
     temperature: float
     on: FilterOn
