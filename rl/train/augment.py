@@ -20,7 +20,7 @@ from indexing.workspace import Workspace, atomic_write_json
 from rl.mutate import DEFAULT_BUDGET, repair
 from rl.prompt import Profile, messages
 from rl.reward import parse_completion
-from rl.train.data import load_instances, split_train_val
+from rl.train.data import load_instances, split_train_val, window
 from rl.train.planner import close_llm, open_llm
 from serving.dsl import Program
 from serving.engine import Engine, ExecutionResult
@@ -44,7 +44,8 @@ def _rollouts(model_dir: Path, instances: Sequence[Any], profile: Profile) -> li
 
 
 def augment(cfg: Config, bench: Path, domains: Sequence[str], *, rollouts_from: Path | None, profile: Profile,
-            limit: int | None, budget: int = DEFAULT_BUDGET, out: Path) -> tuple[tuple[str, str, str], ...]:  # fmt: skip
+            limit: int | None, offset: int = 0, budget: int = DEFAULT_BUDGET,
+            out: Path) -> tuple[tuple[str, str, str], ...]:  # fmt: skip
     """(domain, request, repaired program) for every program the search repaired; ``cfg`` serves the
     indexes, ``bench`` is the workspace whose train split is read."""
     ws = Workspace(bench)
@@ -52,7 +53,7 @@ def augment(cfg: Config, bench: Path, domains: Sequence[str], *, rollouts_from: 
     stats: dict[str, dict[str, int]] = {}
     for domain in domains:
         train, _ = split_train_val(load_instances(ws, [domain], "train"))
-        train = train[:limit] if limit is not None else train
+        train = window(train, offset=offset, limit=limit)  # the instances the SFT run trains on
         candidates: list[tuple[Any, Program]] = []
         for inst in train:
             parsed = parse_completion(inst.program)

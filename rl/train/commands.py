@@ -1,6 +1,6 @@
 """``prore train sft|grpo|dapo --backend local`` and ``prore train plot``: the local trainer's commands.
 
-    prore train sft  [--domain D ...] [--size s] [--max-steps N] [--limit N] [--augment-mutations] [--out DIR]
+    prore train sft  [--domain D ...] [--size s] [--max-steps N] [--limit N] [--offset N] [--augment-mutations] [--out DIR]
     prore train grpo --init RUN/final [--reward-url URL] [--reward-target hit1|satisfy|mrr] [--max-steps N]
     prore train dapo --init RUN/final ...
     prore train plot RUN [RUN ...] [--out FILE.png]
@@ -67,13 +67,13 @@ def _sft(args: argparse.Namespace, cfg: Config) -> int:
         from rl.train.augment import augment
 
         extra = augment(cfg, bench, domains, rollouts_from=Path(args.augment_from) if args.augment_from else None,
-                        profile=args.profile or d.profile, limit=args.limit, budget=args.mutation_budget,
-                        out=out)  # fmt: skip
+                        profile=args.profile or d.profile, limit=args.limit, offset=args.offset,
+                        budget=args.mutation_budget, out=out)  # fmt: skip
     job = SftJob(workspace=bench, domains=domains, out=out, params=params,
                  size=args.size or d.model_size, profile=args.profile or d.profile, vocab_size=d.vocab_size,
                  max_token_chars=d.max_token_chars, split=args.tokenizer_split or d.split,
                  init=Path(args.init) if args.init else None,
-                 limit=args.limit, extra_rows=extra, seed=args.seed)  # fmt: skip
+                 limit=args.limit, offset=args.offset, extra_rows=extra, seed=args.seed)  # fmt: skip
     _print_summary(run_sft(job), out)
     return 0
 
@@ -93,7 +93,7 @@ def _rl(args: argparse.Namespace, cfg: Config) -> int:
     job = RlJob(cfg=cfg, domains=domains, out=out, algorithm=args.algorithm, params=params,
                 init=Path(args.init) if args.init else None, size=args.size or d.model_size,
                 profile=args.profile, reward_url=args.reward_url, reward_target=args.reward_target,
-                limit=args.limit, seed=args.seed, vocab_size=d.vocab_size,
+                limit=args.limit, offset=args.offset, seed=args.seed, vocab_size=d.vocab_size,
                 max_token_chars=d.max_token_chars, split=args.tokenizer_split or d.split,
                 bench_workspace=Path(args.bench) if args.bench else None)  # fmt: skip
     _print_summary(run_rl(job), out)
@@ -121,6 +121,9 @@ def _common(p: argparse.ArgumentParser, algorithm: str) -> None:
     p.add_argument("--max-steps", type=int, metavar="N", help="stop after N optimizer steps")
     p.add_argument("--lr", type=float, metavar="LR", help="learning rate")
     p.add_argument("--limit", type=int, metavar="N", help="at most N training instances per domain")
+    p.add_argument("--offset", type=int, default=0, metavar="N",
+                   help="skip the first N training instances per domain (after an SFT run's --limit N: "
+                   "prompts it never trained on)")  # fmt: skip
     p.add_argument("--seed", type=int, default=0, help="seed of the model, data order and sampling")
     p.add_argument("--logging-steps", type=int, metavar="N", help="log every N steps")
     p.add_argument("--bench", metavar="DIR",

@@ -30,6 +30,21 @@ def split_train_val(instances: Sequence[Instance], fraction: float = VAL_FRACTIO
     return train, val
 
 
+def window(instances: Sequence[Instance], *, offset: int = 0, limit: int | None = None) -> list[Instance]:
+    """``instances`` from ``offset`` on, at most ``limit`` of them: ``--offset N`` after an SFT run's ``--limit N``
+    gives RL prompts that run never trained on.
+
+    >>> window(list("abcdef"), offset=2, limit=3)
+    ['c', 'd', 'e']
+    """
+    if offset < 0 or (limit is not None and limit <= 0):
+        raise TrainError(f"--offset must be >= 0 and --limit > 0, got {offset} and {limit}", code="train_window")
+    if offset >= len(instances):
+        raise TrainError(f"--offset {offset} skips all {len(instances)} training instances of the domain; "
+                         "synthesize more (prore bench synth D --train N) or lower it", code="train_window")  # fmt: skip
+    return list(instances[offset : offset + limit if limit is not None else None])
+
+
 def load_instances(ws: Workspace, domains: Sequence[str], split: str) -> list[Instance]:
     """Instances of ``split`` over ``domains``, domain after domain."""
     out: list[Instance] = []

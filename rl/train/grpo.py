@@ -20,7 +20,7 @@ from indexing.workspace import Workspace
 from rl.prompt import Profile, card_profile
 from rl.train import logs
 from rl.train.config import RlParams
-from rl.train.data import load_instances, rl_row, split_train_val, to_dataset
+from rl.train.data import load_instances, rl_row, split_train_val, to_dataset, window
 from rl.train.model import build_model, load_model, parameter_count, size_named
 from rl.train.prompt_filter import filter_key, filter_rows, record_filter, row_key, sample, saved_filter
 from rl.train.rewards import LayeredReward, in_process, remote, reward_config
@@ -54,6 +54,8 @@ class RlJob:
     reward_url: str | None = None
     reward_target: str = "hit1"
     limit: int | None = None
+    offset: int = 0
+    """Skip this many training instances per domain first: with an SFT run's ``--limit``, prompts it never saw."""
     seed: int = 0
     vocab_size: int = 4096
     max_token_chars: int = 24
@@ -74,12 +76,12 @@ def run_rl(job: RlJob) -> dict[str, Any]:
     profile: Profile = job.profile or (card_profile(job.init) if job.init else "short")
     write_run(job.out, {"algorithm": job.algorithm, "params": job.params, "init": str(job.init),
                         "domains": list(job.domains), "profile": profile, "reward_url": job.reward_url,
-                        "reward_target": job.reward_target, "limit": job.limit, "seed": job.seed})  # fmt: skip
+                        "reward_target": job.reward_target, "limit": job.limit, "offset": job.offset, "seed": job.seed})  # fmt: skip
     ws = Workspace(job.bench_workspace or job.cfg.workspace)
     instances = []
     for domain in job.domains:
         train, _ = split_train_val(load_instances(ws, [domain], "train"))
-        instances += train[: job.limit] if job.limit is not None else train
+        instances += window(train, offset=job.offset, limit=job.limit)
     rows = [rl_row(i, profile) for i in instances]
     tok = run_tokenizer(job.out, job.init, list(chat_texts(r["prompt"] for r in rows)),
                         [i.program for i in instances], vocab_size=job.vocab_size,

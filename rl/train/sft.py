@@ -17,7 +17,7 @@ from indexing.workspace import Workspace
 from rl.prompt import Profile
 from rl.train import logs
 from rl.train.config import SftParams
-from rl.train.data import load_instances, sft_row, split_train_val, to_dataset
+from rl.train.data import load_instances, sft_row, split_train_val, to_dataset, window
 from rl.train.model import build_model, load_model, parameter_count, size_named
 from rl.train.run import FINAL, common_args, run_tokenizer, threads, to_jsonable, write_card, write_run
 from rl.train.tokenizer import Split, chat_texts
@@ -42,6 +42,8 @@ class SftJob:
     """Start from this model directory (its tokenizer too) instead of random weights."""
     limit: int | None = None
     """Use at most this many training instances per domain (tests, quick demos)."""
+    offset: int = 0
+    """Skip this many training instances per domain first (the validation hold-out is unaffected)."""
     extra_rows: tuple[tuple[str, str, str], ...] = ()
     """More (domain, request, program) pairs to train on, e.g. programs repaired by verified mutation."""
     seed: int = 0
@@ -53,8 +55,9 @@ def rows(job: SftJob) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     train, val = [], []
     for domain in job.domains:
         t, v = split_train_val(load_instances(ws, [domain], "train"))
+        t = window(t, offset=job.offset, limit=job.limit)
         if job.limit is not None:
-            t, v = t[: job.limit], v[: max(8, job.limit // 10)]
+            v = v[: max(8, job.limit // 10)]
         train += [sft_row(i, job.profile) for i in t]
         val += [sft_row(i, job.profile) for i in v]
     from rl.prompt import messages

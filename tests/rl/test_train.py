@@ -109,3 +109,24 @@ def test_sft_refuses_chats_whose_program_falls_past_max_length(train_bench: Work
         run_sft(job)
     assert err.value.code == "train_max_length" and "raise sft.max_length" in err.value.one_line()
     assert not (tmp_path / "sft" / "final").exists()
+
+
+def test_offset_gives_training_requests_the_limited_run_never_saw(train_bench: Workspace, tmp_path: Path) -> None:  # noqa: F811
+    from rl.train.sft import SftJob, rows
+
+    def job(**kw: int) -> SftJob:
+        return SftJob(workspace=train_bench.root, domains=DOMAINS, out=tmp_path, profile="compact", **kw)
+
+    def requests(rs: list[dict[str, object]]) -> set[str]:
+        return {r["prompt"][-1]["content"] for r in rs}  # type: ignore[index]
+
+    seen, val = rows(job(limit=30))
+    unseen, val_after = rows(job(offset=30, limit=30))
+    everything, _ = rows(job())
+    assert len(seen) == len(unseen) == 2 * 30
+    assert not requests(seen) & requests(unseen), "the offset window shares no request with the first --limit"
+    assert requests(seen) | requests(unseen) <= requests(everything)
+    assert val == val_after, "the validation hold-out does not move with the offset"
+    with pytest.raises(TrainError) as err:
+        rows(job(offset=10_000))
+    assert err.value.code == "train_window" and "skips all" in err.value.one_line()

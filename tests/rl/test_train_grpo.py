@@ -59,9 +59,10 @@ def test_the_four_layers_sum_to_the_layered_reward() -> None:
 def test_rl_logs_every_reward_term_kl_and_clipping(small_index_cfg: Config, train_bench: Workspace,  # noqa: F811
                                                     sft_model: Path, tmp_path: Path, algorithm: str) -> None:  # fmt: skip
     out = tmp_path / algorithm
+    offset = {"grpo": 0, "dapo": 8}[algorithm]  # DAPO on requests the SFT model's first 8 did not include
     rc = main(["--workspace", str(small_index_cfg.workspace), "--embedder", "minilm", "train", algorithm,
                "--init", str(sft_model), "--bench", str(train_bench.root), "--domain", "ecommerce", *RL_FLAGS,
-               "--out", str(out)])  # fmt: skip
+               "--offset", str(offset), "--out", str(out)])  # fmt: skip
     assert rc == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 2 and summary["algorithm"] == algorithm
@@ -76,6 +77,7 @@ def test_rl_logs_every_reward_term_kl_and_clipping(small_index_cfg: Config, trai
     expected = {"grpo": ("grpo", 0.2, 0.2), "dapo": ("dapo", 0.1, 0.28)}[algorithm]
     assert (run["params"]["loss_type"], run["params"]["epsilon"], run["params"]["epsilon_high"]) == expected
     assert run["params"]["beta"] == 0.001
+    assert (run["limit"], run["offset"]) == (8, offset)
     assert (out / "final" / "planner.json").is_file()
 
 
