@@ -122,3 +122,65 @@ def paired_difference(
             raise ValueError("both sides of a paired difference need one value per query")
         diffs[name] = b - a
     return bootstrap_many(diffs, n_resamples=n_resamples, confidence=confidence, seed=seed)
+
+
+def pooled_difference(
+    baseline: Mapping[str, Sequence[float] | npt.NDArray[np.float64]],
+    others: Sequence[Mapping[str, Sequence[float] | npt.NDArray[np.float64]]],
+    *,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = 0,
+) -> dict[str, Interval]:
+    """Intervals of the mean difference ``other - baseline`` over several runs of one recipe (training
+    seeds, say) and their paired queries.
+
+    A two-level bootstrap: each resample draws the runs with replacement, then the queries, the same
+    queries for every run drawn, so the interval covers the spread between runs as well as the test
+    set's. One run's paired interval covers only the latter, and a gain that one seed shows and another
+    does not stays inside this interval. ``n`` is the number of queries.
+
+    Two seeds that both gain on the first 10 of 20 queries, then one that gains and one that does not:
+
+    >>> base, gain = {"hit": [0.0] * 10 + [1.0] * 10}, {"hit": [1.0] * 20}
+    >>> both = pooled_difference(base, [gain, gain], seed=0)["hit"]
+    >>> both.mean, both.low > 0.0
+    (0.5, True)
+    >>> one = pooled_difference(base, [gain, base], seed=0)["hit"]
+    >>> one.mean, one.low
+    (0.25, 0.0)
+    """
+    if not others:
+        raise ValueError("a pooled difference needs at least one run")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    rng = np.random.default_rng(seed)
+    a = {name: np.asarray(col, dtype=np.float64) for name, col in baseline.items()}
+    n = len(next(iter(a.values()))) if a else 0
+    k = len(others)
+    diffs = {}
+    for name, col in a.items():
+        rows = [np.asarray(o[name], dtype=np.float64) for o in others]
+        if any(r.shape != col.shape for r in rows):
+            raise ValueError("every run of a pooled difference needs one value per baseline query")
+        diffs[name] = np.stack(rows) - col  # (runs, queries)
+    if n == 0:
+        nan = float("nan")
+        return {name: Interval(nan, nan, nan, 0) for name in a}
+    runs = rng.integers(0, k, size=(n_resamples, k))
+    alpha = (1.0 - confidence) / 2.0
+    out = {}
+    per_chunk = max(1, _CHUNK_CELLS // max(n * k, 1))
+    chunks = []
+    done = 0
+    while done < n_resamples:  # the same query draws for every metric
+        size = min(per_chunk, n_resamples - done)
+        chunks.append(rng.integers(0, n, size=(size, n)))
+        done += size
+    for name, d in diffs.items():
+        # Per resample: each run's mean over the drawn queries, then the mean over the drawn runs.
+        per_run = np.concatenate([d[:, idx].mean(axis=2) for idx in chunks], axis=1)  # (runs, resamples)
+        means = np.take_along_axis(per_run, runs.T, axis=0).mean(axis=0)
+        low, high = np.quantile(means, [alpha, 1.0 - alpha])
+        out[name] = Interval(float(d.mean()), float(low), float(high), n)
+    return out

@@ -116,6 +116,19 @@ def _run_eval(args: argparse.Namespace, cfg: Config) -> int:
     return 0
 
 
+def _pools(specs: Sequence[str]) -> dict[str, list[str]]:
+    """``LABEL=METHOD,METHOD,...`` options as a mapping; a malformed one is an :class:`EvalError`."""
+    pools: dict[str, list[str]] = {}
+    for spec in specs:
+        label, sep, members = spec.partition("=")
+        methods = [m.strip() for m in members.split(",") if m.strip()]
+        if not sep or not label.strip() or len(methods) < 2 or label.strip() in pools:
+            raise EvalError(f"--pool {spec!r}: expected a new LABEL=METHOD,METHOD[,...] naming two or more methods",
+                            code="bad_pool")  # fmt: skip
+        pools[label.strip()] = methods
+    return pools
+
+
 def _run_compare(args: argparse.Namespace, cfg: Config) -> int:
     from rl.eval.compare import compare
 
@@ -130,6 +143,7 @@ def _run_compare(args: argparse.Namespace, cfg: Config) -> int:
         split=split,
         allow_mismatch=args.allow_mismatch,
         baseline=args.baseline,
+        pools=_pools(args.pool or []),
         resamples=settings.resamples,
         confidence=settings.confidence,
         seed=settings.seed,
@@ -175,6 +189,9 @@ def register_eval(sub: Any) -> None:
     c.add_argument("--split", default="test", help="split whose latest runs to compare (default test)")
     c.add_argument("--baseline", metavar="METHOD", default=None,
                    help="method the others are paired against (default: the first run)")
+    c.add_argument("--pool", action="append", metavar="LABEL=METHOD,METHOD[,...]",
+                   help="also pool several runs of one recipe (training seeds) against the baseline as LABEL, with a "
+                   "CI that resamples the runs as well as the queries (repeatable)")  # fmt: skip
     c.add_argument("--allow-mismatch", action="store_true",
                    help="compare runs over different benchmarks, index versions or query sets, flagged")
     c.set_defaults(handler=_run_compare)

@@ -3,7 +3,9 @@
 Rows are methods; columns are the overall gold metrics (Hit@1 with its 95% CI), then Hit@1 per level
 and per modality group, then the graded metrics against the relevant sets (P@1 with its CI, P@5,
 nDCG@10, R@10, P@1 per level and modality; "n/a" for a benchmark without relevant sets). Below it, every method against a baseline (the first run, or the one named):
-the mean paired difference of each metric on the queries both scored, with a paired bootstrap CI.
+the mean paired difference of each metric on the queries both scored, with a paired bootstrap CI; and
+for each pool of runs (one recipe's training seeds), their difference pooled, with a CI that resamples
+the runs as well as the queries.
 Runs over different benchmarks, index versions or query sets are refused, unless asked for, and then
 flagged (see :mod:`rl.eval.pairing`). The comparison is stored in ``<workspace>/reports/compare/<name>/``.
 """
@@ -21,7 +23,7 @@ from indexing.workspace import Workspace, atomic_write_json, atomic_write_text
 from rl.eval.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
 from rl.eval.errors import EvalError
 from rl.eval.metrics import FOUND_VS_SATISFIED, GRADED, METRICS
-from rl.eval.pairing import PairedResult, describe, load_queries, mismatches, paired
+from rl.eval.pairing import PairedResult, describe, load_queries, mismatches, paired, pooled
 from rl.eval.plots import Bar, grouped_bars, metric_label
 from rl.eval.report import SUMMARY, cell, eval_root, latest_runs, load_summary, markdown_table, run_stamp
 from rl.eval.runner import LEVELS, MODALITY_GROUPS
@@ -42,6 +44,8 @@ class Comparison:
     runs: tuple[str, ...]
     paired: tuple[PairedResult, ...] = ()
     """Every run against the baseline, on shared queries."""
+    pooled: tuple[PairedResult, ...] = ()
+    """Each pool of runs against the baseline (``runs`` > 1)."""
     mismatches: dict[str, list[Any]] = field(default_factory=dict)
     """Where the runs differ (empty unless compared with ``allow_mismatch``)."""
 
@@ -117,9 +121,10 @@ def paired_table(results: Sequence[PairedResult], confidence: float = DEFAULT_CO
     conf = round(confidence * 100)
     headers = ["method", "vs", "paired n", *(f"Δ{metric_label(m)} [{conf}% CI]" for m in METRICS), "Hit@1 wins/losses"]
     rows = [
-        [r.method, r.baseline, str(r.n), *(_delta(r.metrics[m]) for m in METRICS), f"{r.wins}/{r.losses}"]
+        [r.method + (f" ({r.runs} runs)" if r.runs > 1 else ""), r.baseline, str(r.n),
+         *(_delta(r.metrics[m]) for m in METRICS), f"{r.wins}/{r.losses}"]
         for r in results
-    ]
+    ]  # fmt: skip
     return markdown_table(headers, rows)
 
 
@@ -158,6 +163,7 @@ def compare(
     split: str = "test",
     allow_mismatch: bool = False,
     baseline: str | None = None,
+    pools: Mapping[str, Sequence[str]] | None = None,
     resamples: int = DEFAULT_RESAMPLES,
     confidence: float = DEFAULT_CONFIDENCE,
     seed: int = 0,
@@ -166,7 +172,9 @@ def compare(
 
     Runs that differ in benchmark, index version, query set, gold answers or ``k`` raise
     :class:`EvalError` (``run_mismatch``) unless ``allow_mismatch``; then the table says so. Paired
-    differences are against the run of method ``baseline`` (default: the first run).
+    differences are against the run of method ``baseline`` (default: the first run). ``pools`` maps a
+    label to the methods of several runs of one recipe (``{"dapo": ["planner:dapo-s0", "planner:dapo-s1"]}``),
+    each pooled against the baseline (:func:`rl.eval.pairing.pooled`).
     """
     if refs:
         run_dirs = [resolve_run(ws, r) for r in refs]
@@ -190,19 +198,30 @@ def compare(
             code="run_mismatch",
         )
     names = _names(summaries, run_dirs)
+    methods = [s["method"] for s in summaries]
     base = 0
     if baseline is not None:
-        methods = [s["method"] for s in summaries]
         if baseline not in methods:
             raise EvalError(f"no run of method {baseline!r} to compare against; runs: {', '.join(methods)}", code="no_run")
         base = methods.index(baseline)
     pairs = paired(names, queries, baseline=base, resamples=resamples, confidence=confidence, seed=seed)
+    pooled_pairs = []
+    for label, members in (pools or {}).items():
+        missing = [m for m in members if m not in methods]
+        if missing:
+            raise EvalError(f"pool {label!r} names {', '.join(missing)}, which no compared run is; runs: "
+                            f"{', '.join(methods)}", code="bad_pool")  # fmt: skip
+        pooled_pairs.append(pooled(label, names, queries, [methods.index(m) for m in members], baseline=base,
+                                   resamples=resamples, confidence=confidence, seed=seed))  # fmt: skip
     domains = sorted({s["domain"] for s in summaries})
     splits = sorted({s["split"] for s in summaries})
     label = f"{'+'.join(domains)}-{'+'.join(splits)}"
     table = comparison_table(summaries)
     if pairs:
         table += f"\n\nPaired differences against {names[base]} on shared queries:\n\n{paired_table(pairs, confidence)}"
+    if pooled_pairs:
+        table += (f"\n\nPooled over runs against {names[base]} (the CI resamples the runs, then the queries every run "
+                  f"scored):\n\n{paired_table(pooled_pairs, confidence)}")  # fmt: skip
     if found:
         table += f"\n\nWARNING: not comparable, the runs differ in {describe(found)}."
     parent = ws.reports_dir / "compare"
@@ -216,6 +235,7 @@ def compare(
                 "runs": [str(p) for p in run_dirs],
                 "summaries": summaries,
                 "paired": [r.as_dict() for r in pairs],
+                "pooled": [{**r.as_dict(), "members": list((pools or {})[r.method])} for r in pooled_pairs],
                 "mismatches": found,
                 "bootstrap": {"resamples": resamples, "confidence": confidence, "seed": seed},
             },
@@ -224,5 +244,6 @@ def compare(
         if any("p@1" in sm["overall"]["metrics"] for sm in summaries):
             _figure(tmp / FIGURE_P1, summaries, f"P@1 by level · {label}", metric="p@1")
     return Comparison(
-        path=final, table=table, runs=tuple(str(p) for p in run_dirs), paired=tuple(pairs), mismatches=found
+        path=final, table=table, runs=tuple(str(p) for p in run_dirs), paired=tuple(pairs),
+        pooled=tuple(pooled_pairs), mismatches=found,
     )

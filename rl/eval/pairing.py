@@ -7,7 +7,8 @@ differing, since nothing shows that it agrees.
 
 :func:`paired` puts each run against a baseline on the query ids both scored with the same gold id:
 per query the difference of every metric, and a percentile-bootstrap interval of the mean difference
-that resamples queries (pairs stay together).
+that resamples queries (pairs stay together). :func:`pooled` puts several runs of one recipe (training
+seeds) against the baseline at once, with an interval that resamples the runs too.
 """
 
 from __future__ import annotations
@@ -18,7 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rl.eval.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, Interval, paired_difference
+from rl.eval.bootstrap import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_RESAMPLES,
+    Interval,
+    paired_difference,
+    pooled_difference,
+)
 from rl.eval.errors import EvalError
 from rl.eval.metrics import METRICS
 from rl.eval.report import QUERIES
@@ -105,8 +112,10 @@ class PairedResult:
     metrics: dict[str, Interval]
     """Mean of ``run - baseline`` per metric, with its paired bootstrap interval."""
     wins: int
-    """Queries where the run's Hit@1 beats the baseline's."""
+    """Queries where the run's Hit@1 beats the baseline's (summed over the runs of a pool)."""
     losses: int
+    runs: int = 1
+    """How many runs the difference pools (:func:`pooled`); 1 for one run."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -115,6 +124,7 @@ class PairedResult:
             "n": self.n,
             "wins": self.wins,
             "losses": self.losses,
+            "runs": self.runs,
             "metrics": {m: iv.as_dict() for m, iv in self.metrics.items()},
         }
 
@@ -142,3 +152,31 @@ def paired(
         losses = sum(y < x for x, y in zip(a["hit@1"], b["hit@1"], strict=True))
         out.append(PairedResult(name, names[baseline], len(shared), ivs, wins, losses))
     return out
+
+
+def pooled(
+    label: str,
+    names: Sequence[str],
+    queries: Sequence[Mapping[str, Mapping[str, Any]]],
+    members: Sequence[int],
+    *,
+    baseline: int = 0,
+    resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = 0,
+) -> PairedResult:
+    """The runs at ``members`` (indexes into ``names``: one recipe's seeds) against ``baseline`` as one
+    method called ``label``, on the queries every one of them scored with the baseline's gold id, with
+    the two-level interval of :func:`rl.eval.bootstrap.pooled_difference`."""
+    if len(members) < 2 or baseline in members:
+        raise EvalError(f"pool {label!r} needs two or more runs other than the baseline, got "
+                        f"{', '.join(names[j] for j in members) or 'none'}", code="bad_pool")  # fmt: skip
+    base = queries[baseline]
+    shared = [qid for qid in base
+              if all(qid in queries[j] and str(queries[j][qid]["gold_id"]) == str(base[qid]["gold_id"]) for j in members)]  # fmt: skip
+    a = {m: [float(base[qid][m]) for qid in shared] for m in METRICS}
+    others = [{m: [float(queries[j][qid][m]) for qid in shared] for m in METRICS} for j in members]
+    ivs = pooled_difference(a, others, n_resamples=resamples, confidence=confidence, seed=seed)
+    wins = sum(y > x for o in others for x, y in zip(a["hit@1"], o["hit@1"], strict=True))
+    losses = sum(y < x for o in others for x, y in zip(a["hit@1"], o["hit@1"], strict=True))
+    return PairedResult(label, names[baseline], len(shared), ivs, wins, losses, runs=len(members))

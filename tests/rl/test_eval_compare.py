@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -132,3 +133,38 @@ def test_cli_refuses_then_flags(ws: Workspace, capsys: pytest.CaptureFixture[str
     rc = main(["--workspace", str(ws.root), "eval", "compare", *dirs, "--allow-mismatch", "--baseline", "b"])
     out = capsys.readouterr().out
     assert rc == 0 and "WARNING: not comparable" in out and "| a | b | 10 | +0.000 [+0.000, +0.000]" in out
+
+
+def test_pooled_seeds_claim_only_the_gain_every_seed_shows(ws: Workspace) -> None:
+    base = [i % 2 == 0 for i in range(40)]  # 20 of 40
+    better = [h or i % 4 == 1 for i, h in enumerate(base)]  # 10 more hits, never a loss
+    dirs = _store(ws, _run("sft", base), _run("rl-s0", better), _run("rl-s1", better), _run("rl-s2", base))
+    result = compare(ws, dirs, baseline="sft", pools={"both": ["rl-s0", "rl-s1"], "split": ["rl-s0", "rl-s2"]},
+                     resamples=400)  # fmt: skip
+    alone = {r.method: r.metrics["hit@1"] for r in result.paired}
+    assert alone["rl-s0"].low > 0.0, "one seed's paired CI, over queries only, clears 0"
+    both, split = result.pooled
+    assert (both.method, both.runs, both.n, both.wins, both.losses) == ("both", 2, 40, 20, 0)
+    assert both.metrics["hit@1"].mean == pytest.approx(0.25) and both.metrics["hit@1"].low > 0.0
+    # Half the seeds gain nothing: the pooled CI, resampling the seeds too, reaches 0.
+    assert split.metrics["hit@1"].mean == pytest.approx(0.125) and split.metrics["hit@1"].low == 0.0
+    assert "Pooled over runs against sft" in result.table and "| split (2 runs) | sft | 40 | +0.125 [+0.000," in result.table
+    stored = json.loads((result.path / "compare.json").read_text())
+    assert [(p["method"], p["members"], p["runs"]) for p in stored["pooled"]] == [
+        ("both", ["rl-s0", "rl-s1"], 2), ("split", ["rl-s0", "rl-s2"], 2)]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("pool", "message"),
+    [("rl=rl-s0", "two or more methods"), ("rl-s0,rl-s1", "LABEL=METHOD"), ("rl=rl-s0,nope", "names nope"),
+     ("rl=sft,rl-s0", "other than the baseline")],
+)
+def test_cli_pools_seeds_and_refuses_a_bad_pool(ws: Workspace, capsys: pytest.CaptureFixture[str], pool: str,
+                                                message: str) -> None:  # fmt: skip
+    dirs = _store(ws, _run("sft", [False] * 10), _run("rl-s0", [True] * 10), _run("rl-s1", [True] * 10))
+    assert main(["--workspace", str(ws.root), "eval", "compare", *dirs, "--baseline", "sft",
+                 "--pool", "rl=rl-s0,rl-s1"]) == 0  # fmt: skip
+    assert "| rl (2 runs) | sft | 10 | +1.000 [+1.000, +1.000]" in capsys.readouterr().out
+    rc = main(["--workspace", str(ws.root), "eval", "compare", *dirs, "--baseline", "sft", "--pool", pool])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("error bad_pool: ") and message in err and err.count("\n") == 1
