@@ -173,7 +173,8 @@ def test_filter_needs_an_initial_model(small_index_cfg: Config, train_bench: Wor
 
 def test_filtered_rl_trains_on_the_kept_prompts_and_reuses_its_filter(small_index_cfg: Config,
                                                                       train_bench: Workspace, sft_model: Path,  # noqa: F811
-                                                                      tmp_path: Path) -> None:  # fmt: skip
+                                                                      tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     """A run that finds its filter recorded for the same model, pool and sampling (a resumed run) samples
     nothing again and trains on the kept prompts only."""
     out = tmp_path / "kept"
@@ -183,11 +184,13 @@ def test_filtered_rl_trains_on_the_kept_prompts_and_reuses_its_filter(small_inde
     stats = FilterStats(pool=8, kept=3, solved=0, unsolved=5, samples=2, temperature=1.0, on="accuracy",
                         mean_reward=1.0, seconds=0.0)  # fmt: skip
     record_filter(out, key, rows[2:5], stats)
+    capsys.readouterr()
     rc = main(["--workspace", str(small_index_cfg.workspace), "--embedder", "minilm", "train", "grpo",
                "--init", str(sft_model), "--bench", str(train_bench.root), "--domain", "ecommerce", *RL_FLAGS,
                "--filter-prompts", "--filter-on", "accuracy", "--out", str(out)])  # fmt: skip
     assert rc == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["prompts"] == 3 and summary["steps"] == 2
+    assert "prompt filter (accuracy): kept 3 of 8 prompts, as recorded in" in capsys.readouterr().out
     params = json.loads((out / "run.json").read_text())["params"]
     assert params["filter_prompts"] is True and params["filter_on"] == "accuracy"
