@@ -10,7 +10,7 @@ seeded :class:`numpy.random.Generator` makes a report reproducible.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,20 +35,31 @@ class Interval:
         return {"mean": self.mean, "low": self.low, "high": self.high, "n": self.n}
 
 
+def _check(n_resamples: int, confidence: float) -> None:
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be positive, got {n_resamples}")
+
+
+def _query_draws(
+    n: int, n_resamples: int, rng: np.random.Generator, rows: int = 1
+) -> Iterator[npt.NDArray[np.int64]]:
+    """``n_resamples`` draws of ``n`` query indexes with replacement, in chunks of shape (size, n) small
+    enough that indexing ``rows`` rows of values with one stays within :data:`_CHUNK_CELLS`."""
+    per_chunk = max(1, _CHUNK_CELLS // max(n * rows, 1))
+    done = 0
+    while done < n_resamples:
+        size = min(per_chunk, n_resamples - done)
+        yield rng.integers(0, n, size=(size, n))
+        done += size
+
+
 def _resample_means(
     matrix: npt.NDArray[np.float64], n_resamples: int, rng: np.random.Generator
 ) -> npt.NDArray[np.float64]:
     """Means of ``n_resamples`` bootstrap resamples of the rows of ``matrix``: shape (B, metrics)."""
-    n = matrix.shape[0]
-    per_chunk = max(1, _CHUNK_CELLS // max(n, 1))
-    out = np.empty((n_resamples, matrix.shape[1]), dtype=np.float64)
-    done = 0
-    while done < n_resamples:
-        size = min(per_chunk, n_resamples - done)
-        idx = rng.integers(0, n, size=(size, n))
-        out[done : done + size] = matrix[idx].mean(axis=1)
-        done += size
-    return out
+    return np.concatenate([matrix[idx].mean(axis=1) for idx in _query_draws(matrix.shape[0], n_resamples, rng)])
 
 
 def bootstrap_many(
@@ -62,10 +73,7 @@ def bootstrap_many(
 
     An empty group gives NaN bounds with ``n == 0``.
     """
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be positive, got {n_resamples}")
+    _check(n_resamples, confidence)
     names = list(columns)
     lengths = {len(columns[name]) for name in names}
     if len(lengths) > 1:
@@ -152,8 +160,7 @@ def pooled_difference(
     """
     if not others:
         raise ValueError("a pooled difference needs at least one run")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    _check(n_resamples, confidence)
     rng = np.random.default_rng(seed)
     a = {name: np.asarray(col, dtype=np.float64) for name, col in baseline.items()}
     n = len(next(iter(a.values()))) if a else 0
@@ -170,13 +177,7 @@ def pooled_difference(
     runs = rng.integers(0, k, size=(n_resamples, k))
     alpha = (1.0 - confidence) / 2.0
     out = {}
-    per_chunk = max(1, _CHUNK_CELLS // max(n * k, 1))
-    chunks = []
-    done = 0
-    while done < n_resamples:  # the same query draws for every metric
-        size = min(per_chunk, n_resamples - done)
-        chunks.append(rng.integers(0, n, size=(size, n)))
-        done += size
+    chunks = list(_query_draws(n, n_resamples, rng, rows=k))  # the same query draws for every metric
     for name, d in diffs.items():
         # Per resample: each run's mean over the drawn queries, then the mean over the drawn runs.
         per_run = np.concatenate([d[:, idx].mean(axis=2) for idx in chunks], axis=1)  # (runs, resamples)

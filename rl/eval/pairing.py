@@ -144,14 +144,27 @@ def paired(
     for j, (name, q) in enumerate(zip(names, queries, strict=True)):
         if j == baseline:
             continue
-        shared = [qid for qid in base if qid in q and str(q[qid]["gold_id"]) == str(base[qid]["gold_id"])]
-        a = {m: [float(base[qid][m]) for qid in shared] for m in METRICS}
-        b = {m: [float(q[qid][m]) for qid in shared] for m in METRICS}
+        shared = _shared(base, [q])
+        a, b = _columns(base, shared), _columns(q, shared)
         ivs = paired_difference(a, b, n_resamples=resamples, confidence=confidence, seed=seed)
-        wins = sum(y > x for x, y in zip(a["hit@1"], b["hit@1"], strict=True))
-        losses = sum(y < x for x, y in zip(a["hit@1"], b["hit@1"], strict=True))
-        out.append(PairedResult(name, names[baseline], len(shared), ivs, wins, losses))
+        out.append(PairedResult(name, names[baseline], len(shared), ivs, *_wins_losses(a, [b])))
     return out
+
+
+def _shared(base: Mapping[str, Mapping[str, Any]], others: Sequence[Mapping[str, Mapping[str, Any]]]) -> list[str]:
+    """The baseline's query ids that every one of ``others`` scored with the same gold id."""
+    gold = {qid: str(row["gold_id"]) for qid, row in base.items()}
+    return [qid for qid in base if all(qid in q and str(q[qid]["gold_id"]) == gold[qid] for q in others)]
+
+
+def _columns(q: Mapping[str, Mapping[str, Any]], qids: Sequence[str]) -> dict[str, list[float]]:
+    return {m: [float(q[qid][m]) for qid in qids] for m in METRICS}
+
+
+def _wins_losses(base: Mapping[str, Sequence[float]], others: Sequence[Mapping[str, Sequence[float]]]) -> tuple[int, int]:
+    """Queries where a run's Hit@1 beats the baseline's, and where it falls below, summed over ``others``."""
+    pairs = [(x, y) for o in others for x, y in zip(base["hit@1"], o["hit@1"], strict=True)]
+    return sum(y > x for x, y in pairs), sum(y < x for x, y in pairs)
 
 
 def pooled(
@@ -172,11 +185,7 @@ def pooled(
         raise EvalError(f"pool {label!r} needs two or more runs other than the baseline, got "
                         f"{', '.join(names[j] for j in members) or 'none'}", code="bad_pool")  # fmt: skip
     base = queries[baseline]
-    shared = [qid for qid in base
-              if all(qid in queries[j] and str(queries[j][qid]["gold_id"]) == str(base[qid]["gold_id"]) for j in members)]  # fmt: skip
-    a = {m: [float(base[qid][m]) for qid in shared] for m in METRICS}
-    others = [{m: [float(queries[j][qid][m]) for qid in shared] for m in METRICS} for j in members]
+    shared = _shared(base, [queries[j] for j in members])
+    a, others = _columns(base, shared), [_columns(queries[j], shared) for j in members]
     ivs = pooled_difference(a, others, n_resamples=resamples, confidence=confidence, seed=seed)
-    wins = sum(y > x for o in others for x, y in zip(a["hit@1"], o["hit@1"], strict=True))
-    losses = sum(y < x for o in others for x, y in zip(a["hit@1"], o["hit@1"], strict=True))
-    return PairedResult(label, names[baseline], len(shared), ivs, wins, losses, runs=len(members))
+    return PairedResult(label, names[baseline], len(shared), ivs, *_wins_losses(a, others), runs=len(members))
