@@ -7,7 +7,9 @@
 * ``oracle`` executes the gold program again. The benchmark keeps an instance only when its gold
   program ranks the gold id first, so the oracle must score Hit@1 = 1.0; anything else means the
   benchmark and the index or engine have drifted apart, and the run stops with
-  :class:`~rl.eval.errors.OracleMismatch` listing the failing queries.
+  :class:`~rl.eval.errors.OracleMismatch` listing the failing queries. It refuses the ``human`` split
+  (hand-written requests), whose judgements are a WHERE plus facet labels and have no gold program; there
+  ``sql-only`` runs the judgement's WHERE alone.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from indexing.errors import ProReError
-from rl.eval.errors import OracleMismatch
+from rl.eval.errors import EvalError, OracleMismatch
 from rl.eval.methods import EvalInstance, MethodContext, Outcome, register_method
 from serving.dsl import Program, parse_program, strip_retrievals, validate
 
@@ -83,6 +85,9 @@ def oracle_failures(instances: Sequence[EvalInstance], outcomes: Sequence[Outcom
 
 @register_method("oracle", description="the gold program executed again (must score Hit@1 = 1)", uses_gold=True)
 def oracle(ctx: MethodContext, instances: Sequence[EvalInstance], k: int) -> list[Outcome]:
+    if any(getattr(inst, "split", None) == "human" for inst in instances):
+        raise EvalError("the human split has no gold program (its judgements are a WHERE plus facet labels), "
+                        "so the oracle does not apply; sql-only runs the judgement's WHERE", code="no_gold_program")  # fmt: skip
     outcomes = _execute(ctx, instances, k, lambda inst: parse_program(inst.program))
     bad = oracle_failures(instances, outcomes)
     if bad:

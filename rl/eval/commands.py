@@ -1,6 +1,6 @@
 """``prore eval``: evaluate a method on a benchmark split, and compare stored runs.
 
-    prore eval ecommerce --method bm25 [--split test|ood] [--limit N] [--k 20]
+    prore eval ecommerce --method bm25 [--split test|ood|human] [--limit N] [--k 20]
     prore eval compare [--domain D] [--split S] [--baseline METHOD] [--allow-mismatch] [RUN ...]
 """
 
@@ -18,8 +18,12 @@ from rl.eval.errors import EvalError
 from rl.eval.runner import MIN_K
 from rl.settings import EvalSettings, RlSettings
 
-EVAL_SPLITS: tuple[str, ...] = ("test", "ood", "train")
-"""Splits that can be evaluated; ``test`` is the default, ``train`` is for checking fit."""
+HUMAN = "human"
+"""The hand-written split (:mod:`rl.bench.human`): packaged requests judged on the workspace's corpus at
+evaluation time, never a stored split, never trained on."""
+EVAL_SPLITS: tuple[str, ...] = ("test", "ood", "train", HUMAN)
+"""Splits that can be evaluated; ``test`` is the default, ``train`` is for checking fit, ``human`` measures
+generalization to hand-written requests (read its P@1 and nDCG@10, not Hit@1)."""
 
 T = TypeVar("T")
 
@@ -48,9 +52,16 @@ def check_split(split: str) -> str:
 
 
 def load_instances(cfg: Config, domain: str, split: str) -> list[Any]:
-    """The benchmark instances of ``domain``/``split`` from the workspace."""
+    """The benchmark instances of ``domain``/``split`` from the workspace (for ``human``: the packaged
+    requests with a non-empty relevant set on the workspace's corpus, see :func:`rl.bench.human.load_human`)."""
     from rl.bench.store import load_split
 
+    if split == HUMAN:
+        from rl.bench.human import load_human
+
+        human = load_human(cfg, domain)
+        print(human.summary_line())
+        return list(human.instances)
     instances: list[Any] = list(load_split(Workspace(cfg.workspace), domain, split))
     if not instances:
         raise EvalError(f"the {domain} {split} split has no queries", code="no_benchmark")
@@ -89,9 +100,22 @@ def _run_eval(args: argparse.Namespace, cfg: Config) -> int:
     settings = eval_settings(args, cfg)
     if args.limit is not None and args.limit < 1:
         raise EvalError(f"--limit must be positive, got {args.limit}")
-    get_method(args.method)  # an unknown method fails before any benchmark or index is opened
-    benchmark = benchmark_identity(cfg, domain)
-    instances = spread(load_instances(cfg, domain, split), args.limit)
+    spec = get_method(args.method)  # an unknown method fails before any benchmark or index is opened
+    if split == HUMAN:
+        from rl.bench.human import HUMAN_NOTE, load_human
+
+        if spec.name == "oracle":
+            raise EvalError("the human split has no gold program (its judgements are a WHERE plus facet labels), "
+                            "so the oracle does not apply; sql-only runs the judgement's WHERE", code="no_gold_program")  # fmt: skip
+        human = load_human(cfg, domain)
+        print(human.summary_line())
+        if not human.instances:
+            raise EvalError(f"no human {domain} request has a relevant document in this corpus", code="no_benchmark")
+        benchmark = human.identity
+        instances = spread(list(human.instances), args.limit)
+    else:
+        benchmark = benchmark_identity(cfg, domain)
+        instances = spread(load_instances(cfg, domain, split), args.limit)
     run = evaluate(
         cfg,
         domain,
@@ -112,6 +136,8 @@ def _run_eval(args: argparse.Namespace, cfg: Config) -> int:
     print(f"{run.method} on {domain}/{split}: {len(run.results)} queries in {run.elapsed_s:.1f} s")
     print(headline(summary))
     print(failures_table(summary))
+    if split == HUMAN:
+        print(HUMAN_NOTE)
     print(f"report: {run_dir}")
     return 0
 
@@ -170,7 +196,9 @@ def register_eval(sub: Any) -> None:
         d.add_argument("--method", required=True, help="registered method: bm25, dense, rrf, self-query, sql-only, oracle; planner:PATH[?samples=N], "
                        "planner-json:PATH[?samples=N] (JSON-schema output), planner-grammar:PATH[?samples=N] "
                        "(program-grammar output), llm:URL[#MODEL]; or one a plugin adds")
-        d.add_argument("--split", default="test", help="benchmark split: test (default), ood or train")
+        d.add_argument("--split", default="test",
+                       help="benchmark split: test (default), ood, train, or human (the packaged hand-written requests, "
+                       "judged on this workspace's corpus; read P@1 and nDCG@10)")  # fmt: skip
         d.add_argument("--limit", type=int, default=None, help="evaluate N queries spread evenly over the split")
         d.add_argument("--k", type=int, default=None, help=f"ranking depth scored (default: config rl.eval.k, {defaults.k})")
         d.add_argument("--batch-size", type=int, default=None,

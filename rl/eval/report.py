@@ -169,6 +169,10 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
         "",
         FOUND_VS_SATISFIED,
     ]
+    if summary.get("split") == "human":
+        from rl.bench.human import HUMAN_NOTE
+
+        lines += ["", HUMAN_NOTE]
     graded = summary.get("graded") or {}
     if not graded.get("available", False):
         lines += ["", f"P@1, P@5, nDCG@10 and R@10: {graded.get('reason') or GRADED_NA}"]
