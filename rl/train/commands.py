@@ -1,6 +1,6 @@
 """``prore train sft|grpo|dapo --backend local`` and ``prore train plot``: the local trainer's commands.
 
-    prore train sft  [--domain D ...] [--size s] [--max-steps N] [--limit N] [--offset N] [--augment-mutations] [--out DIR]
+    prore train sft  [--domain D ...] [--size s] [--max-steps N] [--limit N] [--offset N] [--exemplars K] [--augment-mutations] [--out DIR]
     prore train grpo --init RUN/final [--reward-url URL] [--reward-target hit1|satisfy|mrr] [--max-steps N]
     prore train dapo --init RUN/final ...
     prore train plot RUN [RUN ...] [--out FILE.png]
@@ -73,7 +73,8 @@ def _sft(args: argparse.Namespace, cfg: Config) -> int:
                  size=args.size or d.model_size, profile=args.profile or d.profile, vocab_size=d.vocab_size,
                  max_token_chars=d.max_token_chars, split=args.tokenizer_split or d.split,
                  init=Path(args.init) if args.init else None,
-                 limit=args.limit, offset=args.offset, extra_rows=extra, seed=args.seed)  # fmt: skip
+                 limit=args.limit, offset=args.offset, extra_rows=extra, seed=args.seed,
+                 exemplars=args.exemplars, embedder=cfg.embedder, max_minutes=args.max_minutes)  # fmt: skip
     _print_summary(run_sft(job), out)
     return 0
 
@@ -141,6 +142,12 @@ def register_local(actions: Any) -> None:
     s.add_argument("--epochs", type=float, help=f"epochs (default {d.sft.epochs})")
     s.add_argument("--batch-size", type=int, help=f"chats per step (default {d.sft.batch_size})")
     s.add_argument("--eval-steps", type=int, help=f"validate and checkpoint every N steps (default {d.sft.eval_steps})")
+    s.add_argument("--max-minutes", type=float, metavar="M",
+                   help="stop after M minutes of training, with a last evaluation and checkpoint (ablations at "
+                   "equal wall clock; the learning-rate schedule still follows --max-steps)")  # fmt: skip
+    s.add_argument("--exemplars", type=int, metavar="K", default=d.exemplars,
+                   help="exemplars per prompt, retrieved from an index of the run's training pairs that ships "
+                   f"with the model (serving.exemplars); 0: none (default: defaults.yaml, {d.exemplars})")  # fmt: skip
     s.add_argument("--augment-mutations", action="store_true",
                    help="add training pairs repaired by verified mutation (rl.mutate)")
     s.add_argument("--augment-from", metavar="DIR",

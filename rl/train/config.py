@@ -109,6 +109,7 @@ class Defaults:
     max_token_chars: int
     split: Split
     profile: Profile
+    exemplars: int
     sft: SftParams
     grpo: RlParams
     dapo: RlParams
@@ -135,6 +136,12 @@ def replace(params: Any, **changes: Any) -> Any:
     return dataclasses.replace(params, **{k: v for k, v in changes.items() if v is not None})
 
 
+def _exemplars(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 8:
+        raise TrainError(f"prompt.exemplars must be an integer from 0 to 8, got {value!r}", code="train_config")
+    return value
+
+
 @cache
 def load_defaults(path: Path = DEFAULTS_FILE) -> Defaults:
     """The defaults file as typed parameters; DAPO is GRPO's section with DAPO's keys over it."""
@@ -153,6 +160,7 @@ def load_defaults(path: Path = DEFAULTS_FILE) -> Defaults:
         max_token_chars=int(data["tokenizer"]["max_token_chars"]),
         split=split,
         profile=profile,
+        exemplars=_exemplars(data["prompt"].get("exemplars", 0)),
         sft=_build(SftParams, data["sft"], "sft"),
         grpo=grpo,
         dapo=dapo,

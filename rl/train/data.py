@@ -16,6 +16,7 @@ from rl.bench.store import Instance, load_split
 from rl.prompt import Profile, messages
 from rl.verl.errors import TrainError
 from rl.verl.export import ExportConfig, is_val
+from serving.exemplars import ExemplarIndex, Shot
 
 VAL_FRACTION = ExportConfig.val_fraction
 
@@ -57,23 +58,36 @@ def load_instances(ws: Workspace, domains: Sequence[str], split: str) -> list[In
     return out
 
 
-def sft_row(inst: Instance, profile: Profile, program: str | None = None) -> dict[str, Any]:
-    """One prompt-completion chat; ``program`` replaces the gold one (a verified mutant, say)."""
+def sft_row(inst: Instance, profile: Profile, program: str | None = None, shots: Sequence[Shot] = ()) -> dict[str, Any]:
+    """One prompt-completion chat; ``program`` replaces the gold one (a verified mutant, say); ``shots`` are
+    the request's exemplars (:mod:`serving.exemplars`)."""
     return {
-        "prompt": messages(inst.domain, inst.nl, profile=profile),
+        "prompt": messages(inst.domain, inst.nl, profile=profile, shots=shots),
         "completion": [{"role": "assistant", "content": program if program is not None else inst.program}],
     }
 
 
-def rl_row(inst: Instance, profile: Profile) -> dict[str, Any]:
+def rl_row(inst: Instance, profile: Profile, shots: Sequence[Shot] = ()) -> dict[str, Any]:
     """One prompt with the answer the reward scores against."""
     return {
-        "prompt": messages(inst.domain, inst.nl, profile=profile),
+        "prompt": messages(inst.domain, inst.nl, profile=profile, shots=shots),
         "domain": inst.domain,
         "gold_id": inst.gold_id,
         "relevant": list(inst.relevant_ids),
         "qid": inst.qid,
     }
+
+
+def exemplar_shots(index: ExemplarIndex | None, k: int, instances: Sequence[Instance]) -> list[list[Shot]]:
+    """The exemplars of each instance's request (none without an index), chosen domain by domain."""
+    out: list[list[Shot]] = [[] for _ in instances]
+    if index is None or k <= 0:
+        return out
+    for domain in dict.fromkeys(i.domain for i in instances):
+        where = [n for n, i in enumerate(instances) if i.domain == domain]
+        for n, shots in zip(where, index.select(domain, [instances[n].nl for n in where], k=k), strict=True):
+            out[n] = shots
+    return out
 
 
 def to_dataset(rows: Sequence[dict[str, Any]]) -> Any:

@@ -17,10 +17,10 @@ from typing import Any
 
 from indexing.config import Config
 from indexing.workspace import Workspace
-from rl.prompt import Profile, card_profile
+from rl.prompt import Profile, card_profile, read_card
 from rl.train import logs
 from rl.train.config import RlParams
-from rl.train.data import load_instances, rl_row, split_train_val, to_dataset, window
+from rl.train.data import exemplar_shots, load_instances, rl_row, split_train_val, to_dataset, window
 from rl.train.model import build_model, load_model, parameter_count, size_named
 from rl.train.prompt_filter import (
     FILTER_FILE,
@@ -43,6 +43,7 @@ from rl.train.run import (
 )
 from rl.train.tokenizer import Split, chat_texts
 from rl.verl.errors import TrainError
+from serving.exemplars import open_for_planner
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,9 @@ def run_rl(job: RlJob) -> dict[str, Any]:
     for domain in job.domains:
         train, _ = split_train_val(load_instances(ws, [domain], "train"))
         instances += window(train, offset=job.offset, limit=job.limit)
-    rows = [rl_row(i, profile) for i in instances]
+    exemplars = open_for_planner(job.init, job.cfg.embedder) if job.init else None
+    shots = exemplar_shots(exemplars[0] if exemplars else None, exemplars[1] if exemplars else 0, instances)
+    rows = [rl_row(i, profile, s) for i, s in zip(instances, shots, strict=True)]
     tok = run_tokenizer(job.out, job.init, list(chat_texts(r["prompt"] for r in rows)),
                         [i.program for i in instances], vocab_size=job.vocab_size,
                         max_token_chars=job.max_token_chars, split=job.split)  # fmt: skip
@@ -170,8 +173,12 @@ def run_rl(job: RlJob) -> dict[str, Any]:
     final = job.out / FINAL
     trainer.save_model(str(final))
     tok.save_pretrained(str(final))
+    extra: dict[str, Any] = {}
+    if exemplars is not None and job.init is not None:  # the same exemplars as the model it started from
+        exemplars[0].save(final)
+        extra["exemplars"] = read_card(job.init)["exemplars"]
     write_card(final, profile=profile, domains=job.domains, algorithm=job.algorithm,
-               init=str(job.init) if job.init else None, reward_target=job.reward_target)  # fmt: skip
+               init=str(job.init) if job.init else None, reward_target=job.reward_target, **extra)  # fmt: skip
     records = logs.read_metrics(job.out)
     last = [r for r in records if "reward" in r][-10:]
     summary: dict[str, Any] = to_jsonable({

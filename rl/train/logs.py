@@ -112,14 +112,43 @@ def callbacks(run_dir: Path) -> list[Any]:
     return [JsonlMetrics(), MetricsProgress()]
 
 
-def install_callbacks(trainer: Any, run_dir: Path) -> None:
-    """Replace the trainer's printing progress callback by :func:`callbacks`."""
+def wall_clock_budget(seconds: float) -> Any:
+    """A callback that ends training once ``seconds`` of training have passed, after a last evaluation and
+    checkpoint, so ablations can run at equal wall clock (``--max-minutes``); the best checkpoint is kept as usual.
+    The learning-rate schedule still follows ``max_steps``: set it near the steps the budget allows."""
+    from transformers import TrainerCallback
+
+    class WallClockBudget(TrainerCallback):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self.t0: float | None = None
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.t0 = time.perf_counter()
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if self.t0 is not None and time.perf_counter() - self.t0 >= seconds:
+                control.should_evaluate = args.eval_strategy != "no"
+                control.should_save = True
+                control.should_training_stop = True
+
+    return WallClockBudget()
+
+
+def install_callbacks(trainer: Any, run_dir: Path, max_seconds: float | None = None) -> None:
+    """Replace the trainer's printing progress callback by :func:`callbacks`; with ``max_seconds``, also
+    :func:`wall_clock_budget`."""
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     trainer.remove_callback(ProgressCallback)
     trainer.remove_callback(PrinterCallback)
     for cb in callbacks(run_dir):
         trainer.add_callback(cb)
+    if max_seconds is not None:
+        if max_seconds <= 0:
+            from rl.verl.errors import TrainError
+
+            raise TrainError(f"--max-minutes must be above 0, got {max_seconds / 60:g}", code="train_budget")
+        trainer.add_callback(wall_clock_budget(max_seconds))
 
 
 def iter_steps(records: list[dict[str, Any]], key: str) -> Iterator[tuple[int, float]]:

@@ -13,15 +13,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from indexing.config import EmbedderConfig
 from indexing.workspace import Workspace
+from rl.bench.store import Instance
 from rl.prompt import Profile
 from rl.train import logs
 from rl.train.config import SftParams
-from rl.train.data import load_instances, sft_row, split_train_val, to_dataset, window
+from rl.train.data import exemplar_shots, load_instances, sft_row, split_train_val, to_dataset, window
 from rl.train.model import build_model, load_model, parameter_count, size_named
 from rl.train.run import FINAL, common_args, run_tokenizer, threads, to_jsonable, write_card, write_run
 from rl.train.tokenizer import Split, chat_texts
 from rl.verl.errors import TrainError
+from serving.exemplars import ExemplarIndex
 
 
 @dataclass(frozen=True)
@@ -47,35 +50,55 @@ class SftJob:
     extra_rows: tuple[tuple[str, str, str], ...] = ()
     """More (domain, request, program) pairs to train on, e.g. programs repaired by verified mutation."""
     seed: int = 0
+    exemplars: int = 0
+    """Exemplars per prompt (:mod:`serving.exemplars`), retrieved from an index of this run's training pairs
+    that ships in ``final/exemplars``; 0: none."""
+    embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
+    """How the exemplar index embeds requests."""
+    max_minutes: float | None = None
+    """Stop after this many minutes of training (equal-wall-clock ablations); None: at ``max_steps``/epochs."""
 
 
-def rows(job: SftJob) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The train and validation rows of ``job``."""
+def instances(job: SftJob) -> tuple[list[Instance], list[Instance]]:
+    """The train and validation instances of ``job``, domain after domain."""
     ws = Workspace(job.workspace)
     train, val = [], []
     for domain in job.domains:
         t, v = split_train_val(load_instances(ws, [domain], "train"))
-        t = window(t, offset=job.offset, limit=job.limit)
-        if job.limit is not None:
-            v = v[: max(8, job.limit // 10)]
-        train += [sft_row(i, job.profile) for i in t]
-        val += [sft_row(i, job.profile) for i in v]
+        train += window(t, offset=job.offset, limit=job.limit)
+        val += v[: max(8, job.limit // 10)] if job.limit is not None else v
+    return train, val
+
+
+def exemplar_index(job: SftJob, train: Sequence[Instance]) -> ExemplarIndex | None:
+    """The index of ``job``'s training pairs (train split, validation hold-out excluded), or None."""
+    if job.exemplars <= 0:
+        return None
+    return ExemplarIndex.build(((i.domain, i.nl, i.program) for i in train), embedder=job.embedder)
+
+
+def rows(job: SftJob, index: ExemplarIndex | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The train and validation rows of ``job``, each prompt with its exemplars from ``index``."""
     from rl.prompt import messages
 
+    t, v = instances(job)
+    train = [sft_row(i, job.profile, shots=s) for i, s in zip(t, exemplar_shots(index, job.exemplars, t), strict=True)]
+    val = [sft_row(i, job.profile, shots=s) for i, s in zip(v, exemplar_shots(index, job.exemplars, v), strict=True)]
     for domain, nl, program in job.extra_rows:
-        train.append({"prompt": messages(domain, nl, profile=job.profile),
+        shots = index.select(domain, [nl], k=job.exemplars)[0] if index is not None else []
+        train.append({"prompt": messages(domain, nl, profile=job.profile, shots=shots),
                       "completion": [{"role": "assistant", "content": program}]})  # fmt: skip
     return train, val
 
 
-def sft_trainer(job: SftJob, **overrides: Any) -> tuple[Any, Any, list[dict[str, Any]]]:
-    """TRL's ``SFTTrainer`` for ``job``, its tokenizer and its training rows (``overrides`` go over the
-    ``SFTConfig``; ``bench/sft_recipe.py`` compares recipes through it)."""
+def sft_trainer(job: SftJob, index: ExemplarIndex | None = None, **overrides: Any) -> tuple[Any, Any, list[dict[str, Any]]]:
+    """TRL's ``SFTTrainer`` for ``job``, its tokenizer and its training rows, prompts with exemplars from
+    ``index`` (``overrides`` go over the ``SFTConfig``; ``bench/sft_recipe.py`` compares recipes through it)."""
     import torch
     from trl import SFTConfig, SFTTrainer  # type: ignore[attr-defined]
 
     torch.set_num_threads(threads())
-    train_rows, val_rows = rows(job)
+    train_rows, val_rows = rows(job, index)
     chats = [r["prompt"] + r["completion"] for r in train_rows]
     programs = [r["completion"][0]["content"] for r in train_rows + val_rows]
     tok = run_tokenizer(job.out, job.init, list(chat_texts(chats)), programs, vocab_size=job.vocab_size,
@@ -120,9 +143,12 @@ def sft_trainer(job: SftJob, **overrides: Any) -> tuple[Any, Any, list[dict[str,
 def run_sft(job: SftJob) -> dict[str, Any]:
     """Train, keep the best checkpoint in ``out/final``, and return a summary (steps, losses, time, tokens/s)."""
     write_run(job.out, {"algorithm": "sft", "job": job})
-    trainer, tok, train_rows = sft_trainer(job)
+    t0 = time.perf_counter()
+    index = exemplar_index(job, instances(job)[0])
+    index_s = time.perf_counter() - t0
+    trainer, tok, train_rows = sft_trainer(job, index)
     p = job.params
-    logs.install_callbacks(trainer, job.out)
+    logs.install_callbacks(trainer, job.out, job.max_minutes * 60 if job.max_minutes is not None else None)
     resume = logs.resume_point(job.out)
     t0 = time.perf_counter()
     result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
@@ -131,8 +157,13 @@ def run_sft(job: SftJob) -> dict[str, Any]:
     trainer.save_model(str(final))
     tok.save_pretrained(str(final))
     best = trainer.state.best_metric
+    extra: dict[str, Any] = {}
+    if index is not None:
+        index.save(final)
+        extra["exemplars"] = index.card(job.exemplars)
+        index.close()
     write_card(final, profile=job.profile, domains=job.domains, algorithm="sft", best_eval_loss=best,
-               best_checkpoint=trainer.state.best_model_checkpoint)  # fmt: skip
+               best_checkpoint=trainer.state.best_model_checkpoint, **extra)  # fmt: skip
     tokens = _train_tokens(tok, train_rows)
     steps = int(trainer.state.global_step)
     summary: dict[str, Any] = to_jsonable({
@@ -146,6 +177,7 @@ def run_sft(job: SftJob) -> dict[str, Any]:
         "best_eval_loss": best,
         "train_loss": result.training_loss,
         "wall_s": round(wall, 1),
+        "exemplar_index_s": round(index_s, 1) if index is not None else None,
         "mean_tokens_per_row": round(tokens / max(1, len(train_rows)), 1),
         "tokens_per_s": round(tokens / max(1, len(train_rows)) * p.batch_size * steps / max(wall, 1e-9), 1),
     })  # fmt: skip

@@ -1,6 +1,6 @@
 """``prore train``: datasets and launch commands for training the planner.
 
-    prore train export {ecommerce|email} [--profile full|short] [--val-fraction F]
+    prore train export {ecommerce|email} [--profile full|short] [--val-fraction F] [--exemplars K | --exemplars-from PLANNER]
     prore train launch {sft|grpo|dapo} [--domain D] [--model M] [--gpus-per-node G] [--nodes N] ... [--print]
 
 The group is registered by :func:`register_train`; later trainers add their actions to the parser it returns.
@@ -25,9 +25,14 @@ from rl.verl.recipes import ALGORITHMS
 
 def _export(args: argparse.Namespace, cfg: Config) -> int:
     ws = Workspace(cfg.workspace)
-    manifest = export(ws, args.domain, ExportConfig(profile=args.profile, val_fraction=args.val_fraction))
+    config = ExportConfig(profile=args.profile, val_fraction=args.val_fraction, exemplars=args.exemplars,
+                          exemplars_from=Path(args.exemplars_from) if args.exemplars_from else None,
+                          embedder=cfg.embedder)  # fmt: skip
+    manifest = export(ws, args.domain, config)
     rows = ", ".join(f"{k} {v}" for k, v in manifest["rows"].items())
-    print(f"{args.domain} training data ({manifest['profile']} prompt): {rows}")
+    ex = manifest["exemplars"]
+    shots = f", {ex['k']} exemplars per prompt from index {ex['version']}" if ex else ""
+    print(f"{args.domain} training data ({manifest['profile']} prompt{shots}): {rows}")
     print(f"written to {train_dir(ws, args.domain)}")
     return 0
 
@@ -90,6 +95,11 @@ def register_train(sub: Any) -> Any:
                    help="prompt profile: full (every rule, for Qwen3-4B/8B) or short (small local models)")
     e.add_argument("--val-fraction", type=float, default=ExportConfig.val_fraction, metavar="F",
                    help=f"share of the train split held out for validation (default {ExportConfig.val_fraction})")
+    e.add_argument("--exemplars", type=int, default=0, metavar="K",
+                   help="K exemplars per prompt from a new index of the export's train rows (serving.exemplars), "
+                   "written beside the parquet; 0: none (default)")  # fmt: skip
+    e.add_argument("--exemplars-from", metavar="PLANNER",
+                   help="build every prompt with the exemplar index and k of this planner's card (RL after SFT)")
     e.set_defaults(handler=_export)
 
     d = LaunchParams()

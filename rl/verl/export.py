@@ -35,11 +35,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from indexing.config import EmbedderConfig
 from indexing.schema import schema_for
 from indexing.workspace import Workspace, atomic_write_json, published_dir, staged_dir
 from rl.bench.store import SPLITS, Instance, load_manifest, load_split
 from rl.prompt import PROFILES, Message, Profile, messages
 from rl.verl.errors import TrainError
+from serving.exemplars import ExemplarIndex, Shot, open_for_planner
 
 DATA_SOURCE_PREFIX = "proretrieval/"
 ABILITY = "retrieval"
@@ -80,8 +82,20 @@ class ExportConfig:
     """Prompt profile (:mod:`rl.prompt`): ``full`` for Qwen3-4B/8B, ``short`` for small local models."""
     val_fraction: float = 0.05
     """Share of the benchmark's train split held out for validation (SFT checkpoint choice, RL validation)."""
+    exemplars: int = 0
+    """Exemplars per prompt (:mod:`serving.exemplars`), from an index of the export's train rows written
+    beside the parquet (``exemplars/``, named in the manifest); 0: none. The SFT model trained on this export
+    must ship that folder in its model directory, with the manifest's ``exemplars`` as its card's section."""
+    exemplars_from: Path | None = None
+    """A planner model directory whose card names an exemplar index: its index and ``k`` build every prompt
+    (RL after an SFT run, so the cluster's prompts are the ones the planner was trained on)."""
+    embedder: EmbedderConfig | None = None
+    """How exemplar requests are embedded (the index records the vector space)."""
 
     def __post_init__(self) -> None:
+        if self.exemplars < 0 or (self.exemplars and self.exemplars_from is not None):
+            raise TrainError("give --exemplars K (a new index) or --exemplars-from PLANNER, not both; K >= 0",
+                             code="train_exemplars")  # fmt: skip
         if self.profile not in PROFILES:
             raise TrainError(
                 f"unknown prompt profile {self.profile!r}; choose one of {', '.join(PROFILES)}", code="train_profile"
@@ -124,11 +138,11 @@ def is_val(qid: str, fraction: float) -> bool:
     return h / 2**64 < fraction
 
 
-def rl_row(inst: Instance, split: str, index: int, profile: Profile) -> dict[str, Any]:
-    """One RL row (see the module docstring)."""
+def rl_row(inst: Instance, split: str, index: int, profile: Profile, shots: Sequence[Shot] = ()) -> dict[str, Any]:
+    """One RL row (see the module docstring); ``shots`` are the request's exemplars."""
     return {
         "data_source": data_source(inst.domain),
-        "prompt": messages(inst.domain, inst.nl, profile=profile),
+        "prompt": messages(inst.domain, inst.nl, profile=profile, shots=shots),
         "ability": ABILITY,
         "reward_model": {"style": "rule", "ground_truth": inst.gold_id},
         "extra_info": {
@@ -141,9 +155,9 @@ def rl_row(inst: Instance, split: str, index: int, profile: Profile) -> dict[str
     }
 
 
-def sft_row(inst: Instance, profile: Profile) -> dict[str, list[Message]]:
+def sft_row(inst: Instance, profile: Profile, shots: Sequence[Shot] = ()) -> dict[str, list[Message]]:
     """One SFT row: the prompt's messages and the gold program as the assistant's answer."""
-    chat = messages(inst.domain, inst.nl, profile=profile)
+    chat = messages(inst.domain, inst.nl, profile=profile, shots=shots)
     chat.append({"role": "assistant", "content": inst.program})
     return {"messages": chat}
 
@@ -166,19 +180,45 @@ def export(ws: Workspace, domain: str, config: ExportConfig | None = None) -> di
             f"a validation share of {cfg.val_fraction}", code="train_val",
         )  # fmt: skip
     parts = {"train": train, "val": val, "test": split_items["test"], "ood": split_items["ood"]}
+    index, k = _exemplar_index(cfg, train)
+    try:
+        shots = {name: _shots(index, k, domain, items) for name, items in parts.items()}
+    finally:
+        if index is not None:
+            index.close()
     with staged_dir(train_root(ws, domain)) as tmp:
         for name, items in parts.items():
             _write(tmp / "rl" / f"{name}.parquet",
-                   [rl_row(i, name, n, cfg.profile) for n, i in enumerate(items)], RL_SCHEMA)  # fmt: skip
+                   [rl_row(i, name, n, cfg.profile, s) for n, (i, s) in enumerate(zip(items, shots[name], strict=True))],
+                   RL_SCHEMA)  # fmt: skip
         for name in ("train", "val"):
-            _write(tmp / "sft" / f"{name}.parquet", [sft_row(i, cfg.profile) for i in parts[name]], SFT_SCHEMA)
+            _write(tmp / "sft" / f"{name}.parquet",
+                   [sft_row(i, cfg.profile, s) for i, s in zip(parts[name], shots[name], strict=True)], SFT_SCHEMA)  # fmt: skip
+        if index is not None:
+            index.save(tmp)
         manifest = {
             "domain": domain,
             "data_source": data_source(domain),
             "profile": cfg.profile,
             "val_fraction": cfg.val_fraction,
+            "exemplars": index.card(k) if index is not None else None,
             "rows": {name: len(items) for name, items in parts.items()},
             "bench": {k: bench.get(k) for k in ("seed", "corpus_fingerprint", "index_version", "splits")},
         }
         atomic_write_json(tmp / MANIFEST, manifest)
     return manifest
+
+
+def _exemplar_index(cfg: ExportConfig, train: Sequence[Instance]) -> tuple[ExemplarIndex | None, int]:
+    if cfg.exemplars_from is not None:
+        opened = open_for_planner(cfg.exemplars_from, cfg.embedder)
+        if opened is None:
+            raise TrainError(f"{cfg.exemplars_from}: the planner's card names no exemplar index", code="train_exemplars")
+        return opened
+    if cfg.exemplars > 0:
+        return ExemplarIndex.build(((i.domain, i.nl, i.program) for i in train), embedder=cfg.embedder), cfg.exemplars
+    return None, 0
+
+
+def _shots(index: ExemplarIndex | None, k: int, domain: str, items: Sequence[Instance]) -> list[list[Shot]]:
+    return index.select(domain, [i.nl for i in items], k=k) if index is not None else [[] for _ in items]
