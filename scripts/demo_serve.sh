@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The end of `make demo`: start `prore serve` on loopback over the demo's indexes, print the URL and a
-# curl example, and run one search through it. PLANNER_URL (an OpenAI-compatible base URL up to /v1)
-# and PLANNER_MODEL point it at a served planner; without them the BM25+dense RRF fallback answers and
-# says so. SERVE_PORT picks the port (default 8080). With SERVE_KEEP=1 the API keeps running until Ctrl-C;
-# otherwise it stops after the search.
+# curl example, and run one search through it. PLANNER_URL (an OpenAI-compatible base URL up to /v1, such as
+# the vLLM server of README "Serving") points it at a served planner; without it the BM25+dense RRF fallback
+# answers and says so. PLANNER_MODEL names the served model (default: the one the endpoint lists).
+# PLANNER_CARD is the planner's model directory, whose card gives the prompt it was trained with (default:
+# scripts/demo_train.sh's SFT run, $WS/runs/sft-both/final, when it exists). SERVE_PORT picks the port
+# (default 8080). With SERVE_KEEP=1 the API keeps running until Ctrl-C; otherwise it stops after the search.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PRORE=".venv/bin/prore --config ${DEMO_CONFIG:-scripts/demo.yaml}"
@@ -11,7 +13,10 @@ PORT="${SERVE_PORT:-8080}"
 URL="http://127.0.0.1:${PORT}"
 ARGS=(serve --host 127.0.0.1 --port "$PORT")
 if [[ -n "${PLANNER_URL:-}" ]]; then
-  ARGS+=(--planner-url "$PLANNER_URL" --planner-model "${PLANNER_MODEL:-planner}")
+  ARGS+=(--planner-url "$PLANNER_URL")
+  if [[ -n "${PLANNER_MODEL:-}" ]]; then ARGS+=(--planner-model "$PLANNER_MODEL"); fi
+  CARD="${PLANNER_CARD:-${PRORE_WORKSPACE:-workspace}/runs/sft-both/final}"
+  if [[ -n "${PLANNER_CARD:-}" || -d "$CARD" ]]; then ARGS+=(--planner-card "$CARD"); fi
 fi
 
 $PRORE "${ARGS[@]}" &

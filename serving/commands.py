@@ -8,12 +8,12 @@
 
 ``prore serve`` starts the query API and its playground (:mod:`serving.api.app`) on the workspace's indexes::
 
-    prore serve --port 8080 --planner-url http://127.0.0.1:8000/v1 --planner-model planner \\
-      --planner-card workspace/runs/sft-both/final
+    prore serve --port 8080 --planner-url http://127.0.0.1:8000/v1 --planner-card workspace/runs/sft-both/final
     curl -s localhost:8080/v1/search -H 'Content-Type: application/json' \\
       -d '{"query": "wireless headphones under $200", "domain": "ecommerce"}'
 
-Without ``--planner-url`` every search is answered by the BM25+dense RRF fallback (and says so). The prompt
+Without ``--planner-url`` every search is answered by the BM25+dense RRF fallback (and says so). The model
+asked for is ``--planner-model``, else the one the endpoint lists at ``/v1/models``. The prompt
 is the one the planner was trained with: ``--planner-card`` reads it from the model directory's
 ``planner.json``; ``--planner-profile`` names it; with neither, a checkpoint without a card, it is ``full``.
 ``PRORE_PLANNER_URL``, ``PRORE_PLANNER_MODEL``, ``PRORE_PLANNER_PROFILE``, ``PRORE_PLANNER_OUTPUT`` and
@@ -91,8 +91,9 @@ def register_serve(sub: Any) -> None:
     s.add_argument("--domains", default="ecommerce,email", metavar="A,B", help="corpora to serve (default both)")
     s.add_argument("--planner-url", metavar="URL", default=os.environ.get("PRORE_PLANNER_URL") or None,
                    help="OpenAI-compatible base URL of the planner, up to /v1 (env PRORE_PLANNER_URL)")
-    s.add_argument("--planner-model", default=os.environ.get("PRORE_PLANNER_MODEL") or "planner",
-                   help="served model name (env PRORE_PLANNER_MODEL; default planner)")
+    s.add_argument("--planner-model", default=os.environ.get("PRORE_PLANNER_MODEL") or None,
+                   help="served model name (env PRORE_PLANNER_MODEL; default: the one model the endpoint lists "
+                   "at /v1/models)")  # fmt: skip
     prompt = s.add_mutually_exclusive_group()
     prompt.add_argument("--planner-card", metavar="PATH",
                         help="the planner's model directory (or its planner.json): the prompt profile it was trained with")
@@ -100,9 +101,10 @@ def register_serve(sub: Any) -> None:
                         help="prompt profile the planner was trained with (env PRORE_PLANNER_PROFILE; default: "
                         "its --planner-card's, else full, as for a checkpoint without a card)")
     s.add_argument("--planner-output", choices=OUTPUTS, default=os.environ.get("PRORE_PLANNER_OUTPUT") or "json",
-                   help="how the planner's decoding is constrained: json (the DSL's JSON schema as response_format, "
-                   "any OpenAI-compatible server; the default), grammar (the program grammar as vLLM's "
-                   "structured_outputs: typed SQL, placeholders matched to entries) or free (env PRORE_PLANNER_OUTPUT)")  # fmt: skip
+                   help="how the planner's decoding is constrained, as evaluation's planner-json: and "
+                   "planner-grammar: constrain it, through vLLM's structured_outputs: json (the DSL's JSON schema "
+                   "with the programs' separators; the default), grammar (the program grammar: typed SQL, "
+                   "placeholders matched to entries) or free (env PRORE_PLANNER_OUTPUT)")  # fmt: skip
     s.add_argument("--planner-timeout-s", type=float, default=d.plan_deadline_s, help="planning deadline per request")
     s.add_argument("--guided-samples", type=_samples, default=_samples(os.environ.get("PRORE_PLANNER_GUIDED_SAMPLES") or "0"),
                    metavar="N", help="execution-guided decoding: when the planner's program fails, ask for N sampled "
@@ -177,6 +179,10 @@ def serve_command(args: argparse.Namespace, cfg: Config) -> int:
     if args.max_concurrent < 1 or args.max_nl_chars < 1:
         raise ConfigError("--max-concurrent and --max-nl-chars must be at least 1", code="bad_limit")
     planner = planner_from_args(args)
+    if planner is not None:
+        from serving.planner import prepare
+
+        prepare(planner, domains)  # a missing xgrammar fails here, and each grammar is compiled once
     settings = ApiSettings(
         max_concurrent=args.max_concurrent, max_nl_chars=args.max_nl_chars, plan_deadline_s=args.planner_timeout_s,
         execute_deadline_s=args.execute_timeout_s, token=_env(args.token_env, "--token-env"),

@@ -46,7 +46,7 @@ from indexing.config import Config
 from serving.api.app import QueryService, Refused, SearchIn
 from serving.api.settings import ApiSettings
 from serving.engine import Engine
-from serving.planner import OUTPUTS, PlannerSettings
+from serving.planner import OUTPUTS, PlannerSettings, prepare
 from serving.prompt import CARDLESS_PROFILE, PROFILES, Profile, planner_profile
 
 
@@ -140,8 +140,9 @@ def arg_parser() -> argparse.ArgumentParser:
                    help="the model name the predictor serves (its own --model_name)")  # fmt: skip
     p.add_argument("--domains", default="ecommerce,email")
     p.add_argument("--planner_output", choices=OUTPUTS, default="json",
-                   help="how the planner's decoding is constrained: json (the DSL's JSON schema as response_format), "
-                   "grammar (the program grammar as vLLM's structured_outputs) or free")  # fmt: skip
+                   help="how the planner's decoding is constrained, as evaluation's planner-json: and planner-grammar: "
+                   "through vLLM's structured_outputs: json (the DSL's JSON schema with the programs' separators), "
+                   "grammar (the program grammar) or free")  # fmt: skip
     prompt = p.add_mutually_exclusive_group()
     prompt.add_argument("--planner_profile", choices=PROFILES,
                         help="prompt profile the planner was trained with (default: --planner_card's, else full)")
@@ -184,6 +185,7 @@ def main(argv: list[str] | None = None) -> None:
                                use_ssl=args.predictor_use_ssl, timeout_s=args.predictor_request_timeout_seconds,
                                profile=planner_profile(args.planner_profile, args.planner_card),
                                output=args.planner_output)  # fmt: skip
+    prepare(planner, engines)  # a missing xgrammar fails here, and each grammar is compiled once
     model_class = ProRetrievalModel
     try:
         from serving.kserve_openai import ProRetrievalChatModel

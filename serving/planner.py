@@ -3,16 +3,19 @@ OpenAI-compatible chat-completions endpoint (a vLLM server, KServe's Hugging Fac
 ``/openai/v1``, or another provider).
 
 - **Prompt.** :func:`serving.prompt.messages`, the one builder training uses too.
-- **Structured output** (``output``, :data:`OUTPUTS`). ``json`` (the default, any OpenAI-compatible
-  server): the request carries ``response_format={"type": "json_schema", ...}`` with the DSL's JSON schema
-  of the corpus (:func:`serving.dsl.program_json_schema`), so a constrained server writes a well-shaped
-  program. Start a vLLM server with
-  ``--structured-outputs-config '{"backend": "xgrammar", "disable_any_whitespace": true}'``: vLLM 0.32 takes that option from the
-  server, not the request, and without it a weak model can spend its tokens on whitespace between JSON tokens.
-  ``grammar`` (vLLM servers): the request carries ``structured_outputs={"grammar": ...}``, the program
-  grammar (:func:`serving.dsl.grammar.program_grammar_ebnf`): typed SQL, placeholders matched to entries,
-  the programs' own separators and no other whitespace, so no server option is needed and what the
-  planner writes also passes validation. ``free``: no constraint.
+- **Structured output** (``output``, :data:`OUTPUTS`), exactly as evaluation decodes: the request carries
+  vLLM's ``structured_outputs={"grammar": ...}`` with :func:`serving.dsl.structured.constraint_grammar` of
+  the corpus under :data:`~serving.dsl.structured.STRUCTURED_LIMITS`, the grammar ``planner-json:`` and
+  ``planner-grammar:`` hand vLLM's offline engine. ``json`` (the default): the DSL's JSON schema with the
+  programs' own separators (``", "``, ``": "``) and no other whitespace, so a planner trained on them writes
+  the tokens it learnt. (The JSON schema as ``response_format`` cannot say that: vLLM 0.32 then admits any
+  whitespace, where a weak model can loop until its budget ends, or with ``disable_any_whitespace`` forces
+  ``","`` and ``":"``, which a trained planner never saw: most requests fell back.) ``grammar``: the
+  program grammar (:func:`serving.dsl.grammar.program_grammar_ebnf`): typed SQL too, placeholders matched to
+  entries, so what the planner writes also passes validation. Both need a vLLM server (KServe's vLLM runtime
+  included) and no server option. ``free``: no constraint.
+- **Model.** ``model`` names the served model (vLLM's ``--served-model-name``); without one the client asks
+  the endpoint's ``/models`` once and uses its only model (several: ``planner_model``, name one).
 - **Repair.** The completion is read with the reward's own parser (:func:`serving.dsl.extract_program`).
   A near miss gets a bounded repair, one step each at most: raw control characters inside strings are
   escaped, and text around the one JSON object is cut. What still fails is a :class:`PlannerOutputError`
@@ -36,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,8 +48,7 @@ import httpx
 from indexing.errors import ProReError
 from indexing.schema import schema_for
 from serving.dsl import DEFAULT_LIMITS, DslLimits, FormatError, Program, extract_program
-from serving.dsl.grammar import program_grammar_ebnf
-from serving.dsl.json_schema import program_json_schema
+from serving.dsl.structured import STRUCTURED_LIMITS, constraint_grammar
 from serving.prompt import CARDLESS_PROFILE, Profile, PromptConfig, messages
 
 
@@ -94,8 +97,9 @@ class PlannerSettings:
     url: str
     """Base URL of the OpenAI-compatible API, up to and including ``/v1`` (``http://host:8000/v1``;
     KServe's Hugging Face runtime: ``http://host/openai/v1``)."""
-    model: str
-    """The served model name (vLLM's ``--served-model-name``, or the checkpoint directory)."""
+    model: str | None
+    """The served model name (vLLM's ``--served-model-name``, or the checkpoint directory); None: the one
+    model the endpoint lists at ``/models``, asked once."""
     api_key: str | None = None
     """Sent as a bearer token when set; never logged."""
     profile: Profile = CARDLESS_PROFILE
@@ -104,10 +108,11 @@ class PlannerSettings:
     structured: bool = True
     """Constrain decoding (``False``: free decoding, whatever ``output`` says)."""
     output: str = "json"
-    """How decoding is constrained (:data:`OUTPUTS`): the DSL's JSON schema, or the program grammar."""
-    schema_limits: DslLimits = field(default_factory=lambda: DEFAULT_LIMITS)
-    """Limits the JSON schema or the grammar sent to the server quotes; tighter limits bound what a weak
-    model can write."""
+    """How decoding is constrained (:data:`OUTPUTS`): the DSL's JSON schema with the programs' separators,
+    or the program grammar (:func:`serving.dsl.structured.constraint_grammar`)."""
+    schema_limits: DslLimits = field(default_factory=lambda: STRUCTURED_LIMITS)
+    """Limits the grammar sent to the server quotes: evaluation's (:data:`~serving.dsl.structured.STRUCTURED_LIMITS`)
+    by default; tighter limits bound what a weak model can write."""
     max_tokens: int = 512
     temperature: float = 0.0
     timeout_s: float = 10.0
@@ -139,6 +144,14 @@ class PlannerSettings:
     @property
     def models_url(self) -> str:
         return self.url.rstrip("/") + "/models"
+
+
+def prepare(settings: PlannerSettings, domains: Iterable[str]) -> None:
+    """Build each domain's decoding constraint now (they are cached): a missing xgrammar, which ``json``
+    compiles its grammar with, fails at start in one line, and the first request pays no compile."""
+    if settings.structured and settings.output != "free":
+        for domain in domains:
+            constraint_grammar(schema_for(domain), settings.output, settings.schema_limits)
 
 
 @dataclass(frozen=True)
@@ -271,7 +284,8 @@ class Planner:
             headers=headers,
             timeout=httpx.Timeout(settings.timeout_s, connect=settings.connect_timeout_s),
         )
-        self._schemas: dict[str, dict[str, object]] = {}
+        self._model = settings.model
+        """The model asked for: the settings' name, or the one the endpoint lists (:meth:`model`)."""
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -286,21 +300,42 @@ class Planner:
         """The chat-completions request body for ``request`` over ``domain``'s corpus."""
         s = self.settings
         body: dict[str, Any] = {
-            "model": s.model,
+            "model": self._model,
             "messages": messages(domain, request, config=PromptConfig(profile=s.profile, limits=self.dsl_limits)),
             "max_tokens": s.max_tokens,
             "temperature": s.temperature,
         }
-        if s.structured and s.output == "grammar":
-            body["structured_outputs"] = {"grammar": program_grammar_ebnf(schema_for(domain), s.schema_limits)}
-        elif s.structured and s.output == "json":
-            if domain not in self._schemas:
-                self._schemas[domain] = program_json_schema(schema_for(domain), s.schema_limits)
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": "program", "schema": self._schemas[domain], "strict": True},
-            }
+        if s.structured and s.output != "free":
+            body["structured_outputs"] = {"grammar": constraint_grammar(schema_for(domain), s.output, s.schema_limits)}
         return body
+
+    async def model(self) -> str:
+        """The model name requests carry: the settings' name, else the endpoint's only model, listed once
+        (:class:`PlannerUnavailable` when it lists none, several, or does not answer)."""
+        if self._model is not None:
+            return self._model
+        url = self.settings.models_url
+        try:
+            response = await self._client.get(url)
+        except httpx.TimeoutException:
+            raise PlannerUnavailable(f"the planner did not list its models within {self.settings.timeout_s:g} s",
+                                     code="planner_timeout") from None  # fmt: skip
+        except httpx.HTTPError as exc:
+            raise PlannerUnavailable(f"cannot reach the planner at {self.settings.url}: {type(exc).__name__}",
+                                     code="planner_unavailable") from None  # fmt: skip
+        try:
+            names = [str(m["id"]) for m in response.json()["data"]] if response.status_code == 200 else None
+        except (ValueError, KeyError, TypeError):
+            names = None
+        if names is None:
+            raise PlannerUnavailable(f"the planner's {url} answered HTTP {response.status_code} without a model list",
+                                     code="planner_bad_response")  # fmt: skip
+        if len(names) != 1:
+            served = f"several models ({', '.join(names[:5])})" if names else "no model"
+            raise PlannerUnavailable(f"the planner at {self.settings.url} serves {served}; name the one to ask "
+                                     "(prore serve --planner-model)", code="planner_model")  # fmt: skip
+        self._model = names[0]
+        return self._model
 
     async def plan(self, domain: str, request: str, *, timeout_s: float | None = None) -> Plan:
         """The program for ``request``; :class:`PlannerUnavailable` or :class:`PlannerOutputError` otherwise.
@@ -340,9 +375,9 @@ class Planner:
             )
         try:
             if timeout_s is None:
-                texts, attempts = await self._complete(body)
+                texts, attempts = await self._ask(body)
             else:
-                texts, attempts = await asyncio.wait_for(self._complete(body), timeout_s)
+                texts, attempts = await asyncio.wait_for(self._ask(body), timeout_s)
         except TimeoutError:
             self.breaker.failure()
             raise PlannerUnavailable(
@@ -353,6 +388,10 @@ class Planner:
             raise
         self.breaker.success()  # the endpoint answered; a bad program is the model's fault, not the endpoint's
         return texts, attempts
+
+    async def _ask(self, body: dict[str, Any]) -> tuple[list[str], int]:
+        """:meth:`_complete` with the model named (:meth:`model`)."""
+        return await self._complete({**body, "model": await self.model()})
 
     async def _complete(self, body: dict[str, Any]) -> tuple[list[str], int]:
         s = self.settings

@@ -3,12 +3,15 @@
 One helper for every fixture that runs a real server as a process of its own (vLLM's OpenAI-compatible
 server, KServe's ModelServer): the process writes to a log file, the fixture waits until a URL answers 200
 (failing with the log's tail if the process exits or the deadline passes), and the process is terminated,
-then killed, at the end.
+then killed, at the end, with every process it started (it leads a session of its own: a command run by
+``bash -c`` stops with its shell).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -32,10 +35,12 @@ def served(
     timeout_s: float,
     env: Mapping[str, str] | None = None,
     poll_s: float = 0.5,
+    cwd: Path | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """Run ``command`` until the block ends, once ``ready_url`` answers 200."""
+    """Run ``command`` (in ``cwd``) until the block ends, once ``ready_url`` answers 200."""
     with log_path.open("w") as log:
-        proc = subprocess.Popen(list(command), stdout=log, stderr=subprocess.STDOUT, env=dict(env) if env else None)
+        proc = subprocess.Popen(list(command), stdout=log, stderr=subprocess.STDOUT, env=dict(env) if env else None,
+                                cwd=cwd, start_new_session=True)  # fmt: skip
     try:
         deadline = time.monotonic() + timeout_s
         while True:
@@ -51,9 +56,16 @@ def served(
             time.sleep(poll_s)
         yield proc
     finally:
-        proc.terminate()
+        _signal_group(proc, signal.SIGTERM)
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            _signal_group(proc, signal.SIGKILL)
             proc.wait()
+        _signal_group(proc, signal.SIGKILL)  # what it started and left behind
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    """Send ``sig`` to the session ``proc`` leads (it and every process it started)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
-import functools
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -31,32 +30,18 @@ from pathlib import Path
 from typing import Any
 
 from indexing.errors import ProReError
-from indexing.schema import CorpusSchema
 from rl.eval.methods import EvalInstance, MethodContext, MethodSpec, Outcome, register_family
 from rl.prompt import Message, card_profile, messages
 from rl.reward import parse_completion
 from rl.verl.errors import TrainError
-from serving.dsl import (
-    DEFAULT_LIMITS,
-    DslLimits,
-    Program,
-    ValidationError,
-    longest_program_chars,
-    program_json_schema,
-)
-from serving.dsl.grammar import program_grammar_ebnf
-from serving.dsl.json_schema import SEPARATORS
+from serving.dsl import Program, ValidationError, longest_program_chars
+from serving.dsl.structured import STRUCTURED_LIMITS, constraint_grammar, program_json_grammar
 from serving.engine.results import consensus
 
 MAX_TOKENS = 256
 """Longest free completion generated (a program is 20-60 tokens with the local tokenizer, about 100 with
 Qwen's; the longest gold program of the medium benchmarks is 586 characters). A completion cut there fails
 as ``format truncated``."""
-STRUCTURED_LIMITS = dataclasses.replace(DEFAULT_LIMITS, max_sql_chars=1000, max_query_chars=200)
-"""The DSL limits the structured-output schema quotes: 4x the longest gold SQL (286 characters) and query
-(56), so that the schema's longest program (:func:`serving.dsl.longest_program_chars`, about 3,300
-characters) fits the context with the prompt. Constrained decoding then always closes the program: its
-budget is that length, and a byte-level token is at least one character of ASCII."""
 MAX_MODEL_LEN = 4096
 """Context vLLM allocates for a local planner: a short-profile prompt is about 150 tokens, a program 30-60."""
 MEMORY_SHARE = 0.1
@@ -198,41 +183,9 @@ def _vllm(ctx: MethodContext, path: str) -> LoadedPlanner:
     return got
 
 
-_BOUNDED_CHAR = r'(([^\"\\\r\n]))'
-"""The character rule xgrammar writes for a ``maxLength`` string: anything but ``"``, ``\\``, CR and LF."""
-_PLAIN_CHAR = r'(([^\0-\x1f\"\\]))'
-"""The same rule without any control character."""
-
-
-@functools.cache
-def program_grammar(schema: CorpusSchema, limits: DslLimits = STRUCTURED_LIMITS) -> str:
-    """The EBNF grammar of ``schema``'s programs for structured output: the DSL's JSON schema under
-    ``limits``, compiled by xgrammar with the separators the programs are written with (``", "`` and
-    ``": "``, :data:`serving.dsl.json_schema.SEPARATORS`) and no other whitespace.
-
-    A bounded string (``maxLength``) has no escapes in xgrammar, and its character class excludes only the
-    quote, the backslash, CR and LF, so a weak model could write a raw tab, which strict JSON refuses. The
-    class becomes :data:`_PLAIN_CHAR` (no control character at all). A JSON-schema ``pattern`` would say the
-    same, but xgrammar 0.2 fails to compile a pattern bounded past about 100 characters.
-
-    vLLM's own JSON-schema path cannot do this: it admits any whitespace between tokens unless the engine
-    is started with ``disable_any_whitespace``, which then forces ``","`` and ``":"``. The first lets a weak
-    model loop on whitespace until its budget ends; the second forces token sequences a planner trained on
-    ``json.dumps``' output never saw (measured: every completion failed validation). Compiled once per
-    corpus and limits, not per batch."""
-    import xgrammar
-
-    node = program_json_schema(schema, limits)
-    grammar = str(xgrammar.Grammar.from_json_schema(node, any_whitespace=False, separators=SEPARATORS))
-    plain = grammar.replace(_BOUNDED_CHAR, _PLAIN_CHAR)
-    bounded = 1 + len(node["properties"]["retrieval_list"]["items"].get("anyOf", [None]))  # type: ignore[index]
-    if grammar.count(_BOUNDED_CHAR) != bounded:  # pragma: no cover - a new xgrammar writes other rules
-        from importlib.metadata import version
-
-        raise TrainError(f"xgrammar {version('xgrammar')} wrote {grammar.count(_BOUNDED_CHAR)} bounded-string "
-                         f"character rules, expected {bounded} (the SQL and each modality's query)",
-                         code="grammar")  # fmt: skip
-    return plain
+program_grammar = program_json_grammar
+"""The grammar of ``planner-json:`` (:func:`serving.dsl.structured.program_json_grammar`): the DSL's JSON schema
+with the programs' separators, the one definition the served planner's ``json`` output sends vLLM too."""
 
 
 def generate(ctx: MethodContext, path: str, requests: Sequence[str], *, constraint: str = "none",
@@ -255,8 +208,8 @@ def generate(ctx: MethodContext, path: str, requests: Sequence[str], *, constrai
     budget = MAX_TOKENS
     grammar = None
     if constraint != "none":
-        ebnf = program_grammar(ctx.schema) if constraint == "json" else program_grammar_ebnf(ctx.schema, STRUCTURED_LIMITS)
-        grammar = StructuredOutputsParams(grammar=ebnf)
+        # The one constraint of serving.dsl.structured: what `prore serve --planner-output` sends vLLM's server.
+        grammar = StructuredOutputsParams(grammar=constraint_grammar(ctx.schema, constraint, STRUCTURED_LIMITS))
         room = llm.llm_engine.model_config.max_model_len - max((len(tok.encode(p)) for p in prompts), default=0)
         budget = max(1, min(longest_program_chars(ctx.schema, STRUCTURED_LIMITS), room))
     # A per-request seed with n > 1 stops vLLM 0.32's CPU worker on large batches ("CPU Generator does not

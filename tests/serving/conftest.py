@@ -87,6 +87,8 @@ class ScriptedPlanner:
         from serving.api.server import ServerThread
 
         self.completion = ""
+        self.models = [PLANNER_NAME]
+        """The model ids ``/v1/models`` lists."""
         self.samples: list[str] = [""]
         """What a call with ``n`` > 1 answers, cycled to ``n`` choices (sent in reverse index order)."""
         self.status = 200
@@ -97,7 +99,7 @@ class ScriptedPlanner:
 
         @app.get("/v1/models")
         async def models() -> dict[str, Any]:
-            return {"object": "list", "data": [{"id": PLANNER_NAME, "object": "model"}]}
+            return {"object": "list", "data": [{"id": name, "object": "model"} for name in self.models]}
 
         @app.post("/v1/chat/completions")
         async def chat(request: Request) -> JSONResponse:
@@ -137,6 +139,6 @@ def scripted_planner_server() -> Iterator[ScriptedPlanner]:
 def scripted_planner(scripted_planner_server: ScriptedPlanner) -> ScriptedPlanner:
     """The session's scripted planner, reset: answers ``completion`` (set it) at once with 200."""
     s = scripted_planner_server
-    s.completion, s.samples, s.status, s.delay_s, s.calls = "", [""], 200, 0.0, 0
+    s.completion, s.samples, s.status, s.delay_s, s.calls, s.models = "", [""], 200, 0.0, 0, [PLANNER_NAME]
     s.bodies.clear()
     return s

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 
 import pytest
@@ -101,9 +102,9 @@ def test_vllm_ready_and_unknown_model_is_unavailable_without_retry(vllm_server: 
 # -- the prompt and the request body ----------------------------------------------------------------
 
 
-def test_request_carries_the_one_prompt_and_the_dsl_json_schema(scripted_planner: ScriptedPlanner) -> None:
+def test_request_carries_the_one_prompt_and_evaluations_json_grammar(scripted_planner: ScriptedPlanner) -> None:
     from indexing.schema import PRODUCTS
-    from serving.dsl import program_json_schema
+    from rl.train.planner import STRUCTURED_LIMITS, program_grammar
     from serving.prompt import messages
 
     scripted_planner.completion = GOOD
@@ -111,8 +112,10 @@ def test_request_carries_the_one_prompt_and_the_dsl_json_schema(scripted_planner
     assert plan.program.retrieval_list[0].query == "great sound"
     body = scripted_planner.bodies[0]
     assert body["messages"] == messages("ecommerce", "cheap", profile="short")
-    assert body["response_format"]["type"] == "json_schema"
-    assert body["response_format"]["json_schema"]["schema"] == program_json_schema(PRODUCTS)
+    # json is planner-json:'s constraint: the JSON schema with the programs' separators, under its limits
+    assert body["structured_outputs"] == {"grammar": program_grammar(PRODUCTS, STRUCTURED_LIMITS)}
+    assert '"{" "\\"sql\\"" ": "' in body["structured_outputs"]["grammar"]
+    assert "response_format" not in body
 
 
 def test_grammar_output_sends_the_program_grammar_instead_of_the_schema(scripted_planner: ScriptedPlanner) -> None:
@@ -138,6 +141,72 @@ def test_api_key_is_sent_as_bearer(scripted_planner: ScriptedPlanner) -> None:
     assert planner._client.headers["authorization"] == "Bearer s3cret"
     assert "response_format" not in planner.payload("ecommerce", "x")
     _run(planner.aclose())
+
+
+def test_without_a_model_name_the_endpoints_one_model_is_asked_for(scripted_planner: ScriptedPlanner) -> None:
+    scripted_planner.completion = GOOD
+
+    async def go(settings: PlannerSettings) -> tuple[list[str], str]:
+        async with Planner(settings) as planner:
+            names = [await planner.model()]
+            await planner.plan("ecommerce", "x")
+            await planner.plan("ecommerce", "y")
+            return names, planner.breaker.state
+
+    names, state = _run(go(PlannerSettings(url=scripted_planner.url, model=None)))
+    assert names == [PLANNER_NAME] and state == "closed"
+    assert [b["model"] for b in scripted_planner.bodies] == [PLANNER_NAME, PLANNER_NAME]
+    scripted_planner.models = ["a", "b"]
+    with pytest.raises(PlannerUnavailable) as info:
+        _run(_plan(PlannerSettings(url=scripted_planner.url, model=None), "ecommerce", "x"))
+    assert info.value.code == "planner_model" and "several models (a, b)" in info.value.message
+    assert "\n" not in str(info.value)
+    scripted_planner.models = []
+    with pytest.raises(PlannerUnavailable, match="serves no model"):
+        _run(_plan(PlannerSettings(url=scripted_planner.url, model=None), "ecommerce", "x"))
+
+
+def test_without_a_model_name_a_dead_endpoint_is_unavailable(dead_url: str) -> None:
+    with pytest.raises(PlannerUnavailable) as info:
+        _run(_plan(PlannerSettings(url=dead_url, model=None), "ecommerce", "x"))
+    assert info.value.code == "planner_unavailable"
+
+
+def test_prore_serve_asks_for_the_named_model_or_the_endpoints_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    from prore.cli import build_parser
+    from serving.commands import planner_from_args
+    from serving.dsl.structured import STRUCTURED_LIMITS
+
+    def settings(*argv: str) -> PlannerSettings:
+        got = planner_from_args(build_parser().parse_args(["serve", "--planner-url", "http://127.0.0.1:9/v1", *argv]))
+        assert got is not None
+        return got
+
+    monkeypatch.delenv("PRORE_PLANNER_MODEL", raising=False)
+    assert settings().model is None  # the endpoint's one model
+    assert settings().output == "json" and settings().schema_limits == STRUCTURED_LIMITS  # evaluation's
+    assert settings("--planner-model", "planner").model == "planner"
+    monkeypatch.setenv("PRORE_PLANNER_MODEL", "proretrieval-planner")  # the chart's
+    assert settings().model == "proretrieval-planner"
+
+
+def test_json_output_without_xgrammar_stops_prore_serve_in_one_line(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from prore.cli import main
+    from serving.dsl.structured import program_json_grammar
+    from serving.planner import prepare
+
+    program_json_grammar.cache_clear()
+    monkeypatch.setitem(sys.modules, "xgrammar", None)  # what an environment without vLLM's xgrammar imports
+    try:
+        argv = ["--workspace", str(tmp_path), "serve", "--planner-url", "http://127.0.0.1:9/v1"]
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error missing_extra: xgrammar is not installed"), err
+        prepare(PlannerSettings(url="http://127.0.0.1:9/v1", model=None, output="grammar"), ["ecommerce", "email"])
+    finally:
+        program_json_grammar.cache_clear()
 
 
 # -- repair -----------------------------------------------------------------------------------------

