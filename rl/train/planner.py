@@ -37,6 +37,7 @@ from rl.verl.errors import TrainError
 from serving.dsl import Program, ValidationError, longest_program_chars
 from serving.dsl.structured import STRUCTURED_LIMITS, constraint_grammar, program_json_grammar
 from serving.engine.results import consensus
+from serving.exemplars import ExemplarIndex, open_for_planner, shots_for
 
 MAX_TOKENS = 256
 """Longest free completion generated (a program is 20-60 tokens with the local tokenizer, about 100 with
@@ -158,8 +159,10 @@ class LoadedPlanner:
     """A planner's vLLM engine, tokenizer and prompt profile, kept in a method context's cache;
     :meth:`MethodContext.close` closes it, which stops vLLM's engine core process."""
 
-    def __init__(self, llm: Any, profile: str) -> None:
+    def __init__(self, llm: Any, profile: str, exemplars: tuple[ExemplarIndex, int] | None = None) -> None:
         self.llm, self.tokenizer, self.profile = llm, llm.get_tokenizer(), profile
+        self.exemplars = exemplars
+        """The planner card's exemplar index and k (:func:`serving.exemplars.open_for_planner`), if any."""
 
     def close(self) -> None:
         close_llm(self.llm)
@@ -178,7 +181,8 @@ def _vllm(ctx: MethodContext, path: str) -> LoadedPlanner:
         # vLLM's engine core runs in its own process (its in-process mode rebinds kernels across every
         # loaded module, which breaks beside chDB's); the caller's main module must be import-safe.
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-        ctx.cache[key] = LoadedPlanner(open_llm(Path(path)), card_profile(path))
+        exemplars = open_for_planner(path, ctx.cfg.embedder)
+        ctx.cache[key] = LoadedPlanner(open_llm(Path(path)), card_profile(path), exemplars)
     got: LoadedPlanner = ctx.cache[key]
     return got
 
@@ -203,8 +207,10 @@ def generate(ctx: MethodContext, path: str, requests: Sequence[str], *, constrai
 
     planner = _vllm(ctx, path)
     llm, tok = planner.llm, planner.tokenizer
-    prompts = [tok.apply_chat_template(messages(ctx.domain, nl, profile=planner.profile), tokenize=False,  # type: ignore[arg-type]
-                                       add_generation_prompt=True) for nl in requests]  # fmt: skip
+    shots = shots_for(planner.exemplars, ctx.domain, requests)
+    prompts = [tok.apply_chat_template(messages(ctx.domain, nl, profile=planner.profile, shots=s),  # type: ignore[arg-type]
+                                       tokenize=False, add_generation_prompt=True)
+               for nl, s in zip(requests, shots, strict=True)]  # fmt: skip
     budget = MAX_TOKENS
     grammar = None
     if constraint != "none":
