@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from indexing.config import Config
+from indexing.config import Config, EmbedderConfig
 from indexing.errors import ConfigError
 from indexing.schema import PRODUCTS, SCHEMAS, CorpusSchema, schema_for_table
 from serving.planner import OUTPUTS
@@ -143,9 +143,10 @@ def _env(name: str | None, what: str) -> str | None:
     return value
 
 
-def planner_from_args(args: argparse.Namespace) -> PlannerSettings | None:
+def planner_from_args(args: argparse.Namespace, embedder: EmbedderConfig | None = None) -> PlannerSettings | None:
     """``prore serve``'s planner client: None without ``--planner-url``; the prompt profile from
-    ``--planner-card`` (which wins over ``PRORE_PLANNER_PROFILE``), ``--planner-profile`` or ``full``."""
+    ``--planner-card`` (which wins over ``PRORE_PLANNER_PROFILE``), ``--planner-profile`` or ``full``, and
+    the card's exemplars, embedded with ``embedder``."""
     from serving.planner import PlannerSettings
 
     if not args.planner_url:
@@ -154,7 +155,8 @@ def planner_from_args(args: argparse.Namespace) -> PlannerSettings | None:
         url=args.planner_url, model=args.planner_model,
         profile=planner_profile(None if args.planner_card else args.planner_profile, args.planner_card),
         api_key=_env(args.planner_key_env, "--planner-key-env"), timeout_s=args.planner_timeout_s,
-        guided_samples=args.guided_samples, output=args.planner_output,
+        guided_samples=args.guided_samples, output=args.planner_output, card=args.planner_card,
+        embedder=embedder,
     )  # fmt: skip
 
 
@@ -178,7 +180,7 @@ def serve_command(args: argparse.Namespace, cfg: Config) -> int:
             raise ConfigError(f"unknown domain {domain!r}; choose from {', '.join(SCHEMAS)}", code="unknown_domain")
     if args.max_concurrent < 1 or args.max_nl_chars < 1:
         raise ConfigError("--max-concurrent and --max-nl-chars must be at least 1", code="bad_limit")
-    planner = planner_from_args(args)
+    planner = planner_from_args(args, cfg.embedder)
     if planner is not None:
         from serving.planner import prepare
 

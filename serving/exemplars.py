@@ -322,6 +322,7 @@ def open_for_planner(model_dir: str | Path, embedder: EmbedderConfig | None = No
     section = card_exemplars(read_card(model_dir))
     if section is None:
         return None
+    model_dir = Path(model_dir).parent if Path(model_dir).is_file() else Path(model_dir)  # a card file's folder
     key = f"{Path(model_dir).resolve()}|{section['version']}|{milvus_uri}"
     with _OPEN_LOCK:
         index = _OPEN.get(key)

@@ -42,7 +42,7 @@ from typing import Any
 import kserve  # type: ignore[import-untyped]
 from kserve.errors import InvalidInput  # type: ignore[import-untyped]
 
-from indexing.config import Config
+from indexing.config import Config, EmbedderConfig
 from serving.api.app import QueryService, Refused, SearchIn
 from serving.api.settings import ApiSettings
 from serving.engine import Engine
@@ -56,13 +56,14 @@ class PredictError(InvalidInput):  # type: ignore[misc]
 
 def planner_settings(predictor_host: str, *, model: str = "planner", path: str = "/openai/v1",
                      use_ssl: bool = False, timeout_s: float = 10.0, profile: Profile = CARDLESS_PROFILE,
-                     output: str = "json") -> PlannerSettings:  # fmt: skip
+                     output: str = "json", card: str | None = None,
+                     embedder: EmbedderConfig | None = None) -> PlannerSettings:  # fmt: skip
     """The planner client of a predictor at ``predictor_host`` (KServe's Hugging Face runtime: ``/openai/v1``;
     a bare vLLM server: ``/v1``), prompting with ``profile`` and constraining decoding by ``output``
-    (:data:`serving.planner.OUTPUTS`)."""
+    (:data:`serving.planner.OUTPUTS`), with the exemplars ``card``'s planner card names (:mod:`serving.exemplars`)."""
     scheme = "https" if use_ssl else "http"
     return PlannerSettings(url=f"{scheme}://{predictor_host}{path}", model=model, timeout_s=timeout_s, profile=profile,
-                           output=output)  # fmt: skip
+                           output=output, card=card, embedder=embedder)  # fmt: skip
 
 
 class ProRetrievalModel(kserve.Model):  # type: ignore[misc]
@@ -184,7 +185,7 @@ def main(argv: list[str] | None = None) -> None:
     planner = planner_settings(args.predictor_host, model=args.planner_model, path=args.predictor_path,
                                use_ssl=args.predictor_use_ssl, timeout_s=args.predictor_request_timeout_seconds,
                                profile=planner_profile(args.planner_profile, args.planner_card),
-                               output=args.planner_output)  # fmt: skip
+                               output=args.planner_output, card=args.planner_card, embedder=cfg.embedder)  # fmt: skip
     prepare(planner, engines)  # a missing xgrammar fails here, and each grammar is compiled once
     model_class = ProRetrievalModel
     try:

@@ -39,16 +39,18 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
+from indexing.config import EmbedderConfig
 from indexing.errors import ProReError
 from indexing.schema import schema_for
 from serving.dsl import DEFAULT_LIMITS, DslLimits, FormatError, Program, extract_program
 from serving.dsl.structured import STRUCTURED_LIMITS, constraint_grammar
+from serving.exemplars import Shot, open_for_planner, shots_for
 from serving.prompt import CARDLESS_PROFILE, Profile, PromptConfig, messages
 
 
@@ -131,6 +133,11 @@ class PlannerSettings:
     the engine, one more call asks for this many samples (``n``) at ``guided_temperature``, and the search
     answers with the ranking most of the samples that run agree on, before any fallback (0: off)."""
     guided_temperature: float = 0.7
+    card: str | None = None
+    """The planner's model directory (or card file): when its card names an exemplar index
+    (:mod:`serving.exemplars`), each prompt carries the exemplars that index picks, as in training."""
+    embedder: EmbedderConfig | None = None
+    """How exemplar requests are embedded here (the backend; the vector space is the index's)."""
 
     def __post_init__(self) -> None:
         if self.output not in OUTPUTS:
@@ -286,6 +293,8 @@ class Planner:
         )
         self._model = settings.model
         """The model asked for: the settings' name, or the one the endpoint lists (:meth:`model`)."""
+        self.exemplars = open_for_planner(settings.card, settings.embedder) if settings.card else None
+        """The card's exemplar index and k, opened at start (a card naming a missing index fails here)."""
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -296,18 +305,27 @@ class Planner:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    def payload(self, domain: str, request: str) -> dict[str, Any]:
-        """The chat-completions request body for ``request`` over ``domain``'s corpus."""
+    def payload(self, domain: str, request: str, shots: Sequence[Shot] = ()) -> dict[str, Any]:
+        """The chat-completions request body for ``request`` over ``domain``'s corpus, with its exemplars."""
         s = self.settings
         body: dict[str, Any] = {
             "model": self._model,
-            "messages": messages(domain, request, config=PromptConfig(profile=s.profile, limits=self.dsl_limits)),
+            "messages": messages(domain, request, shots=shots,
+                                 config=PromptConfig(profile=s.profile, limits=self.dsl_limits)),
             "max_tokens": s.max_tokens,
             "temperature": s.temperature,
         }
         if s.structured and s.output != "free":
             body["structured_outputs"] = {"grammar": constraint_grammar(schema_for(domain), s.output, s.schema_limits)}
         return body
+
+    async def shots(self, domain: str, request: str) -> list[Shot]:
+        """The exemplars of ``request`` under the card's index (none without one), picked off the event loop
+        (embedding and the vector search block)."""
+        if self.exemplars is None:
+            return []
+        got = await asyncio.to_thread(shots_for, self.exemplars, domain, [request])
+        return got[0]
 
     async def model(self) -> str:
         """The model name requests carry: the settings' name, else the endpoint's only model, listed once
@@ -344,7 +362,7 @@ class Planner:
         still bounds each HTTP call.
         """
         start = time.perf_counter()
-        texts, attempts = await self._call(self.payload(domain, request), timeout_s)
+        texts, attempts = await self._call(self.payload(domain, request, await self.shots(domain, request)), timeout_s)
         program, repairs = read_program(texts[0], limits=self.dsl_limits)
         return Plan(program, texts[0], repairs, attempts, (time.perf_counter() - start) * 1000)
 
@@ -355,7 +373,7 @@ class Planner:
         s = self.settings
         start = time.perf_counter()
         # No per-request seed: with n > 1 it stops vLLM 0.32's CPU worker ("CPU Generator does not use offset").
-        body = {**self.payload(domain, request), "n": s.guided_samples, "temperature": s.guided_temperature}
+        body = {**self.payload(domain, request, await self.shots(domain, request)), "n": s.guided_samples, "temperature": s.guided_temperature}
         texts, attempts = await self._call(body, timeout_s)
         plans = []
         for text in texts:

@@ -342,3 +342,45 @@ def test_breaker_lets_one_trial_through() -> None:
     assert not breaker.allow()  # a second caller waits for the trial's outcome
     breaker.failure()
     assert breaker.state == "open"
+
+
+def test_a_served_planner_prompts_with_the_exemplars_its_card_names(tmp_path: Path) -> None:
+    """The served prompt carries the card's exemplars, picked as training picked them (serving.exemplars)."""
+    import asyncio
+
+    from indexing.config import EmbedderConfig
+    from serving.exemplars import ExemplarIndex, close_open_indexes
+    from serving.planner import Planner, PlannerSettings
+
+    def program(brand: str, field: str) -> str:
+        return json.dumps({"sql": f"SELECT DISTINCT id FROM products WHERE brand = '{brand}' AND id IN <text_1>",
+                           "retrieval_list": [{"type": "text", "field": field, "query": "quiet"}]})  # fmt: skip
+
+    pairs = [("ecommerce", "quiet sony headphones", program("Sony", "review")),
+             ("ecommerce", "bose speakers that sound warm", program("Bose", "description")),
+             ("ecommerce", "cheap blue kettles", json.dumps({"sql": "SELECT DISTINCT id FROM products WHERE price < 30",
+                                                              "retrieval_list": []})),
+             ("email", "mail from jane about the budget", json.dumps({"sql": "SELECT DISTINCT id FROM emails WHERE id IN <text_1>",
+                                                                      "retrieval_list": [{"type": "text", "field": "body", "query": "budget"}]}))]  # fmt: skip
+    cfg = EmbedderConfig(text="hashing", hashing_dim=64)
+    index = ExemplarIndex.build(pairs, embedder=cfg)
+    index.save(tmp_path)
+    (tmp_path / "planner.json").write_text(json.dumps({"profile": "compact", "exemplars": index.card(2)}))
+    expected = index.select("ecommerce", ["sony headphones, quiet ones"], k=2)[0]
+    index.close()
+    planner = Planner(PlannerSettings(url="http://127.0.0.1:9/v1", model="m", card=str(tmp_path / "planner.json"),
+                                      embedder=cfg, profile="compact"))  # fmt: skip
+    try:
+        shots = asyncio.run(planner.shots("ecommerce", "sony headphones, quiet ones"))
+        assert shots == expected and len(shots) == 2
+        assert all(p[0] == "ecommerce" for p in pairs if (p[1], p[2]) in shots), "exemplars of the request's domain only"
+        body = planner.payload("ecommerce", "sony headphones, quiet ones", shots)
+        roles = [m["role"] for m in body["messages"]]
+        assert roles == ["system", "user", "assistant", "user", "assistant", "user"]
+        assert [m["content"] for m in body["messages"][1:5]] == [x for shot in shots for x in shot]
+    finally:
+        asyncio.run(planner.aclose())
+        close_open_indexes()
+    no_card = Planner(PlannerSettings(url="http://127.0.0.1:9/v1", model="m"))
+    assert asyncio.run(no_card.shots("ecommerce", "anything")) == []
+    asyncio.run(no_card.aclose())
