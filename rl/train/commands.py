@@ -74,7 +74,8 @@ def _sft(args: argparse.Namespace, cfg: Config) -> int:
                  max_token_chars=d.max_token_chars, split=args.tokenizer_split or d.split,
                  init=Path(args.init) if args.init else None,
                  limit=args.limit, offset=args.offset, extra_rows=extra, seed=args.seed,
-                 exemplars=args.exemplars, embedder=cfg.embedder, max_minutes=args.max_minutes)  # fmt: skip
+                 exemplars=args.exemplars, embedder=cfg.embedder, max_minutes=args.max_minutes,
+                 recombine=args.recombine, corpus_workspace=cfg.workspace)  # fmt: skip
     _print_summary(run_sft(job), out)
     return 0
 
@@ -145,6 +146,10 @@ def register_local(actions: Any) -> None:
     s.add_argument("--max-minutes", type=float, metavar="M",
                    help="stop after M minutes of training, with a last evaluation and checkpoint (ablations at "
                    "equal wall clock; the learning-rate schedule still follows --max-steps)")  # fmt: skip
+    s.add_argument("--recombine", type=int, metavar="N", default=d.recombine,
+                   help="N recombined copies of each training pair whose search phrases the request says "
+                   "verbatim, swapped for corpus word spans in request and program alike (rl.train.recombine), "
+                   f"which teaches copying the request's phrase (default: defaults.yaml, {d.recombine})")  # fmt: skip
     s.add_argument("--exemplars", type=int, metavar="K", default=d.exemplars,
                    help="exemplars per prompt, retrieved from an index of the run's training pairs that ships "
                    f"with the model (serving.exemplars); 0: none (default: defaults.yaml, {d.exemplars})")  # fmt: skip

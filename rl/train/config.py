@@ -110,6 +110,7 @@ class Defaults:
     split: Split
     profile: Profile
     exemplars: int
+    recombine: int
     sft: SftParams
     grpo: RlParams
     dapo: RlParams
@@ -142,6 +143,12 @@ def _exemplars(value: Any) -> int:
     return value
 
 
+def _recombine(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 4:
+        raise TrainError(f"sft.recombine must be an integer from 0 to 4, got {value!r}", code="train_config")
+    return value
+
+
 @cache
 def load_defaults(path: Path = DEFAULTS_FILE) -> Defaults:
     """The defaults file as typed parameters; DAPO is GRPO's section with DAPO's keys over it."""
@@ -161,6 +168,7 @@ def load_defaults(path: Path = DEFAULTS_FILE) -> Defaults:
         split=split,
         profile=profile,
         exemplars=_exemplars(data["prompt"].get("exemplars", 0)),
+        recombine=_recombine(data["sft"].pop("recombine", 0)),
         sft=_build(SftParams, data["sft"], "sft"),
         grpo=grpo,
         dapo=dapo,

@@ -55,6 +55,11 @@ class SftJob:
     that ships in ``final/exemplars``; 0: none."""
     embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
     """How the exemplar index embeds requests."""
+    recombine: int = 0
+    """Recombined copies per training pair (:mod:`rl.train.recombine`): its search phrases swapped for corpus
+    spans in the request and the program alike, which teaches copying the request's phrase; 0: none."""
+    corpus_workspace: Path | None = None
+    """Where the corpora the spans come from are (default: ``workspace``)."""
     max_minutes: float | None = None
     """Stop after this many minutes of training (equal-wall-clock ablations); None: at ``max_steps``/epochs."""
 
@@ -84,7 +89,9 @@ def rows(job: SftJob, index: ExemplarIndex | None = None) -> tuple[list[dict[str
     t, v = instances(job)
     train = [sft_row(i, job.profile, shots=s) for i, s in zip(t, exemplar_shots(index, job.exemplars, t), strict=True)]
     val = [sft_row(i, job.profile, shots=s) for i, s in zip(v, exemplar_shots(index, job.exemplars, v), strict=True)]
-    for domain, nl, program in job.extra_rows:
+    from rl.train.recombine import recombined_rows
+
+    for domain, nl, program in (*job.extra_rows, *recombined_rows(Workspace(job.corpus_workspace or job.workspace), t, job.recombine, seed=job.seed)):
         shots = index.select(domain, [nl], k=job.exemplars)[0] if index is not None else []
         train.append({"prompt": messages(domain, nl, profile=job.profile, shots=shots),
                       "completion": [{"role": "assistant", "content": program}]})  # fmt: skip

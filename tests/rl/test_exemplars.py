@@ -15,6 +15,7 @@ from prore.cli import main
 from rl.bench import load_split
 from rl.bench.phrases import facets
 from rl.bench.verbalize import families
+from rl.train.recombine import corpus_spans, recombine, recombined_rows
 from rl.train.sft import SftJob, exemplar_index, instances, rows
 from serving.exemplars import (
     EXEMPLARS_DIR,
@@ -72,10 +73,14 @@ def test_exemplars_prefer_diverse_program_shapes(exemplar_rows) -> None:
     assert sum(d == 3 for d in distinct) / len(distinct) > 0.9
 
 
-def test_nothing_of_the_ood_wording_reaches_a_training_prompt_or_an_exemplar(exemplar_rows, train_bench: Workspace) -> None:  # noqa: F811
-    _, index, _, train_rows, val_rows = exemplar_rows
+def test_nothing_of_the_ood_wording_reaches_a_training_prompt_or_an_exemplar(exemplar_rows, train_bench: Workspace,  # noqa: F811
+                                                                              small_index_cfg: Config) -> None:  # fmt: skip
+    _, index, train, train_rows, val_rows = exemplar_rows
     texts = [m["content"] for r in train_rows + val_rows for m in r["prompt"] + r["completion"]]
     texts += [p.request for p in index.pairs] + [p.program for p in index.pairs]
+    recombined = recombined_rows(Workspace(small_index_cfg.workspace), train, 2)
+    assert recombined, "the benchmark has phrases to swap"
+    texts += [t for _, nl, program in recombined for t in (nl, program)]
     blob = "\n".join(texts).lower()
     ood = {i.nl for d in DOMAINS for i in load_split(train_bench, d, "ood")}
     assert not [nl for nl in ood if nl.lower() in blob], "an OOD request appears in training"
@@ -155,3 +160,23 @@ def test_sft_with_exemplars_ships_its_index_and_the_planner_reads_it(train_bench
         assert loaded.exemplars is not None and loaded.exemplars[1] == 2
     finally:
         ctx.close()
+
+
+def test_recombination_swaps_a_said_phrase_in_request_and_program_alike(exemplar_rows, small_index_cfg: Config) -> None:
+    import random
+
+    _, _, train, _, _ = exemplar_rows
+    spans = corpus_spans(Workspace(small_index_cfg.workspace), "ecommerce")
+    assert spans and all(1 <= len(s.split()) <= 4 for s in spans)
+    inst = next(i for i in train if i.domain == "ecommerce" and any(
+        e["query"] in i.nl for e in json.loads(i.program)["retrieval_list"]))  # fmt: skip
+    got = recombine(inst, spans, random.Random(0))
+    assert got is not None
+    nl, program = got
+    new = [e["query"] for e in json.loads(program)["retrieval_list"]]
+    old = [e["query"] for e in json.loads(inst.program)["retrieval_list"]]
+    assert new != old and all(q in nl for q in new), "every swapped phrase is said by the new request"
+    assert json.loads(program)["sql"] == json.loads(inst.program)["sql"], "the program's logic is unchanged"
+    assert all(q in spans for q, o in zip(new, old, strict=True) if q != o)
+    unsaid = next(i for i in train if not any(e["query"] in i.nl for e in json.loads(i.program)["retrieval_list"]))
+    assert recombine(unsaid, spans, random.Random(0)) is None
