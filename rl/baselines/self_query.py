@@ -15,11 +15,12 @@ from datetime import date
 from typing import Any
 
 from indexing.errors import ProReError
-from indexing.schema import CorpusSchema, DType, Role
+from indexing.schema import CorpusSchema, DType
 from indexing.stores.milvus import epoch_seconds as milvus_epoch_seconds
 from rl.baselines.fusion import dense_rankings
 from rl.baselines.query_parser import Condition, Scalar, Vocabulary, parse_query
 from rl.eval.methods import EvalInstance, MethodContext, Outcome, register_method
+from serving.dsl.grounding import read_column_values, value_columns
 
 VOCAB_LIMIT = 5000
 """A string field with more distinct values than this is not used as a vocabulary (ids, threads)."""
@@ -27,23 +28,14 @@ VOCAB_LIMIT = 5000
 _VOCAB_KEY = "self_query.vocabulary"
 
 
-def vocabulary_fields(schema: CorpusSchema) -> tuple[str, ...]:
-    """Structured string fields whose values can be recognized in a request."""
-    return tuple(
-        f.name for f in schema.fields if f.role is Role.STRUCTURED and f.dtype is DType.STRING and f.name != "id"
-    )
+vocabulary_fields = value_columns
+"""Structured string fields whose values can be recognized in a request (:func:`serving.dsl.grounding.value_columns`)."""
 
 
 def load_vocabulary(index: Any, schema: CorpusSchema, limit: int = VOCAB_LIMIT) -> Vocabulary:
-    """Distinct values of the categorical fields, read from the index's SQL table."""
-    values: dict[str, tuple[str, ...]] = {}
-    for name in vocabulary_fields(schema):
-        # Field and table names come from the schema and the index, never from a request.
-        rows = index.sql.query(f"SELECT DISTINCT `{name}` FROM {index.table} LIMIT {limit + 1}")
-        found = tuple(sorted(str(r[0]) for r in rows if r[0] is not None and str(r[0]).strip()))
-        if len(found) <= limit:
-            values[name] = found
-    return Vocabulary(values)
+    """Distinct values of the categorical fields, read from the index's SQL table
+    (:func:`serving.dsl.grounding.read_column_values`, which grounded decoding reads too)."""
+    return Vocabulary(read_column_values(index, schema, limit))
 
 
 def epoch_seconds(value: date, dtype: DType) -> str:

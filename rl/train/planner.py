@@ -67,6 +67,7 @@ CONSTRAINTS: dict[str, tuple[str, str]] = {
     "none": ("planner", "free decoding"),
     "json": ("planner-json", "structured output by the DSL's JSON schema"),
     "grammar": ("planner-grammar", "structured output by the program grammar"),
+    "grounded": ("planner-grounded", "the program grammar grounded in the request and the corpus's values"),
 }
 """How decoding may be constrained, with the method family and description of each: free, by the DSL's
 JSON schema (:func:`program_grammar`), or by the program grammar (:func:`serving.dsl.grammar.program_grammar_ebnf`)."""
@@ -124,8 +125,22 @@ def execute(ctx: MethodContext, completions: Sequence[str | Completion], k: int)
 # -- planner:PATH -------------------------------------------------------------------------------------
 
 
-def open_llm(path: Path) -> Any:
-    """A vLLM engine on the model directory ``path``, shut down when this process exits.
+GRAMMAR_BACKEND = "guidance"
+"""vLLM's structured-output backend for ``planner-grammar:`` and ``planner-grounded:`` (llguidance).
+
+- xgrammar 0.2.8's token mask never allows some tokens its own matcher accepts: with the local tokenizer,
+  `` = '`` (reproduced with the vocabulary ``[" '", " = '"]`` and the grammar ``root ::= " = '"``,
+  ``tests/serving/test_dsl_grammar.py``), so greedy decoding detoured and wrote ``release_date >=
+  '2023-05-28'`` for ``release_date = '2022-05-28'``.
+- A grounded grammar differs per request; llguidance builds its masks lazily, where xgrammar compiles the
+  whole grammar first.
+
+``planner-json:`` keeps vLLM's default (xgrammar), whose own JSON-schema conversion wrote that grammar."""
+
+
+def open_llm(path: Path, backend: str | None = None) -> Any:
+    """A vLLM engine on the model directory ``path`` (structured output by ``backend``, else vLLM's
+    choice), shut down when this process exits.
 
     vLLM's engine core is a separate process that otherwise outlives a caller that exits without
     shutting it down (a CLI run, a test session); ``atexit`` stops it.
@@ -133,7 +148,8 @@ def open_llm(path: Path) -> Any:
     from vllm import LLM
 
     llm = LLM(model=str(path), tokenizer=str(path), dtype="float32", enforce_eager=True,
-              max_model_len=model_len(path), gpu_memory_utilization=MEMORY_SHARE, seed=0)  # fmt: skip
+              max_model_len=model_len(path), gpu_memory_utilization=MEMORY_SHARE, seed=0,
+              structured_outputs_config={"backend": backend or "auto"})  # fmt: skip
     atexit.register(close_llm, llm)
     return llm
 
@@ -168,8 +184,8 @@ class LoadedPlanner:
         close_llm(self.llm)
 
 
-def _vllm(ctx: MethodContext, path: str) -> LoadedPlanner:
-    key = f"planner:{Path(path).resolve()}"
+def _vllm(ctx: MethodContext, path: str, backend: str | None = None) -> LoadedPlanner:
+    key = f"planner:{Path(path).resolve()}" + (f"#{backend}" if backend else "")
     if key not in ctx.cache:
         if not Path(path).is_dir():
             raise TrainError(f"no planner checkpoint at {path}", code="planner_path")
@@ -182,7 +198,7 @@ def _vllm(ctx: MethodContext, path: str) -> LoadedPlanner:
         # loaded module, which breaks beside chDB's); the caller's main module must be import-safe.
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
         exemplars = open_for_planner(path, ctx.cfg.embedder)
-        ctx.cache[key] = LoadedPlanner(open_llm(Path(path)), card_profile(path), exemplars)
+        ctx.cache[key] = LoadedPlanner(open_llm(Path(path), backend), card_profile(path), exemplars)
     got: LoadedPlanner = ctx.cache[key]
     return got
 
@@ -205,25 +221,43 @@ def generate(ctx: MethodContext, path: str, requests: Sequence[str], *, constrai
     from vllm import SamplingParams
     from vllm.sampling_params import StructuredOutputsParams
 
-    planner = _vllm(ctx, path)
+    planner = _vllm(ctx, path, GRAMMAR_BACKEND if constraint in ("grammar", "grounded") else None)
     llm, tok = planner.llm, planner.tokenizer
     shots = shots_for(planner.exemplars, ctx.domain, requests)
     prompts = [tok.apply_chat_template(messages(ctx.domain, nl, profile=planner.profile, shots=s),  # type: ignore[arg-type]
                                        tokenize=False, add_generation_prompt=True)
                for nl, s in zip(requests, shots, strict=True)]  # fmt: skip
     budget = MAX_TOKENS
-    grammar = None
+    grammars: list[str | None] = [None] * len(requests)
     if constraint != "none":
         # The one constraint of serving.dsl.structured: what `prore serve --planner-output` sends vLLM's server.
-        grammar = StructuredOutputsParams(grammar=constraint_grammar(ctx.schema, constraint, STRUCTURED_LIMITS))
+        values = column_values(ctx) if constraint == "grounded" else None
+        grammars = [constraint_grammar(ctx.schema, constraint, STRUCTURED_LIMITS, request=nl, values=values)
+                    for nl in requests]  # fmt: skip
         room = llm.llm_engine.model_config.max_model_len - max((len(tok.encode(p)) for p in prompts), default=0)
         budget = max(1, min(longest_program_chars(ctx.schema, STRUCTURED_LIMITS), room))
     # A per-request seed with n > 1 stops vLLM 0.32's CPU worker on large batches ("CPU Generator does not
     # use offset", in the model runner's bookkeeping); a sampled pass draws from the engine's seed instead.
-    params = SamplingParams(n=n, temperature=temperature, max_tokens=budget, seed=seed if n == 1 else None,
-                            structured_outputs=grammar)  # fmt: skip
+    params = [SamplingParams(n=n, temperature=temperature, max_tokens=budget, seed=seed if n == 1 else None,
+                             structured_outputs=StructuredOutputsParams(grammar=g) if g else None)
+              for g in grammars]  # fmt: skip
     return [[Completion(c.text, budget if c.finish_reason == "length" else None) for c in o.outputs]
             for o in llm.generate(prompts, params, use_tqdm=False)]  # fmt: skip
+
+
+VALUES_KEY = "planner:column-values"
+"""Where a method context keeps the corpus's column values a grounded grammar takes its literals from."""
+
+
+def column_values(ctx: MethodContext) -> dict[str, tuple[str, ...]]:
+    """The distinct values of ``ctx``'s string columns, read once from the index's SQL table (what a
+    deployment knows of its own corpus; the benchmark's phrase book and labels are never read)."""
+    if VALUES_KEY not in ctx.cache:
+        from serving.dsl.grounding import read_column_values
+
+        ctx.cache[VALUES_KEY] = read_column_values(ctx.index, ctx.schema)
+    got: dict[str, tuple[str, ...]] = ctx.cache[VALUES_KEY]
+    return got
 
 
 def planner_completions(ctx: MethodContext, path: str, requests: Sequence[str], *,
@@ -432,4 +466,5 @@ def llm_spec(target: str) -> MethodSpec:
 register_family("planner", planner_spec)
 register_family("planner-json", lambda path: planner_spec(path, constraint="json"))
 register_family("planner-grammar", lambda path: planner_spec(path, constraint="grammar"))
+register_family("planner-grounded", lambda path: planner_spec(path, constraint="grounded"))
 register_family("llm", llm_spec)

@@ -36,6 +36,7 @@ import itertools
 import json
 
 from indexing.schema import CorpusSchema, DType, Role
+from serving.dsl.grounding import Grounding
 from serving.dsl.json_schema import SEPARATORS
 from serving.dsl.limits import DEFAULT_LIMITS, DslLimits
 from serving.dsl.program import MODES, ROLE_OF, corpus_modalities, placeholder_of
@@ -72,12 +73,14 @@ def _states(schema: CorpusSchema, entries: int) -> list[str]:
     return ["".join(p) for n in range(entries + 1) for p in itertools.product(initials, repeat=n)]
 
 
-def _predicates(schema: CorpusSchema, limits: DslLimits) -> list[str]:
-    """The rules of the structured predicates, by column type."""
+def _predicates(schema: CorpusSchema, limits: DslLimits, grounding: Grounding | None = None) -> list[str]:
+    """The rules of the structured predicates, by column type; a column ``grounding`` holds values of takes
+    only those literals (``str_<column>``)."""
+    values = grounding.value_rules() if grounding else {}
     lists = f"{{0, {limits.max_in_list - 1}}}"
     rules = [
         f'str ::= "\'" str_char{{0, {limits.max_literal_chars}}} "\'"',
-        "str_char ::= [^'\\0-\\x1f\"\\\\] | \"''\"",
+        "str_char ::= [^'\\x00-\\x1f\"\\\\] | \"''\"",
         'int ::= "-"? [0-9]{1, 18}',
         'num ::= int ("." [0-9]{1, 10})?',
         'bool ::= "true" | "false"',
@@ -100,6 +103,10 @@ def _predicates(schema: CorpusSchema, limits: DslLimits) -> list[str]:
     preds = []
     for f in schema.fields:
         if f.role is Role.STRUCTURED:
+            if f.dtype is DType.STRING and f.name in values:
+                rules.append(f"str_{f.name} ::= {values[f.name]}")
+                preds.append(f"{_lit(f.name)} ({by_type[f.dtype].replace('str', f'str_{f.name}')})")
+                continue
             preds.append(f"{_lit(f.name)} ({by_type[f.dtype]})")
             if f.dtype in (DType.DATE, DType.DATETIME):
                 preds.append(f'"toYear({f.name})" ({by_type[DType.INT]})')
@@ -114,11 +121,13 @@ def _key(name: str, first: bool = False) -> str:
     return ("" if first else SEPARATORS[0]) + json.dumps(name) + SEPARATORS[1]
 
 
-def _entries(schema: CorpusSchema, limits: DslLimits) -> list[str]:
-    """The rules of one retrieval entry per modality (``entry_t``, ``entry_i``)."""
+def _entries(schema: CorpusSchema, limits: DslLimits, grounding: Grounding | None = None) -> list[str]:
+    """The rules of one retrieval entry per modality (``entry_t``, ``entry_i``); with ``grounding``, a query
+    is one of its spans."""
     reach = [f"{_lit(_key('k') + str(k))} rerank_{k}?" for k in limits.k_ladder]
+    free = f'"\\"" [^\\x00-\\x20"\\\\] [^\\x00-\\x1f"\\\\]{{0, {limits.max_query_chars - 1}}} "\\""'
     rules = [
-        f'query ::= "\\"" [^\\0-\\x20"\\\\] [^\\0-\\x1f"\\\\]{{0, {limits.max_query_chars - 1}}} "\\""',
+        f"query ::= {(grounding and grounding.query_rule()) or free}",
         f"mode ::= {_alt([_lit(json.dumps(m)) for m in MODES])}",
         f"reach ::= {_alt(reach)} | rerank_{limits.default_k}?",
     ]
@@ -153,9 +162,11 @@ def _condition(schema: CorpusSchema, states: list[str]) -> list[str]:
     return rules
 
 
-@functools.cache
-def program_grammar_ebnf(schema: CorpusSchema, limits: DslLimits = DEFAULT_LIMITS) -> str:
-    """The grammar of ``schema``'s programs under ``limits`` (module docstring), as EBNF text."""
+@functools.lru_cache(maxsize=256)
+def program_grammar_ebnf(schema: CorpusSchema, limits: DslLimits = DEFAULT_LIMITS,
+                         grounding: Grounding | None = None) -> str:  # fmt: skip
+    """The grammar of ``schema``'s programs under ``limits`` (module docstring), as EBNF text; with
+    ``grounding`` (:mod:`serving.dsl.grounding`), search phrases and string literals are narrowed to it."""
     states = _states(schema, grammar_entries(schema, limits))
     sep = SEPARATORS[0]
     head = _lit("{" + _key("sql", first=True) + f'"SELECT DISTINCT id FROM {schema.table} WHERE ')
@@ -166,5 +177,6 @@ def program_grammar_ebnf(schema: CorpusSchema, limits: DslLimits = DEFAULT_LIMIT
         body = " ".join([head, f"or_s_s{s}", middle, f" {_lit(sep)} ".join(entries), '"]}"'] if entries else
                         [head, f"or_s_s{s}", middle, '"]}"'])  # fmt: skip
         lines.append(f"prog_s{s} ::= {body}")
-    rules = [*lines, *_condition(schema, states), *_predicates(schema, limits), *_entries(schema, limits)]
+    rules = [*lines, *_condition(schema, states), *_predicates(schema, limits, grounding),
+             *_entries(schema, limits, grounding)]  # fmt: skip
     return "\n".join(rules) + "\n"

@@ -23,15 +23,18 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Mapping, Sequence
 
 from indexing.errors import MissingExtra, ProReError
 from indexing.schema import CorpusSchema
 from serving.dsl.grammar import program_grammar_ebnf
+from serving.dsl.grounding import Grounding
 from serving.dsl.json_schema import SEPARATORS, program_json_schema
 from serving.dsl.limits import DEFAULT_LIMITS, DslLimits
 
-CONSTRAINTS: tuple[str, ...] = ("json", "grammar")
-"""The constraints :func:`constraint_grammar` writes: the DSL's JSON schema, or the program grammar."""
+CONSTRAINTS: tuple[str, ...] = ("json", "grammar", "grounded")
+"""The constraints :func:`constraint_grammar` writes: the DSL's JSON schema, the program grammar, or the
+program grammar grounded in one request and the corpus's column values (:mod:`serving.dsl.grounding`)."""
 
 STRUCTURED_LIMITS = dataclasses.replace(DEFAULT_LIMITS, max_sql_chars=1000, max_query_chars=200)
 """The DSL limits the structured-output constraint quotes: 4x the longest gold SQL (286 characters) and query
@@ -41,7 +44,7 @@ budget is that length, and a byte-level token is at least one character of ASCII
 
 _BOUNDED_CHAR = r'(([^\"\\\r\n]))'
 """The character rule xgrammar writes for a ``maxLength`` string: anything but ``"``, ``\\``, CR and LF."""
-_PLAIN_CHAR = r'(([^\0-\x1f\"\\]))'
+_PLAIN_CHAR = r'(([^\x00-\x1f\"\\]))'
 """The same rule without any control character."""
 
 
@@ -82,12 +85,17 @@ def program_json_grammar(schema: CorpusSchema, limits: DslLimits = STRUCTURED_LI
     return plain
 
 
-def constraint_grammar(schema: CorpusSchema, constraint: str, limits: DslLimits = STRUCTURED_LIMITS) -> str:
-    """The grammar (xgrammar's EBNF) that constrains a planner's decoding over ``schema``'s corpus:
-    ``json`` (:func:`program_json_grammar`) or ``grammar`` (:func:`serving.dsl.grammar.program_grammar_ebnf`)."""
+def constraint_grammar(schema: CorpusSchema, constraint: str, limits: DslLimits = STRUCTURED_LIMITS, *,
+                       request: str = "", values: Mapping[str, Sequence[str]] | None = None) -> str:  # fmt: skip
+    """The grammar (EBNF that xgrammar and llguidance read) that constrains a planner's decoding over
+    ``schema``'s corpus: ``json`` (:func:`program_json_grammar`), ``grammar``
+    (:func:`serving.dsl.grammar.program_grammar_ebnf`), or ``grounded``: the program grammar whose search
+    phrases are spans of ``request`` and whose string literals are among ``values`` (:mod:`serving.dsl.grounding`)."""
     if constraint == "json":
         return program_json_grammar(schema, limits)
     if constraint == "grammar":
         return program_grammar_ebnf(schema, limits)
+    if constraint == "grounded":
+        return program_grammar_ebnf(schema, limits, Grounding.of(request, values))
     raise ProReError(f"structured output must be one of {', '.join(CONSTRAINTS)}, got {constraint!r}",
                      code="planner_output")  # fmt: skip

@@ -23,6 +23,7 @@ from rl.bench import load_split
 from rl.eval.methods import MethodContext, Outcome, get_method
 from rl.eval.report import FAILURES, failure_breakdown
 from rl.eval.runner import evaluate, modality_group
+from rl.reward import parse_completion
 from rl.train.planner import (
     N_SHOTS,
     SHOTS_KEY,
@@ -30,6 +31,7 @@ from rl.train.planner import (
     Completion,
     Decoding,
     LoadedPlanner,
+    column_values,
     execute,
     few_shot_messages,
     generate,
@@ -40,6 +42,7 @@ from rl.train.planner import (
     vote,
 )
 from rl.verl.errors import TrainError
+from serving.dsl.grounding import Grounding
 from tests.processes import VLLM_SERVER, served
 from tests.rl.train_support import TINY, train_bench  # noqa: F401  (fixture)
 
@@ -83,17 +86,30 @@ def test_planner_method_generates_executes_and_scores(small_index_cfg: Config, t
     instances = list(load_split(train_bench, "ecommerce", "test"))
     ctx = MethodContext(small_index_cfg, "ecommerce")
     try:
-        for family in ("planner", "planner-json", "planner-grammar"):
+        for family in ("planner", "planner-json", "planner-grammar", "planner-grounded"):
             spec = get_method(f"{family}:{tiny_planner}")
             assert spec.name == f"{family}:sft"
             run = evaluate(small_index_cfg, "ecommerce", spec, instances, progress=False, ctx=ctx)
             _check_run(run, instances)
-            if family == "planner-grammar":  # what the grammar admits parses and validates, unless cut
-                failed = [r.error for r in run.results if r.error and not r.error.startswith("execution ")]
-                assert all(e.startswith("format truncated") for e in failed), failed
-        constrained = planner_completions(ctx, str(tiny_planner), [i.nl for i in instances], constraint="json")
-        (loaded,) = [v for v in ctx.cache.values() if isinstance(v, LoadedPlanner)]
-        core = loaded.llm.llm_engine.engine_core.resources.engine_manager.processes[0]
+            if family in ("planner-grammar", "planner-grounded"):  # what the grammar admits validates
+                # (an untrained model may write nesting past llguidance's Earley item cap, which then stops
+                # constraining that one completion: a format failure, never a validation one)
+                failed = [r.error for r in run.results if r.error and r.error.startswith("validation ")]
+                assert not failed, failed
+        requests = [i.nl for i in instances]
+        grounded = planner_completions(ctx, str(tiny_planner), requests, constraint="grounded")
+        values = column_values(ctx)
+        for nl, c in zip(requests, grounded, strict=True):  # every phrase is the request's, every value the corpus's
+            parsed = parse_completion(c.text)
+            if parsed.program is not None:
+                spans = Grounding.of(nl).spans
+                assert all(e.query in spans for e in parsed.program.retrieval_list), (nl, c.text)
+                literals = re.findall(r"brand = '((?:[^']|'')*)'", parsed.program.sql)
+                assert all(v.replace("''", "'") in values["brand"] for v in literals), c.text
+        constrained = planner_completions(ctx, str(tiny_planner), requests, constraint="json")
+        loaded = [v for v in ctx.cache.values() if isinstance(v, LoadedPlanner)]
+        assert len(loaded) == 2, "one engine per structured-output backend (xgrammar, llguidance)"
+        cores = [p.llm.llm_engine.engine_core.resources.engine_manager.processes[0] for p in loaded]
         shape = re.compile(r'^\{"(sql|retrieval_list)": ?["\[]')
         assert all(shape.match(c.text) for c in constrained), "the JSON schema fixes the program's shape"
         # The budget is the schema's longest program, so even this untrained model closes every one.
@@ -102,8 +118,9 @@ def test_planner_method_generates_executes_and_scores(small_index_cfg: Config, t
             assert set(json.loads(c.text)) == {"sql", "retrieval_list"}
     finally:
         ctx.close()
-    core.join(timeout=60)
-    assert not core.is_alive(), "closing the context stops vLLM's engine core"
+    for core in cores:
+        core.join(timeout=60)
+        assert not core.is_alive(), "closing the context stops vLLM's engine core"
 
 
 def test_execution_guided_decoding_resamples_only_what_failed(small_index_cfg: Config, train_bench: Workspace,  # noqa: F811

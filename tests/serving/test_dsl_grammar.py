@@ -12,6 +12,7 @@ import pytest
 from indexing.schema import EMAILS, PRODUCTS, CorpusSchema
 from serving.dsl import DEFAULT_LIMITS, Program, Retrieval, parse_program, validate
 from serving.dsl.grammar import MAX_STATES, grammar_entries, program_grammar_ebnf
+from serving.dsl.grounding import Grounding
 from serving.dsl.program import corpus_modalities
 
 xgrammar = pytest.importorskip("xgrammar", reason="the grammar is compiled by xgrammar (installed with vLLM)")
@@ -123,3 +124,81 @@ def test_the_entry_cap_keeps_the_placeholder_states_bounded() -> None:
     n = grammar_entries(PRODUCTS)
     assert len(corpus_modalities(PRODUCTS)) == 2 and n == 5
     assert sum(2**j for j in range(n + 1)) <= MAX_STATES < sum(2**j for j in range(n + 2))
+
+
+REQUEST = "Sony or Bose cans under $200, reviews praise the noise cancelling, not the white ones"
+VALUES = {"brand": ("Bose", "Sony", "Levi's"), "color": ("white", "black"), "category": ("headphones",)}
+
+
+@pytest.fixture(scope="module")
+def grounded() -> Any:
+    info = xgrammar.TokenizerInfo(VOCAB, stop_token_ids=[STOP])
+    text = program_grammar_ebnf(PRODUCTS, DEFAULT_LIMITS, Grounding.of(REQUEST, VALUES))
+    return xgrammar.GrammarCompiler(info).compile_grammar(text)
+
+
+def _accepts(grammar: Any, text: str) -> bool:
+    matcher = xgrammar.GrammarMatcher(grammar)
+    return bool(matcher.accept_string(text)) and bool(matcher.accept_token(STOP))
+
+
+def test_a_grounded_grammar_admits_the_requests_phrases_and_the_corpus_values(grounded: Any) -> None:
+    ok = _program("brand IN ('Sony', 'Bose') AND price < 200 AND id IN <text_1> AND NOT (color = 'white')",
+                  Retrieval("text", "review", "noise cancelling"))  # fmt: skip
+    assert _accepts(grounded, ok)
+    lower = _program("id IN <text_1>", Retrieval("text", "review", "sony or bose cans"))  # a span, lowercased
+    assert _accepts(grounded, lower)
+    escaped = _program("brand = 'Levi''s'")  # a value with a quote, as SQL writes it
+    assert _accepts(grounded, escaped)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        _program("id IN <text_1>", Retrieval("text", "review", "auto-start")),  # a phrase the request never said
+        _program("id IN <text_1>", Retrieval("text", "review", "cancelling noise")),  # words out of order
+        _program("brand = 'Sennheiser'"),  # a value the column does not hold
+        _program("color = 'White'"),  # values are the column's own spelling
+    ],
+)
+def test_a_grounded_grammar_refuses_invented_phrases_and_values(grounded: Any, text: str) -> None:
+    assert not _accepts(grounded, text)
+
+
+def test_every_program_a_grounded_grammar_admits_validates_and_copies_the_request(grounded: Any) -> None:
+    rng = random.Random(1)
+    texts = [t for t in (walk(grounded, rng) for _ in range(150)) if t is not None]
+    assert len(texts) >= 140
+    spans = set(Grounding.of(REQUEST).spans)
+    queries = 0
+    for text in texts:
+        program = parse_program(text)
+        validate(program, PRODUCTS)
+        for entry in program.retrieval_list:
+            queries += 1
+            assert entry.query in spans, entry.query
+    assert queries >= 10, "the walks reach search entries"
+
+
+def test_a_request_without_words_keeps_the_free_query_rule() -> None:
+    assert program_grammar_ebnf(PRODUCTS, DEFAULT_LIMITS, Grounding.of("  ?! ")) == program_grammar_ebnf(PRODUCTS)
+
+
+def test_xgrammars_token_mask_still_drops_a_token_its_matcher_accepts() -> None:
+    """Why ``planner-grammar:`` and ``planner-grounded:`` decode through llguidance
+    (``rl.train.planner.GRAMMAR_BACKEND``): xgrammar 0.2.8's mask never allows `` = '`` beside a token `` '``,
+    though its matcher accepts it. When this fails, xgrammar has fixed it: reconsider the backend."""
+    info = xgrammar.TokenizerInfo([" '", " = '"])
+    grammar = xgrammar.GrammarCompiler(info).compile_grammar("root ::= \" = '\"")
+    mask = xgrammar.allocate_token_bitmask(1, info.vocab_size)
+    xgrammar.GrammarMatcher(grammar).fill_next_token_bitmask(mask)
+    assert xgrammar.GrammarMatcher(grammar).accept_token(1)
+    assert int(mask[0, 0]) >> 1 & 1 == 0, "xgrammar now allows the token: reconsider GRAMMAR_BACKEND"
+
+
+@pytest.mark.parametrize("schema", [EMAILS, PRODUCTS], ids=lambda s: s.domain)
+def test_llguidance_reads_the_plain_and_the_grounded_grammar(schema: CorpusSchema) -> None:
+    llguidance = pytest.importorskip("llguidance", reason="vLLM's guidance backend")
+    for grounding in (None, Grounding.of(REQUEST, VALUES)):
+        grammar = llguidance.grammar_from("grammar", program_grammar_ebnf(schema, DEFAULT_LIMITS, grounding))
+        assert llguidance.LLMatcher.validate_grammar(grammar) == "", "no error and no warning"
