@@ -39,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,8 +88,9 @@ def planner_http_status(error: PlannerError) -> int:
     return 422 if error.code.startswith("planner_output_") else 503
 
 
-OUTPUTS: tuple[str, ...] = ("json", "grammar", "free")
-"""How the planner's decoding is constrained: the JSON schema, the program grammar, or not at all."""
+OUTPUTS: tuple[str, ...] = ("json", "grammar", "grounded", "free")
+"""How the planner's decoding is constrained: the JSON schema, the program grammar, the program grammar
+grounded in the request and the corpus's column values (:mod:`serving.dsl.grounding`), or not at all."""
 
 
 @dataclass(frozen=True)
@@ -282,9 +283,13 @@ def read_program(completion: str, *, limits: DslLimits = DEFAULT_LIMITS) -> tupl
 class Planner:
     """An async client of a planner endpoint; one per event loop (it holds an ``httpx.AsyncClient``)."""
 
-    def __init__(self, settings: PlannerSettings, *, dsl_limits: DslLimits = DEFAULT_LIMITS) -> None:
+    def __init__(self, settings: PlannerSettings, *, dsl_limits: DslLimits = DEFAULT_LIMITS,
+                 values: Mapping[str, Mapping[str, Sequence[str]]] | None = None) -> None:  # fmt: skip
         self.settings = settings
         self.dsl_limits = dsl_limits
+        self.values = dict(values or {})
+        """Each domain's column values (:func:`serving.dsl.grounding.read_column_values`), which the
+        ``grounded`` output narrows string literals to; a domain without them keeps the free string rule."""
         self.breaker = CircuitBreaker(settings.breaker_threshold, settings.breaker_reset_s)
         headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
         self._client = httpx.AsyncClient(
@@ -316,7 +321,9 @@ class Planner:
             "temperature": s.temperature,
         }
         if s.structured and s.output != "free":
-            body["structured_outputs"] = {"grammar": constraint_grammar(schema_for(domain), s.output, s.schema_limits)}
+            grammar = constraint_grammar(schema_for(domain), s.output, s.schema_limits, request=request,
+                                         values=self.values.get(domain))  # fmt: skip
+            body["structured_outputs"] = {"grammar": grammar}
         return body
 
     async def shots(self, domain: str, request: str) -> list[Shot]:

@@ -55,6 +55,7 @@ from indexing.schema import Role, schema_for
 from serving.api.server import error_response, validation_line
 from serving.api.settings import ApiSettings
 from serving.dsl import DslError, Program, Retrieval, parse_program
+from serving.dsl.grounding import read_column_values
 from serving.engine import Engine, ExecutionResult
 from serving.engine.results import consensus
 from serving.planner import Plan, Planner, PlannerError, PlannerSettings, planner_http_status
@@ -258,7 +259,10 @@ class QueryService:
 
     async def start(self) -> None:
         if self.planner_settings is not None:
-            self.planner = Planner(self.planner_settings)
+            values = None
+            if self.planner_settings.output == "grounded":  # the literals a grounded program may name
+                values = {d: read_column_values(e.handle, e.schema) for d, e in self.engines.items()}
+            self.planner = Planner(self.planner_settings, values=values)
         if self.settings.warmup:
             for domain in self.engines:
                 with contextlib.suppress(Exception):

@@ -132,7 +132,26 @@ def test_grammar_output_sends_the_program_grammar_instead_of_the_schema(scripted
     assert "response_format" not in scripted_planner.bodies[1] and "structured_outputs" not in scripted_planner.bodies[1]
     with pytest.raises(ProReError) as info:
         PlannerSettings(url=scripted_planner.url, model="m", output="yaml")
-    assert info.value.code == "planner_output" and "json, grammar, free" in str(info.value)
+    assert info.value.code == "planner_output" and "json, grammar, grounded, free" in str(info.value)
+
+
+def test_grounded_output_sends_the_grammar_of_this_request_and_the_corpus_values(scripted_planner: ScriptedPlanner) -> None:
+    from indexing.schema import PRODUCTS
+    from serving.dsl.grammar import program_grammar_ebnf
+    from serving.dsl.grounding import Grounding
+
+    scripted_planner.completion = GOOD
+    values = {"ecommerce": {"brand": ("Bose", "Sony")}}
+    settings = PlannerSettings(url=scripted_planner.url, model="m", output="grounded", schema_limits=TIGHT)
+
+    async def go() -> None:
+        async with Planner(settings, values=values) as planner:
+            await planner.plan("ecommerce", "sony cans with great sound")
+
+    _run(go())
+    grammar = scripted_planner.bodies[0]["structured_outputs"]["grammar"]
+    assert grammar == program_grammar_ebnf(PRODUCTS, TIGHT, Grounding.of("sony cans with great sound", values["ecommerce"]))
+    assert "str_brand ::= \"'Bose'\" | \"'Sony'\"" in grammar and '"great sound"' in grammar
 
 
 def test_api_key_is_sent_as_bearer(scripted_planner: ScriptedPlanner) -> None:
