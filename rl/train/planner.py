@@ -232,7 +232,8 @@ def generate(ctx: MethodContext, path: str, requests: Sequence[str], *, constrai
     if constraint != "none":
         # The one constraint of serving.dsl.structured: what `prore serve --planner-output` sends vLLM's server.
         values = column_values(ctx) if constraint == "grounded" else None
-        grammars = [constraint_grammar(ctx.schema, constraint, STRUCTURED_LIMITS, request=nl, values=values)
+        lark = constraint in ("grammar", "grounded")  # llguidance's own dialect (GRAMMAR_BACKEND)
+        grammars = [constraint_grammar(ctx.schema, constraint, STRUCTURED_LIMITS, request=nl, values=values, lark=lark)
                     for nl in requests]  # fmt: skip
         room = llm.llm_engine.model_config.max_model_len - max((len(tok.encode(p)) for p in prompts), default=0)
         budget = max(1, min(longest_program_chars(ctx.schema, STRUCTURED_LIMITS), room))

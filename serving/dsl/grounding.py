@@ -109,3 +109,4 @@ def read_column_values(index: Any, schema: CorpusSchema, limit: int = MAX_VALUES
         if len(found) <= limit:
             values[name] = found
     return values
+

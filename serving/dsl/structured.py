@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from collections.abc import Mapping, Sequence
 
 from indexing.errors import MissingExtra, ProReError
 from indexing.schema import CorpusSchema
 from serving.dsl.grammar import program_grammar_ebnf
-from serving.dsl.grounding import Grounding
+from serving.dsl.grounding import Grounding, value_columns
 from serving.dsl.json_schema import SEPARATORS, program_json_schema
 from serving.dsl.limits import DEFAULT_LIMITS, DslLimits
 
@@ -86,16 +87,69 @@ def program_json_grammar(schema: CorpusSchema, limits: DslLimits = STRUCTURED_LI
 
 
 def constraint_grammar(schema: CorpusSchema, constraint: str, limits: DslLimits = STRUCTURED_LIMITS, *,
-                       request: str = "", values: Mapping[str, Sequence[str]] | None = None) -> str:  # fmt: skip
-    """The grammar (EBNF that xgrammar and llguidance read) that constrains a planner's decoding over
-    ``schema``'s corpus: ``json`` (:func:`program_json_grammar`), ``grammar``
-    (:func:`serving.dsl.grammar.program_grammar_ebnf`), or ``grounded``: the program grammar whose search
-    phrases are spans of ``request`` and whose string literals are among ``values`` (:mod:`serving.dsl.grounding`)."""
+                       request: str = "", values: Mapping[str, Sequence[str]] | None = None,
+                       lark: bool = False) -> str:  # fmt: skip
+    """The grammar that constrains a planner's decoding over ``schema``'s corpus:
+
+    - ``json``: :func:`program_json_grammar` (EBNF that xgrammar writes and reads);
+    - ``grammar``: the program grammar (:func:`serving.dsl.grammar.program_grammar_ebnf`), as EBNF that both
+      xgrammar and llguidance read, or with ``lark`` in llguidance's Lark dialect (:func:`lark_grammar`:
+      the same grammar, without llguidance's per-request conversion);
+    - ``grounded``: the program grammar whose search phrases are spans of ``request`` and whose string
+      literals are among ``values`` (:mod:`serving.dsl.grounding`), in the Lark dialect: it needs vLLM's
+      ``guidance`` backend.
+    """
     if constraint == "json":
         return program_json_grammar(schema, limits)
     if constraint == "grammar":
-        return program_grammar_ebnf(schema, limits)
+        return lark_grammar(schema, limits) if lark else program_grammar_ebnf(schema, limits)
     if constraint == "grounded":
-        return program_grammar_ebnf(schema, limits, Grounding.of(request, values))
+        return lark_grammar(schema, limits, Grounding.of(request, values))
     raise ProReError(f"structured output must be one of {', '.join(CONSTRAINTS)}, got {constraint!r}",
                      code="planner_output")  # fmt: skip
+
+
+@functools.lru_cache(maxsize=16)
+def _lark_base(schema: CorpusSchema, limits: DslLimits) -> str:
+    from llguidance.gbnf_to_lark import gbnf_to_lark
+
+    return gbnf_to_lark(program_grammar_ebnf(schema, limits))
+
+
+def lark_grammar(schema: CorpusSchema, limits: DslLimits, grounding: Grounding | None = None) -> str:
+    """The program grammar (grounded by ``grounding``) in llguidance's Lark dialect, which vLLM's
+    ``guidance`` backend reads as it is.
+
+    llguidance's own reader converts the EBNF text of :func:`serving.dsl.grammar.program_grammar_ebnf` in
+    Python, about 0.4-0.8 s for a corpus's grammar: once per request, that was most of a grounded
+    evaluation's time. So the ungrounded grammar is converted once per corpus and limits, and a request's
+    grounding is written into the converted text: its ``QUERY`` lexeme, and a ``STR_<COLUMN>`` lexeme in
+    place of ``STR`` in the predicate of each grounded column. llguidance comes with vLLM; without it this
+    is a :class:`~indexing.errors.MissingExtra`."""
+    try:
+        base = _lark_base(schema, limits)
+    except ImportError as exc:
+        raise MissingExtra("llguidance", "train") from exc
+    if grounding is None:
+        return base
+    lines = base.splitlines()
+    query = grounding.query_rule()
+    columns = value_columns(schema)
+    values = {name: rule for name, rule in grounding.value_rules().items() if name in columns}
+    out: list[str] = []
+    for line in lines:
+        if query and line.startswith("QUERY:"):
+            line = f"QUERY: {query}"
+        else:
+            for name in values:
+                if re.match(rf'^(PRED:|\s+\|) "{re.escape(name)}" \(EQ STR ', line):
+                    line = re.sub(r"\bSTR\b", f"STR_{name.upper()}", line)
+        out.append(line)
+    out += [f"STR_{name.upper()}: {rule}" for name, rule in values.items()]
+    text = "\n".join(out) + "\n"
+    if (query and f"QUERY: {query}" not in text) or any(f'"{n}" (EQ STR_{n.upper()} ' not in text for n in values):
+        from importlib.metadata import version  # pragma: no cover - a new llguidance writes other rules
+
+        raise ProReError(f"llguidance {version('llguidance')} converted the program grammar into rules this "
+                         "grounding does not know (QUERY, PRED)", code="grammar")  # fmt: skip
+    return text

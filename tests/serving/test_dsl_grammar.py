@@ -14,6 +14,7 @@ from serving.dsl import DEFAULT_LIMITS, Program, Retrieval, parse_program, valid
 from serving.dsl.grammar import MAX_STATES, grammar_entries, program_grammar_ebnf
 from serving.dsl.grounding import Grounding
 from serving.dsl.program import corpus_modalities
+from serving.dsl.structured import constraint_grammar
 
 xgrammar = pytest.importorskip("xgrammar", reason="the grammar is compiled by xgrammar (installed with vLLM)")
 torch = pytest.importorskip("torch")
@@ -199,6 +200,19 @@ def test_xgrammars_token_mask_still_drops_a_token_its_matcher_accepts() -> None:
 @pytest.mark.parametrize("schema", [EMAILS, PRODUCTS], ids=lambda s: s.domain)
 def test_llguidance_reads_the_plain_and_the_grounded_grammar(schema: CorpusSchema) -> None:
     llguidance = pytest.importorskip("llguidance", reason="vLLM's guidance backend")
-    for grounding in (None, Grounding.of(REQUEST, VALUES)):
-        grammar = llguidance.grammar_from("grammar", program_grammar_ebnf(schema, DEFAULT_LIMITS, grounding))
+    texts = [program_grammar_ebnf(schema, DEFAULT_LIMITS, g) for g in (None, Grounding.of(REQUEST, VALUES))]
+    texts += [constraint_grammar(schema, "grammar", DEFAULT_LIMITS, lark=True),
+              constraint_grammar(schema, "grounded", DEFAULT_LIMITS, request=REQUEST, values=VALUES)]  # fmt: skip
+    for text in texts:
+        grammar = llguidance.grammar_from("grammar", text)
         assert llguidance.LLMatcher.validate_grammar(grammar) == "", "no error and no warning"
+
+
+def test_the_lark_grammar_carries_the_grounding_of_the_ebnf_one() -> None:
+    pytest.importorskip("llguidance", reason="vLLM's guidance backend")
+    lark = constraint_grammar(PRODUCTS, "grounded", DEFAULT_LIMITS, request=REQUEST, values=VALUES)
+    grounding = Grounding.of(REQUEST, VALUES)
+    assert f"QUERY: {grounding.query_rule()}" in lark
+    assert "STR_BRAND: \"'Bose'\" | \"'Levi''s'\" | \"'Sony'\"" in lark
+    assert '"brand" (EQ STR_BRAND | IN STR_BRAND (", " STR_BRAND)' in lark
+    assert constraint_grammar(PRODUCTS, "grammar", DEFAULT_LIMITS, lark=True).count("STR_BRAND") == 0
