@@ -100,11 +100,13 @@ def register_serve(sub: Any) -> None:
     prompt.add_argument("--planner-profile", choices=PROFILES, default=os.environ.get("PRORE_PLANNER_PROFILE") or None,
                         help="prompt profile the planner was trained with (env PRORE_PLANNER_PROFILE; default: "
                         "its --planner-card's, else full, as for a checkpoint without a card)")
-    s.add_argument("--planner-output", choices=OUTPUTS, default=os.environ.get("PRORE_PLANNER_OUTPUT") or "json",
-                   help="how the planner's decoding is constrained, as evaluation's planner-json: and "
-                   "planner-grammar: constrain it, through vLLM's structured_outputs: json (the DSL's JSON schema "
-                   "with the programs' separators; the default), grammar (the program grammar: typed SQL, "
-                   "placeholders matched to entries) or free (env PRORE_PLANNER_OUTPUT)")  # fmt: skip
+    s.add_argument("--planner-output", choices=OUTPUTS, default=os.environ.get("PRORE_PLANNER_OUTPUT") or "grounded",
+                   help="how the planner's decoding is constrained through vLLM's structured_outputs, as evaluation's "
+                   "planner-grounded:, planner-grammar: and planner-json: constrain it: grounded (the default: the "
+                   "program grammar whose search phrases are spans of the request and whose string literals are the "
+                   "corpus's values), grammar (the program grammar: typed SQL, placeholders matched to entries), both "
+                   "for a vLLM server on its guidance backend; json (the DSL's JSON schema with the programs' "
+                   "separators, for a server on xgrammar, vLLM's default); or free (env PRORE_PLANNER_OUTPUT)")  # fmt: skip
     s.add_argument("--planner-timeout-s", type=float, default=d.plan_deadline_s, help="planning deadline per request")
     s.add_argument("--guided-samples", type=_samples, default=_samples(os.environ.get("PRORE_PLANNER_GUIDED_SAMPLES") or "0"),
                    metavar="N", help="execution-guided decoding: when the planner's program fails, ask for N sampled "

@@ -5,15 +5,18 @@ OpenAI-compatible chat-completions endpoint (a vLLM server, KServe's Hugging Fac
 - **Prompt.** :func:`serving.prompt.messages`, the one builder training uses too.
 - **Structured output** (``output``, :data:`OUTPUTS`), exactly as evaluation decodes: the request carries
   vLLM's ``structured_outputs={"grammar": ...}`` with :func:`serving.dsl.structured.constraint_grammar` of
-  the corpus under :data:`~serving.dsl.structured.STRUCTURED_LIMITS`, the grammar ``planner-json:`` and
-  ``planner-grammar:`` hand vLLM's offline engine. ``json`` (the default): the DSL's JSON schema with the
-  programs' own separators (``", "``, ``": "``) and no other whitespace, so a planner trained on them writes
-  the tokens it learnt. (The JSON schema as ``response_format`` cannot say that: vLLM 0.32 then admits any
-  whitespace, where a weak model can loop until its budget ends, or with ``disable_any_whitespace`` forces
-  ``","`` and ``":"``, which a trained planner never saw: most requests fell back.) ``grammar``: the
-  program grammar (:func:`serving.dsl.grammar.program_grammar_ebnf`): typed SQL too, placeholders matched to
-  entries, so what the planner writes also passes validation. Both need a vLLM server (KServe's vLLM runtime
-  included) and no server option. ``free``: no constraint.
+  the corpus under :data:`~serving.dsl.structured.STRUCTURED_LIMITS`, the grammar ``planner-grounded:``,
+  ``planner-grammar:`` and ``planner-json:`` hand vLLM's offline engine. ``grounded`` (``prore serve``'s
+  default): the program grammar whose search phrases are spans of the request and whose string literals are
+  the corpus's values (:mod:`serving.dsl.grounding`; the values are read from the served index at start).
+  ``grammar``: the program grammar (:func:`serving.dsl.grammar.program_grammar_ebnf`): typed SQL,
+  placeholders matched to entries, so what the planner writes also passes validation. Both go in
+  llguidance's Lark dialect, for a server on vLLM's ``guidance`` backend. ``json``: the DSL's JSON schema
+  with the programs' own separators (``", "``, ``": "``) and no other whitespace, written by xgrammar, for a
+  server on xgrammar (vLLM's default). (The JSON schema as ``response_format`` cannot say that: vLLM 0.32
+  then admits any whitespace, where a weak model can loop until its budget ends, or with
+  ``disable_any_whitespace`` forces ``","`` and ``":"``, which a trained planner never saw.) ``free``: no
+  constraint.
 - **Model.** ``model`` names the served model (vLLM's ``--served-model-name``); without one the client asks
   the endpoint's ``/models`` once and uses its only model (several: ``planner_model``, name one).
 - **Repair.** The completion is read with the reward's own parser (:func:`serving.dsl.extract_program`).
@@ -111,8 +114,9 @@ class PlannerSettings:
     structured: bool = True
     """Constrain decoding (``False``: free decoding, whatever ``output`` says)."""
     output: str = "json"
-    """How decoding is constrained (:data:`OUTPUTS`): the DSL's JSON schema with the programs' separators,
-    or the program grammar (:func:`serving.dsl.structured.constraint_grammar`)."""
+    """How decoding is constrained (:data:`OUTPUTS`, :func:`serving.dsl.structured.constraint_grammar`): the
+    DSL's JSON schema for a server on xgrammar (vLLM's default, and KServe's runtime); ``prore serve``
+    defaults to ``grounded``, for a server on vLLM's guidance backend."""
     schema_limits: DslLimits = field(default_factory=lambda: STRUCTURED_LIMITS)
     """Limits the grammar sent to the server quotes: evaluation's (:data:`~serving.dsl.structured.STRUCTURED_LIMITS`)
     by default; tighter limits bound what a weak model can write."""
@@ -155,11 +159,12 @@ class PlannerSettings:
 
 
 def prepare(settings: PlannerSettings, domains: Iterable[str]) -> None:
-    """Build each domain's decoding constraint now (they are cached): a missing xgrammar, which ``json``
-    compiles its grammar with, fails at start in one line, and the first request pays no compile."""
+    """Build each domain's decoding constraint now (they are cached): a missing xgrammar (which ``json``
+    compiles its grammar with) or llguidance (whose dialect ``grammar`` and ``grounded`` are converted to)
+    fails at start in one line, and the first request pays no conversion."""
     if settings.structured and settings.output != "free":
         for domain in domains:
-            constraint_grammar(schema_for(domain), settings.output, settings.schema_limits)
+            constraint_grammar(schema_for(domain), settings.output, settings.schema_limits, lark=settings.output != "json")
 
 
 @dataclass(frozen=True)
@@ -321,8 +326,9 @@ class Planner:
             "temperature": s.temperature,
         }
         if s.structured and s.output != "free":
+            # grammar and grounded go in llguidance's own dialect: the server runs vLLM's guidance backend
             grammar = constraint_grammar(schema_for(domain), s.output, s.schema_limits, request=request,
-                                         values=self.values.get(domain))  # fmt: skip
+                                         values=self.values.get(domain), lark=s.output != "json")  # fmt: skip
             body["structured_outputs"] = {"grammar": grammar}
         return body
 

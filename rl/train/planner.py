@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from indexing.errors import ProReError
-from rl.eval.methods import EvalInstance, MethodContext, MethodSpec, Outcome, register_family
+from rl.eval.methods import EvalInstance, MethodContext, MethodSpec, Outcome, get_method, register_family
 from rl.prompt import Message, card_profile, messages
 from rl.reward import parse_completion
 from rl.verl.errors import TrainError
@@ -267,6 +267,8 @@ def planner_completions(ctx: MethodContext, path: str, requests: Sequence[str], 
     return [got[0] for got in generate(ctx, path, requests, constraint=constraint)]
 
 
+FALLBACKS: tuple[str, ...] = ("rrf", "bm25", "dense", "self-query")
+"""Methods a planner may fall back to (``?fallback=``): baselines that read no gold."""
 GUIDED_TEMPERATURE = 0.7
 """Sampling temperature of execution-guided decoding's second pass (:class:`Decoding`)."""
 MAX_SAMPLES = 64
@@ -295,6 +297,11 @@ class Decoding:
     samples: int = 0
     """Samples of the second pass per failed request (0: greedy only)."""
     temperature: float = GUIDED_TEMPERATURE
+    fallback: str | None = None
+    """A method that answers the requests the planner left without a result, failed or empty (``rrf``:
+    the BM25+dense fusion ``prore serve`` falls back to). The planner's answer is never replaced otherwise;
+    the pair is a system, named apart (``planner:RUN-fb-rrf``), and its execution rate counts the
+    fallback's answers."""
 
     def __post_init__(self) -> None:
         if self.constraint not in CONSTRAINTS:
@@ -304,20 +311,24 @@ class Decoding:
             raise TrainError(f"planner samples must be 0-{MAX_SAMPLES}, got {self.samples}", code="planner_option")
         if not 0 < self.temperature <= 2:
             raise TrainError(f"planner temperature must be in (0, 2], got {self.temperature}", code="planner_option")
+        if self.fallback is not None and self.fallback not in FALLBACKS:
+            raise TrainError(f"planner fallback must be one of {', '.join(FALLBACKS)}, got {self.fallback!r}",
+                             code="planner_option")  # fmt: skip
 
     @property
     def suffix(self) -> str:
-        """What the method's name adds: ``-eg8`` (``-eg8-t0.9`` at another temperature), or nothing."""
-        if not self.samples:
-            return ""
-        return f"-eg{self.samples}" + ("" if self.temperature == GUIDED_TEMPERATURE else f"-t{self.temperature:g}")
+        """What the method's name adds: ``-eg8`` (``-eg8-t0.9`` at another temperature), ``-fb-rrf``, or nothing."""
+        out = ""
+        if self.samples:
+            out = f"-eg{self.samples}" + ("" if self.temperature == GUIDED_TEMPERATURE else f"-t{self.temperature:g}")
+        return out + (f"-fb-{self.fallback}" if self.fallback else "")
 
 
 def parse_decoding(arg: str, *, constraint: str = "none") -> tuple[str, Decoding]:
     """The path and decoding of a ``planner:`` argument: ``PATH`` or ``PATH?samples=8[&temperature=0.7]``.
 
     >>> parse_decoding("runs/sft/final?samples=8")
-    ('runs/sft/final', Decoding(constraint='none', samples=8, temperature=0.7))
+    ('runs/sft/final', Decoding(constraint='none', samples=8, temperature=0.7, fallback=None))
     """
     from urllib.parse import parse_qsl
 
@@ -326,11 +337,11 @@ def parse_decoding(arg: str, *, constraint: str = "none") -> tuple[str, Decoding
         return path, Decoding(constraint)
     try:
         options = dict(parse_qsl(query, strict_parsing=True))
-        unknown = set(options) - {"samples", "temperature"}
+        unknown = set(options) - {"samples", "temperature", "fallback"}
         if unknown:
-            raise ValueError(f"unknown option {sorted(unknown)[0]!r} (samples, temperature)")
+            raise ValueError(f"unknown option {sorted(unknown)[0]!r} (samples, temperature, fallback)")
         decoding = Decoding(constraint, int(options.get("samples", 0)),
-                            float(options.get("temperature", GUIDED_TEMPERATURE)))  # fmt: skip
+                            float(options.get("temperature", GUIDED_TEMPERATURE)), options.get("fallback"))  # fmt: skip
     except ValueError as exc:
         raise TrainError(f"bad planner options {query!r}: {exc}", code="planner_option") from exc
     return path, decoding
@@ -356,6 +367,11 @@ def planner_run(path: str, decoding: Decoding = Decoding()) -> Callable[[MethodC
             tried = execute(ctx, [c for group in drawn for c in group], k)
             for j, i in enumerate(retry):
                 outcomes[i] = vote(tried[j * n : (j + 1) * n]) or outcomes[i]
+        empty = [i for i, o in enumerate(outcomes) if not o.ids]
+        if decoding.fallback and empty:
+            answered = get_method(decoding.fallback).run(ctx, [batch[i] for i in empty], k)
+            for i, got in zip(empty, answered, strict=True):
+                outcomes[i] = got
         return outcomes
 
     return run
@@ -368,6 +384,8 @@ def planner_spec(arg: str, *, constraint: str = "none") -> MethodSpec:
     what = CONSTRAINTS[constraint][1]
     if decoding.samples:
         what += f", execution-guided with {decoding.samples} samples at temperature {decoding.temperature:g}"
+    if decoding.fallback:
+        what += f", {decoding.fallback} answering what it leaves empty"
     return MethodSpec(planner_name(path, constraint) + decoding.suffix, planner_run(path, decoding),
                       f"trained planner at {path} through vLLM ({what})")  # fmt: skip
 

@@ -86,16 +86,26 @@ def test_planner_method_generates_executes_and_scores(small_index_cfg: Config, t
     instances = list(load_split(train_bench, "ecommerce", "test"))
     ctx = MethodContext(small_index_cfg, "ecommerce")
     try:
+        runs = {}
         for family in ("planner", "planner-json", "planner-grammar", "planner-grounded"):
             spec = get_method(f"{family}:{tiny_planner}")
             assert spec.name == f"{family}:sft"
-            run = evaluate(small_index_cfg, "ecommerce", spec, instances, progress=False, ctx=ctx)
+            run = runs[family] = evaluate(small_index_cfg, "ecommerce", spec, instances, progress=False, ctx=ctx)
             _check_run(run, instances)
             if family in ("planner-grammar", "planner-grounded"):  # what the grammar admits validates
                 # (an untrained model may write nesting past llguidance's Earley item cap, which then stops
                 # constraining that one completion: a format failure, never a validation one)
                 failed = [r.error for r in run.results if r.error and r.error.startswith("validation ")]
                 assert not failed, failed
+        # A fallback answers exactly what the planner left empty (failed or no document), nothing else.
+        system = evaluate(small_index_cfg, "ecommerce", get_method(f"planner:{tiny_planner}?fallback=rrf"), instances,
+                          progress=False, ctx=ctx)  # fmt: skip
+        rrf = {r.qid: r for r in evaluate(small_index_cfg, "ecommerce", get_method("rrf"), instances, progress=False,
+                                          ctx=ctx).results}  # fmt: skip
+        alone = {r.qid: r for r in runs["planner"].results}
+        assert any(not alone[r.qid].ids for r in system.results), "the tiny planner leaves some requests empty"
+        for r in system.results:
+            assert r.ids == (alone[r.qid].ids if alone[r.qid].ids else rrf[r.qid].ids), r.qid
         requests = [i.nl for i in instances]
         grounded = planner_completions(ctx, str(tiny_planner), requests, constraint="grounded")
         values = column_values(ctx)
@@ -171,7 +181,8 @@ def test_vote_keeps_the_ranking_most_samples_agree_on() -> None:
     assert vote([bad, Outcome.ranked([])]) is None, "nothing ranked: the greedy outcome stands"
 
 
-@pytest.mark.parametrize("arg", ["ckpt?samples=x", "ckpt?samples=65", "ckpt?temperature=0", "ckpt?beam=2", "ckpt?samples"])
+@pytest.mark.parametrize("arg", ["ckpt?samples=x", "ckpt?samples=65", "ckpt?temperature=0", "ckpt?beam=2", "ckpt?samples",
+                                 "ckpt?fallback=oracle"])
 def test_bad_planner_options_fail_in_one_line(arg: str) -> None:
     with pytest.raises(TrainError) as info:
         parse_decoding(arg)
@@ -183,6 +194,7 @@ def test_planner_options_name_the_method_apart() -> None:
     assert get_method("planner-grammar:runs/sft/final?samples=8").name == "planner-grammar:sft-eg8"
     assert get_method("planner:runs/sft/final?samples=8").name == "planner:sft-eg8"
     assert get_method("planner:runs/sft/final?samples=8&temperature=1").name == "planner:sft-eg8-t1"
+    assert get_method("planner-grounded:runs/sft/final?fallback=rrf").name == "planner-grounded:sft-fb-rrf"
 
 
 def test_structured_grammar_admits_no_raw_control_character() -> None:

@@ -3,12 +3,12 @@
 The vLLM server's line and ``prore serve``'s are read from the fenced bash block of the README's Serving
 section and run through bash as they stand there: only the model directory and the two ports are
 substituted, and no ``PRORE_*`` or ``VLLM_*`` variable of this process reaches them, so ``prore serve`` runs
-with its defaults (``--planner-output json``, the model the endpoint lists) plus what the README passes.
+with its defaults (``--planner-output grounded``, the model the endpoint lists) plus what the README passes.
 
 The planner is a 0.3M-parameter ``xs`` model trained by ``prore train sft`` on a small benchmark synthesized
 in a workspace of its own: every step is a ``prore`` process, since chDB lets one process at a time open a
 workspace's store, and ``prore serve`` must open this one. A test-split request must come back answered by
-the planner (``"source": "planner"``), with the program evaluation's ``planner-json:`` writes for it; the
+the planner (``"source": "planner"``), with the program evaluation's ``planner-grounded:`` writes for it; the
 ``grammar`` output is checked against the same server.
 """
 
@@ -84,10 +84,10 @@ def test_the_readmes_serving_steps_pass_what_the_planner_needs() -> None:
     assert float(vllm[vllm.index("--gpu-memory-utilization") + 1]) <= 0.2  # vLLM's CPU default 0.92 fails here
     assert "VLLM_CPU_KVCACHE_SPACE=1" in vllm
     assert vllm[vllm.index("--model") + 1] == MODEL_DIR
-    assert "--structured-outputs-config" not in vllm, "evaluation's grammar needs no server option"
+    assert vllm[vllm.index("--structured-outputs-config.backend") + 1] == "guidance", "evaluation's grammar backend"
     assert serve[serve.index("--planner-card") + 1] == MODEL_DIR
     assert serve[serve.index("--planner-url") + 1] == f"http://127.0.0.1:{PORTS['planner']}/v1"
-    assert "--planner-output" not in serve, "the default output is the one evaluation's planner-json: decodes with"
+    assert "--planner-output" not in serve, "the default output is the one evaluation's planner-grounded: decodes with"
     moved = substitute(steps.serve, "/m", {"planner": 1234, "api": 4321})
     assert moved == steps.serve.replace(MODEL_DIR, "/m").replace(":8000/", ":1234/").replace("--port 8080", "--port 4321")
 
@@ -119,6 +119,23 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _prore(root, "bench", "synth", "ecommerce", "--train", "200", "--test", "10", "--ood", "2", "--quiet")
     _prore(root, "train", "sft", *TRAIN, "--out", "workspace/runs/sft-ecommerce", timeout=900)
     return root
+
+
+def corpus_values(workspace: Path, domain: str) -> dict[str, tuple[str, ...]]:
+    """The distinct values of ``domain``'s string columns, read from its corpus files (what ``prore serve``
+    reads from the index built from them)."""
+    import pandas as pd
+
+    from indexing.schema import schema_for
+    from serving.dsl.grounding import MAX_VALUES, value_columns
+
+    frame = pd.concat([pd.read_parquet(f) for f in sorted((workspace / "corpora" / domain).glob("v*/part-*.parquet"))])
+    out = {}
+    for name in value_columns(schema_for(domain)):
+        found = tuple(sorted({str(v) for v in frame[name].dropna() if str(v).strip()}))
+        if len(found) <= MAX_VALUES:
+            out[name] = found
+    return out
 
 
 @dataclass(frozen=True)
@@ -156,7 +173,7 @@ def readme_servers(trained: Path) -> Iterator[Served]:
 def test_the_readmes_steps_serve_the_trained_planner_as_evaluation_decodes(readme_servers: Served) -> None:
     from rl.bench import load_split
     from rl.eval.methods import MethodContext
-    from rl.train.planner import planner_completions
+    from rl.train.planner import VALUES_KEY, planner_completions
     from serving.dsl import extract_program
 
     s = readme_servers
@@ -168,10 +185,12 @@ def test_the_readmes_steps_serve_the_trained_planner_as_evaluation_decodes(readm
     assert got["fallback"] is None and got["repairs"] == []
     assert httpx.get(s.api_url + "/readyz", timeout=30).status_code == 200
 
-    # Evaluation's planner-json: on the same checkpoint (vLLM offline, greedy) writes the same program.
+    # Evaluation's planner-grounded: on the same checkpoint (vLLM offline, greedy) writes the same program. The
+    # column values come from the corpus files: prore serve holds the index (chDB: one process at a time).
     ctx = MethodContext(load_config(workspace=s.root / "workspace"), "ecommerce")  # the index stays unopened
+    ctx.cache[VALUES_KEY] = corpus_values(s.root / "workspace", "ecommerce")
     try:
-        (offline,) = planner_completions(ctx, str(s.root / s.model_dir), [request.nl], constraint="json")
+        (offline,) = planner_completions(ctx, str(s.root / s.model_dir), [request.nl], constraint="grounded")
     finally:
         ctx.close()
     assert got["program"] == json.loads(extract_program(offline.text).to_json())
