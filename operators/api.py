@@ -33,7 +33,7 @@ RTX_4090 = "NVIDIA-GeForce-RTX-4090"
 """The ``nvidia.com/gpu.product`` label GPU feature discovery puts on RTX 4090 nodes."""
 PROMPT_PROFILES = ("full", "short", "compact")
 """The prompt builder's profiles (serving.prompt.PROFILES; the operator imports no product package)."""
-PLANNER_OUTPUTS = ("json", "grammar", "free")
+PLANNER_OUTPUTS = ("json", "grammar", "grounded", "free")
 """How the transformer constrains the planner's decoding (serving.planner.OUTPUTS)."""
 
 
@@ -185,8 +185,10 @@ class PlannerServiceSpec:
                                      "verl runs and pretrained checkpoints: full.", default="full",
                                      enum=PROMPT_PROFILES)  # fmt: skip
     planner_output: str = spec_field("How the transformer constrains the planner's decoding: json (the DSL's JSON "
-                                     "schema), grammar (the program grammar, as vLLM's structured_outputs: typed "
-                                     "SQL, placeholders matched to entries) or free.", default="json",
+                                     "schema, for vLLM's default xgrammar backend), grammar (the program grammar: "
+                                     "typed SQL, placeholders matched to entries) or grounded (the program grammar "
+                                     "with search phrases copied from the request and string literals among the "
+                                     "corpus's values), both for vLLM's guidance backend, or free.", default="json",
                                      enum=PLANNER_OUTPUTS)  # fmt: skip
     transformer_image: str | None = spec_field("Transformer image; default: the operator's.", default=None)
     source_job: str | None = spec_field("RetrievalTrainingJob that produced the model.", default=None)

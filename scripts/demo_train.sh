@@ -8,7 +8,9 @@
 #   then RL_STEPS (default 50) GRPO and as many DAPO steps from it; all three evaluated on test and OOD.
 # GUIDED_SAMPLES (medium and paper: 8; demo: 0, off) also evaluates the SFT planner with execution-guided
 #   decoding (`planner:PATH?samples=N`); GRAMMAR (medium and paper: 1; demo: 0) also evaluates it under the
-#   program grammar (`planner-grammar:PATH`, README: Local training). FILTER (medium and paper: 1; demo: 0)
+#   program grammar (`planner-grammar:PATH`, README: Local training). GROUNDED (every profile: 1) also evaluates
+#   it under the grounded grammar (`planner-grounded:PATH`: phrases copied from the request, values from the
+#   corpus), the decoding `prore serve` uses by default. FILTER (medium and paper: 1; demo: 0)
 #   trains DAPO only on prompts whose samples from the SFT model earn differing rewards (`--filter-prompts`).
 # PROFILE=paper: one planner per domain with the defaults file's full recipe (3 SFT epochs, 200 GRPO and
 #   200 DAPO steps); hours on 2 cores.
@@ -58,6 +60,9 @@ for set in "${SETS[@]}"; do
       fi
       if [ "$GRAMMAR" = 1 ]; then  # decoding constrained by the program grammar (README: Local training)
         $PRORE eval "$d" --method "planner-grammar:$RUNS/sft-$name/final" --split "$split" --quiet
+      fi
+      if [ "${GROUNDED:-1}" = 1 ]; then  # the grounded grammar, as prore serve decodes (README: Reading requests ...)
+        $PRORE eval "$d" --method "planner-grounded:$RUNS/sft-$name/final" --split "$split" --quiet
       fi
       $PRORE eval compare --domain "$d" --split "$split"
     done

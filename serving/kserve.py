@@ -141,9 +141,11 @@ def arg_parser() -> argparse.ArgumentParser:
                    help="the model name the predictor serves (its own --model_name)")  # fmt: skip
     p.add_argument("--domains", default="ecommerce,email")
     p.add_argument("--planner_output", choices=OUTPUTS, default="json",
-                   help="how the planner's decoding is constrained, as evaluation's planner-json: and planner-grammar: "
-                   "through vLLM's structured_outputs: json (the DSL's JSON schema with the programs' separators), "
-                   "grammar (the program grammar) or free")  # fmt: skip
+                   help="how the planner's decoding is constrained, as evaluation's planner-json:, planner-grammar: and "
+                   "planner-grounded: through vLLM's structured_outputs: json (the DSL's JSON schema with the programs' "
+                   "separators; a predictor on vLLM's default xgrammar backend), grammar (the program grammar) or "
+                   "grounded (phrases copied from the request, values from the corpus), both for a predictor on vLLM's "
+                   "guidance backend, or free")  # fmt: skip
     prompt = p.add_mutually_exclusive_group()
     prompt.add_argument("--planner_profile", choices=PROFILES,
                         help="prompt profile the planner was trained with (default: --planner_card's, else full)")
