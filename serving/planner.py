@@ -10,8 +10,9 @@ OpenAI-compatible chat-completions endpoint (a vLLM server, KServe's Hugging Fac
   default): the program grammar whose search phrases are spans of the request and whose string literals are
   the corpus's values (:mod:`serving.dsl.grounding`; the values are read from the served index at start).
   ``grammar``: the program grammar (:func:`serving.dsl.grammar.program_grammar_ebnf`): typed SQL,
-  placeholders matched to entries, so what the planner writes also passes validation. Both go in
-  llguidance's Lark dialect, for a server on vLLM's ``guidance`` backend. ``json``: the DSL's JSON schema
+  placeholders matched to entries, so what the planner writes also passes validation, as EBNF that either
+  backend reads. ``grounded`` goes in llguidance's Lark dialect, for a server on vLLM's ``guidance`` backend
+  (vLLM fixes an engine's backend at its first structured request). ``json``: the DSL's JSON schema
   with the programs' own separators (``", "``, ``": "``) and no other whitespace, written by xgrammar, for a
   server on xgrammar (vLLM's default). (The JSON schema as ``response_format`` cannot say that: vLLM 0.32
   then admits any whitespace, where a weak model can loop until its budget ends, or with
@@ -164,7 +165,7 @@ def prepare(settings: PlannerSettings, domains: Iterable[str]) -> None:
     fails at start in one line, and the first request pays no conversion."""
     if settings.structured and settings.output != "free":
         for domain in domains:
-            constraint_grammar(schema_for(domain), settings.output, settings.schema_limits, lark=settings.output != "json")
+            constraint_grammar(schema_for(domain), settings.output, settings.schema_limits)
 
 
 @dataclass(frozen=True)
@@ -326,9 +327,10 @@ class Planner:
             "temperature": s.temperature,
         }
         if s.structured and s.output != "free":
-            # grammar and grounded go in llguidance's own dialect: the server runs vLLM's guidance backend
+            # grounded goes in llguidance's own dialect (the server runs vLLM's guidance backend); grammar as EBNF,
+            # which either backend reads, so it also works against a server on xgrammar beside json
             grammar = constraint_grammar(schema_for(domain), s.output, s.schema_limits, request=request,
-                                         values=self.values.get(domain), lark=s.output != "json")  # fmt: skip
+                                         values=self.values.get(domain))  # fmt: skip
             body["structured_outputs"] = {"grammar": grammar}
         return body
 

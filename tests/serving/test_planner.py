@@ -139,6 +139,7 @@ def test_grounded_output_sends_the_grammar_of_this_request_and_the_corpus_values
     from indexing.schema import PRODUCTS
     from serving.dsl.grammar import program_grammar_ebnf
     from serving.dsl.grounding import Grounding
+    from serving.dsl.structured import constraint_grammar
 
     scripted_planner.completion = GOOD
     values = {"ecommerce": {"brand": ("Bose", "Sony")}}
@@ -150,8 +151,11 @@ def test_grounded_output_sends_the_grammar_of_this_request_and_the_corpus_values
 
     _run(go())
     grammar = scripted_planner.bodies[0]["structured_outputs"]["grammar"]
-    assert grammar == program_grammar_ebnf(PRODUCTS, TIGHT, Grounding.of("sony cans with great sound", values["ecommerce"]))
-    assert "str_brand ::= \"'Bose'\" | \"'Sony'\"" in grammar and '"great sound"' in grammar
+    assert grammar == constraint_grammar(PRODUCTS, "grounded", TIGHT, request="sony cans with great sound",
+                                         values=values["ecommerce"])  # fmt: skip
+    assert grammar.startswith("%llguidance"), "llguidance's own dialect, for a server on vLLM's guidance backend"
+    assert "STR_BRAND: \"'Bose'\" | \"'Sony'\"" in grammar and '"great sound"' in grammar
+    assert grammar != program_grammar_ebnf(PRODUCTS, TIGHT, Grounding.of("sony cans with great sound"))
 
 
 def test_api_key_is_sent_as_bearer(scripted_planner: ScriptedPlanner) -> None:
@@ -204,7 +208,7 @@ def test_prore_serve_asks_for_the_named_model_or_the_endpoints_one(monkeypatch: 
 
     monkeypatch.delenv("PRORE_PLANNER_MODEL", raising=False)
     assert settings().model is None  # the endpoint's one model
-    assert settings().output == "json" and settings().schema_limits == STRUCTURED_LIMITS  # evaluation's
+    assert settings().output == "grounded" and settings().schema_limits == STRUCTURED_LIMITS  # evaluation's
     assert settings("--planner-model", "planner").model == "planner"
     monkeypatch.setenv("PRORE_PLANNER_MODEL", "proretrieval-planner")  # the chart's
     assert settings().model == "proretrieval-planner"
@@ -220,13 +224,30 @@ def test_json_output_without_xgrammar_stops_prore_serve_in_one_line(
     program_json_grammar.cache_clear()
     monkeypatch.setitem(sys.modules, "xgrammar", None)  # what an environment without vLLM's xgrammar imports
     try:
-        argv = ["--workspace", str(tmp_path), "serve", "--planner-url", "http://127.0.0.1:9/v1"]
+        argv = ["--workspace", str(tmp_path), "serve", "--planner-url", "http://127.0.0.1:9/v1", "--planner-output", "json"]
         assert main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error missing_extra: xgrammar is not installed"), err
         prepare(PlannerSettings(url="http://127.0.0.1:9/v1", model=None, output="grammar"), ["ecommerce", "email"])
     finally:
         program_json_grammar.cache_clear()
+
+
+def test_grounded_output_without_llguidance_stops_prore_serve_in_one_line(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from prore.cli import main
+    from serving.dsl.structured import _lark_base
+
+    _lark_base.cache_clear()
+    monkeypatch.setitem(sys.modules, "llguidance", None)  # what an environment without vLLM's llguidance imports
+    monkeypatch.setitem(sys.modules, "llguidance.gbnf_to_lark", None)
+    try:
+        assert main(["--workspace", str(tmp_path), "serve", "--planner-url", "http://127.0.0.1:9/v1"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("error missing_extra: llguidance is not installed"), err
+    finally:
+        _lark_base.cache_clear()
 
 
 # -- repair -----------------------------------------------------------------------------------------
