@@ -35,6 +35,7 @@ from rl.prompt import Message, card_profile, messages
 from rl.reward import parse_completion
 from rl.verl.errors import TrainError
 from serving.dsl import Program, ValidationError, longest_program_chars
+from serving.dsl.grounding import read_column_values
 from serving.dsl.structured import STRUCTURED_LIMITS, constraint_grammar, program_json_grammar
 from serving.engine.results import consensus
 from serving.exemplars import ExemplarIndex, open_for_planner, shots_for
@@ -221,7 +222,8 @@ def generate(ctx: MethodContext, path: str, requests: Sequence[str], *, constrai
     from vllm import SamplingParams
     from vllm.sampling_params import StructuredOutputsParams
 
-    planner = _vllm(ctx, path, GRAMMAR_BACKEND if constraint in ("grammar", "grounded") else None)
+    guided = constraint in ("grammar", "grounded")  # decoded by llguidance, in its own dialect (GRAMMAR_BACKEND)
+    planner = _vllm(ctx, path, GRAMMAR_BACKEND if guided else None)
     llm, tok = planner.llm, planner.tokenizer
     shots = shots_for(planner.exemplars, ctx.domain, requests)
     prompts = [tok.apply_chat_template(messages(ctx.domain, nl, profile=planner.profile, shots=s),  # type: ignore[arg-type]
@@ -232,8 +234,7 @@ def generate(ctx: MethodContext, path: str, requests: Sequence[str], *, constrai
     if constraint != "none":
         # The one constraint of serving.dsl.structured: what `prore serve --planner-output` sends vLLM's server.
         values = column_values(ctx) if constraint == "grounded" else None
-        lark = constraint in ("grammar", "grounded")  # llguidance's own dialect (GRAMMAR_BACKEND)
-        grammars = [constraint_grammar(ctx.schema, constraint, STRUCTURED_LIMITS, request=nl, values=values, lark=lark)
+        grammars = [constraint_grammar(ctx.schema, constraint, STRUCTURED_LIMITS, request=nl, values=values, lark=guided)
                     for nl in requests]  # fmt: skip
         room = llm.llm_engine.model_config.max_model_len - max((len(tok.encode(p)) for p in prompts), default=0)
         budget = max(1, min(longest_program_chars(ctx.schema, STRUCTURED_LIMITS), room))
@@ -254,8 +255,6 @@ def column_values(ctx: MethodContext) -> dict[str, tuple[str, ...]]:
     """The distinct values of ``ctx``'s string columns, read once from the index's SQL table (what a
     deployment knows of its own corpus; the benchmark's phrase book and labels are never read)."""
     if VALUES_KEY not in ctx.cache:
-        from serving.dsl.grounding import read_column_values
-
         ctx.cache[VALUES_KEY] = read_column_values(ctx.index, ctx.schema)
     got: dict[str, tuple[str, ...]] = ctx.cache[VALUES_KEY]
     return got

@@ -109,11 +109,28 @@ def constraint_grammar(schema: CorpusSchema, constraint: str, limits: DslLimits 
                      code="planner_output")  # fmt: skip
 
 
+@dataclasses.dataclass(frozen=True)
+class _LarkTemplate:
+    """The corpus grammar in llguidance's Lark dialect, with where a grounding goes: the ``QUERY`` line, and
+    each string column's predicate line already rewritten to its own ``STR_<COLUMN>`` lexeme."""
+
+    lines: tuple[str, ...]
+    query_at: int | None
+    preds: dict[str, tuple[int, str]]
+
+
 @functools.lru_cache(maxsize=16)
-def _lark_base(schema: CorpusSchema, limits: DslLimits) -> str:
+def _lark_base(schema: CorpusSchema, limits: DslLimits) -> _LarkTemplate:
     from llguidance.gbnf_to_lark import gbnf_to_lark
 
-    return gbnf_to_lark(program_grammar_ebnf(schema, limits))
+    lines = tuple(gbnf_to_lark(program_grammar_ebnf(schema, limits)).splitlines())
+    query_at = next((i for i, line in enumerate(lines) if line.startswith("QUERY:")), None)
+    preds: dict[str, tuple[int, str]] = {}
+    for name in value_columns(schema):
+        for i, line in enumerate(lines):
+            if re.match(rf'^(PRED:|\s+\|) "{re.escape(name)}" \(EQ STR ', line):
+                preds[name] = (i, re.sub(r"\bSTR\b", f"STR_{name.upper()}", line))
+    return _LarkTemplate(lines, query_at, preds)
 
 
 def lark_grammar(schema: CorpusSchema, limits: DslLimits, grounding: Grounding | None = None) -> str:
@@ -122,34 +139,28 @@ def lark_grammar(schema: CorpusSchema, limits: DslLimits, grounding: Grounding |
 
     llguidance's own reader converts the EBNF text of :func:`serving.dsl.grammar.program_grammar_ebnf` in
     Python, about 0.4-0.8 s for a corpus's grammar: once per request, that was most of a grounded
-    evaluation's time. So the ungrounded grammar is converted once per corpus and limits, and a request's
-    grounding is written into the converted text: its ``QUERY`` lexeme, and a ``STR_<COLUMN>`` lexeme in
-    place of ``STR`` in the predicate of each grounded column. llguidance comes with vLLM; without it this
-    is a :class:`~indexing.errors.MissingExtra`."""
+    evaluation's time. So the ungrounded grammar is converted once per corpus and limits, with the lines a
+    grounding replaces found then, and a request's grounding is written into a copy: its ``QUERY`` lexeme,
+    and a ``STR_<COLUMN>`` lexeme in place of ``STR`` in the predicate of each grounded column. llguidance
+    comes with vLLM; without it this is a :class:`~indexing.errors.MissingExtra`."""
     try:
         base = _lark_base(schema, limits)
     except ImportError as exc:
         raise MissingExtra("llguidance", "train") from exc
     if grounding is None:
-        return base
-    lines = base.splitlines()
+        return "\n".join(base.lines) + "\n"
     query = grounding.query_rule()
-    columns = value_columns(schema)
-    values = {name: rule for name, rule in grounding.value_rules().items() if name in columns}
-    out: list[str] = []
-    for line in lines:
-        if query and line.startswith("QUERY:"):
-            line = f"QUERY: {query}"
-        else:
-            for name in values:
-                if re.match(rf'^(PRED:|\s+\|) "{re.escape(name)}" \(EQ STR ', line):
-                    line = re.sub(r"\bSTR\b", f"STR_{name.upper()}", line)
-        out.append(line)
-    out += [f"STR_{name.upper()}: {rule}" for name, rule in values.items()]
-    text = "\n".join(out) + "\n"
-    if (query and f"QUERY: {query}" not in text) or any(f'"{n}" (EQ STR_{n.upper()} ' not in text for n in values):
+    values = {name: rule for name, rule in grounding.value_rules().items() if name in value_columns(schema)}
+    if (query and base.query_at is None) or any(name not in base.preds for name in values):
         from importlib.metadata import version  # pragma: no cover - a new llguidance writes other rules
 
         raise ProReError(f"llguidance {version('llguidance')} converted the program grammar into rules this "
                          "grounding does not know (QUERY, PRED)", code="grammar")  # fmt: skip
-    return text
+    out = list(base.lines)
+    if query and base.query_at is not None:
+        out[base.query_at] = f"QUERY: {query}"
+    for name in values:
+        at, line = base.preds[name]
+        out[at] = line
+    out += [f"STR_{name.upper()}: {rule}" for name, rule in values.items()]
+    return "\n".join(out) + "\n"
