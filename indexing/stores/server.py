@@ -46,9 +46,10 @@ PID_FILE = "server.pid"
 STATE_FILE = "state.json"
 LOG_FILE = "server.log"
 DEFAULT_PORT = 19530
-SESSION_TTL_S = 10
-"""Seconds etcd keeps the sessions of a server that was killed; a restart waits for them to expire
-(Milvus' default is 30)."""
+SESSION_TTL_S = 30
+"""Seconds etcd keeps a server's sessions without a keepalive (Milvus' default). A restart after a kill
+waits for them to expire; a shorter lease made a server on a busy machine lose its own session (etcd:
+"requested lease not found") and exit in the middle of a run."""
 
 GRACEFUL_STOP_S = 5
 """Seconds the server's services may take to stop on SIGTERM."""
