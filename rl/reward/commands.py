@@ -23,6 +23,7 @@ def settings_from_args(args: argparse.Namespace) -> ServiceSettings:
         accuracy=args.accuracy,
         budget_tokens=args.budget_tokens,
         budget_chars=args.budget_chars,
+        execution_credit=args.execution_credit,
     )
     return ServiceSettings(
         host=args.host,
@@ -120,6 +121,14 @@ def register_reward(sub: Any) -> None:
         type=int,
         default=r.budget_chars,
         help=f"S_l budget in characters, without --tokenizer (default {r.budget_chars})",
+    )
+    s.add_argument(
+        "--execution-credit",
+        type=float,
+        default=r.execution_credit,
+        metavar="C",
+        help="share of the execution layer a program that runs and misses earns, 0 to 1: 1 is the paper's "
+        f"reward, 0 pays running only with accuracy; it sets each result's total (default {r.execution_credit})",
     )
     s.add_argument(
         "--window-ms",

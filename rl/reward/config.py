@@ -42,6 +42,10 @@ class RewardConfig:
     """Depth the program's result is ranked to (the paper's K); ``mrr`` scores 0 below it."""
     top_ids: int = 10
     """How many of the executed program's top ids a result reports."""
+    execution_credit: float = 1.0
+    """The share of the execution layer a program that runs and misses still earns, in [0, 1]: 1 is the
+    paper's reward (2 of 4 points for running), 0 pays execution only with accuracy (R is 1 for a wrong
+    program that runs, as for one that fails). An accurate program earns 4 either way."""
 
     def __post_init__(self) -> None:
         if self.accuracy not in ACCURACY_MODES:
@@ -55,6 +59,9 @@ class RewardConfig:
                 raise RewardError(
                     f"{name} must be a positive integer, got {value!r}", code="bad_reward_config"
                 )
+        c = self.execution_credit
+        if isinstance(c, bool) or not isinstance(c, int | float) or not 0.0 <= c <= 1.0:
+            raise RewardError(f"execution_credit must be a number from 0 to 1, got {c!r}", code="bad_reward_config")
         if self.top_ids < 0 or self.top_ids > self.cutoff:
             raise RewardError(
                 f"top_ids must be between 0 and cutoff ({self.cutoff}), got {self.top_ids}",

@@ -272,7 +272,7 @@ class RewardScorer:
             if s_e
             else 0.0
         )
-        terms = Terms(s_f, s_e, s_r, length_term(length, budget))
+        terms = Terms(s_f, s_e, s_r, length_term(length, budget), cfg.execution_credit)
         return RewardResult(
             terms, code, message, tuple(ids[: cfg.top_ids]), length, self.unit, budget, timings, timed_out
         )

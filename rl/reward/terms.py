@@ -10,8 +10,15 @@
 They combine as R = S_f + S_f·S_e + S_f·S_e·S_r + S_f·S_e·S_r·S_l, so R is in [0, 4] and each layer
 is earned only when the layers before it hold.
 
+The execution credit ``c`` (:attr:`rl.reward.config.RewardConfig.execution_credit`, 1 by default, the
+paper's reward) rescales the execution layer of a program that runs and misses: S_f·S_e·(c + (1 - c)·S_r).
+At ``c = 0`` a wrong program earns no more for running than for failing, so a policy cannot climb the reward
+by executing without answering; an accurate program's reward is 4 whatever ``c`` is.
+
 >>> combine(1, 1, 1, 1), combine(1, 1, 0, 1), combine(1, 0, 1, 1), combine(0, 1, 1, 1)
 (4.0, 2.0, 1.0, 0.0)
+>>> combine(1, 1, 0, 1, execution_credit=0.0), combine(1, 1, 0, 1, execution_credit=0.25), combine(1, 1, 1, 1, execution_credit=0.0)
+(1.0, 1.25, 4.0)
 >>> length_term(100, 100), length_term(150, 100), length_term(200, 100)
 (1.0, 0.5, 0.0)
 >>> accuracy_term(["P2", "P1"], "mrr", gold="P1"), accuracy_term(["P2", "P1"], "hit1", gold="P1")
@@ -33,11 +40,19 @@ LAYERS: tuple[str, ...] = ("format", "execution", "accuracy", "length")
 """The four layers in gating order: ``S_f``, ``S_e``, ``S_r``, ``S_l``."""
 
 
-def combine(s_f: float, s_e: float, s_r: float, s_l: float) -> float:
-    """R = S_f + S_f·S_e + S_f·S_e·S_r + S_f·S_e·S_r·S_l."""
+def gated_layers(
+    s_f: float, s_e: float, s_r: float, s_l: float, execution_credit: float = 1.0
+) -> tuple[float, float, float, float]:
+    """The four layers as they are paid: S_f, S_f·S_e·(c + (1 - c)·S_r), S_f·S_e·S_r, S_f·S_e·S_r·S_l."""
     f, fe = float(s_f), float(s_f) * float(s_e)
     fer = fe * float(s_r)
-    return f + fe + fer + fer * float(s_l)
+    c = float(execution_credit)
+    return f, fe * (c + (1.0 - c) * float(s_r)), fer, fer * float(s_l)
+
+
+def combine(s_f: float, s_e: float, s_r: float, s_l: float, *, execution_credit: float = 1.0) -> float:
+    """R = S_f + S_f·S_e + S_f·S_e·S_r + S_f·S_e·S_r·S_l (the execution layer rescaled by ``execution_credit``)."""
+    return sum(gated_layers(s_f, s_e, s_r, s_l, execution_credit))
 
 
 def length_term(length: int, budget: int) -> float:
@@ -85,10 +100,12 @@ class Terms:
     s_e: float
     s_r: float
     s_l: float
+    execution_credit: float = 1.0
+    """What a program that runs and misses earns for running (see the module's docstring)."""
 
     @property
     def total(self) -> float:
-        return combine(self.s_f, self.s_e, self.s_r, self.s_l)
+        return combine(self.s_f, self.s_e, self.s_r, self.s_l, execution_credit=self.execution_credit)
 
     @property
     def failed_layer(self) -> str | None:

@@ -91,7 +91,8 @@ def _rl(args: argparse.Namespace, cfg: Config) -> int:
                      epsilon=args.epsilon, epsilon_high=args.epsilon_high, num_generations=args.num_generations,
                      prompts_per_step=args.prompts_per_step, num_iterations=args.num_iterations,
                      max_completion_length=args.max_completion_length, save_steps=args.save_steps,
-                     logging_steps=args.logging_steps, filter_prompts=args.filter_prompts, filter_on=args.filter_on)  # fmt: skip
+                     logging_steps=args.logging_steps, filter_prompts=args.filter_prompts, filter_on=args.filter_on,
+                     execution_credit=args.execution_credit)  # fmt: skip
     job = RlJob(cfg=cfg, domains=domains, out=out, algorithm=args.algorithm, params=params,
                 init=Path(args.init) if args.init else None, size=args.size or d.model_size,
                 profile=args.profile, reward_url=args.reward_url, reward_target=args.reward_target,
@@ -169,6 +170,9 @@ def register_local(actions: Any) -> None:
         x.add_argument("--reward-url", metavar="URL", help="score through the reward service (default: in-process)")
         x.add_argument("--reward-target", choices=ACCURACY_MODES, default="hit1",
                        help="S_r: hit1 (the paper's, default), satisfy (the relevant sets) or mrr")
+        x.add_argument("--execution-credit", type=float, metavar="C",
+                       help="share of the execution layer a program that runs and misses earns, 0 to 1: 1 is the "
+                       f"paper's reward, 0 pays running only with accuracy (default {r.execution_credit})")
         x.add_argument("--beta", type=float, help=f"KL coefficient (default {r.beta})")
         x.add_argument("--epsilon", type=float, help=f"lower clip (default {r.epsilon})")
         x.add_argument("--epsilon-high", type=float, help=f"upper clip (default {r.epsilon_high})")

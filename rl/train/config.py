@@ -76,6 +76,9 @@ class RlParams:
     """What must differ within a kept group: ``reward`` (any layer, so groups that differ only in whether
     their wrong programs execute are kept) or ``accuracy`` (some samples earn the accuracy layer and some
     do not: DAPO's own rule)."""
+    execution_credit: float = 1.0
+    """The share of the execution layer a program that runs and misses earns (``RewardConfig.execution_credit``):
+    1 is the paper's reward; 0 pays running only together with accuracy."""
     max_steps: int = 200
     logging_steps: int = 1
     save_steps: int = 25
@@ -87,6 +90,9 @@ class RlParams:
                              code="train_config")  # fmt: skip
         if self.filter_on not in FILTER_ON:
             raise TrainError(f"filter_on must be one of {', '.join(FILTER_ON)}, got {self.filter_on!r}",
+                             code="train_config")  # fmt: skip
+        if isinstance(self.execution_credit, bool) or not 0.0 <= float(self.execution_credit) <= 1.0:
+            raise TrainError(f"execution_credit must be a number from 0 to 1, got {self.execution_credit!r}",
                              code="train_config")  # fmt: skip
         if self.num_iterations < 1:
             raise TrainError(f"num_iterations must be at least 1, got {self.num_iterations}", code="train_config")

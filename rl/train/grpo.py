@@ -130,7 +130,8 @@ def run_rl(job: RlJob) -> dict[str, Any]:
         if job.init is None:
             raise TrainError("--filter-prompts samples the initial model: give --init RUN/final", code="train_filter")
         key = filter_key(job.init, rows, samples=p.num_generations, temperature=p.temperature,
-                         max_tokens=p.max_completion_length, target=job.reward_target, on=p.filter_on)  # fmt: skip
+                         max_tokens=p.max_completion_length, target=job.reward_target, on=p.filter_on,
+                         execution_credit=p.execution_credit)  # fmt: skip
         kept = saved_filter(job.out, key)
         if kept is None:
             samples = sample(job.init, [r["prompt"] for r in rows], n=p.num_generations, temperature=p.temperature,
@@ -141,9 +142,9 @@ def run_rl(job: RlJob) -> dict[str, Any]:
     else:
         from rl.reward import RewardScorer
 
-        scorer = RewardScorer.open(job.cfg, job.domains, reward_config(job.reward_target), tokenizer=tok)
+        scorer = RewardScorer.open(job.cfg, job.domains, reward_config(job.reward_target, p.execution_credit), tokenizer=tok)
         score = in_process(scorer)
-    reward = LayeredReward(score, job.reward_target)
+    reward = LayeredReward(score, job.reward_target, p.execution_credit)
     try:
         if samples is not None:
             picked, stats = filter_rows(rows, samples, reward.layers, temperature=p.temperature, on=p.filter_on)
@@ -178,7 +179,8 @@ def run_rl(job: RlJob) -> dict[str, Any]:
         exemplars[0].save(final)
         extra["exemplars"] = read_card(job.init)["exemplars"]
     write_card(final, profile=profile, domains=job.domains, algorithm=job.algorithm,
-               init=str(job.init) if job.init else None, reward_target=job.reward_target, **extra)  # fmt: skip
+               init=str(job.init) if job.init else None, reward_target=job.reward_target,
+               execution_credit=p.execution_credit, **extra)  # fmt: skip
     records = logs.read_metrics(job.out)
     last = [r for r in records if "reward" in r][-10:]
     summary: dict[str, Any] = to_jsonable({

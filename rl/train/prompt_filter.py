@@ -161,10 +161,14 @@ def pool_digest(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def filter_key(init: Path, rows: Sequence[dict[str, Any]], *, samples: int, temperature: float, max_tokens: int,
-               target: str, on: FilterOn = "reward") -> dict[str, Any]:  # fmt: skip
-    """What a filter's outcome depends on: the initial model, the pool of rows, the sampling and the rule."""
-    return {"init": str(init.resolve()), "pool": pool_digest(rows), "samples": samples, "temperature": temperature,
-            "max_tokens": max_tokens, "target": target, "on": on}  # fmt: skip
+               target: str, on: FilterOn = "reward", execution_credit: float = 1.0) -> dict[str, Any]:  # fmt: skip
+    """What a filter's outcome depends on: the initial model, the pool of rows, the sampling and the rule
+    (and the execution credit when it is not the paper's 1, so the records of earlier runs still match)."""
+    key = {"init": str(init.resolve()), "pool": pool_digest(rows), "samples": samples, "temperature": temperature,
+           "max_tokens": max_tokens, "target": target, "on": on}  # fmt: skip
+    if execution_credit != 1.0:
+        key["execution_credit"] = execution_credit
+    return key
 
 
 def saved_filter(out: Path, key: dict[str, Any]) -> set[str] | None:

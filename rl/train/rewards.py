@@ -3,7 +3,8 @@
 TRL sums its reward functions; the layered reward is a sum of its gated layers, so each layer is one
 function and their sum is exactly R = S_f + S_f·S_e + S_f·S_e·S_r + S_f·S_e·S_r·S_l (DESIGN.md section 5):
 
-- ``format``: S_f; ``execution``: S_f·S_e (its mean is the execution rate);
+- ``format``: S_f; ``execution``: S_f·S_e (its mean is the execution rate), or S_f·S_e·(c + (1 - c)·S_r)
+  under an execution credit ``c`` below 1 (:func:`rl.reward.terms.gated_layers`);
 - ``accuracy``: S_f·S_e·S_r; ``length``: S_f·S_e·S_r·S_l.
 
 TRL logs each function's mean per step (``rewards/<name>/mean``). The four functions share one scoring
@@ -17,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from rl.reward import RewardConfig, RewardItem, RewardScorer
+from rl.reward.terms import gated_layers
 
 LAYER_NAMES = ("format", "execution", "accuracy", "length")
 
@@ -30,20 +32,27 @@ def completion_text(completion: Any) -> str:
     return "".join(str(m.get("content", "")) for m in completion)
 
 
-def layers(terms: dict[str, Any]) -> tuple[float, float, float, float]:
+def layers(terms: dict[str, Any], execution_credit: float = 1.0) -> tuple[float, float, float, float]:
     """The four gated layers of one result's terms (``s_f``, ``s_e``, ``s_r``, ``s_l``)."""
-    f = float(terms["s_f"])
-    e = f * float(terms["s_e"])
-    a = e * float(terms["s_r"])
-    return f, e, a, a * float(terms["s_l"])
+    return gated_layers(terms["s_f"], terms["s_e"], terms["s_r"], terms["s_l"], execution_credit)
 
 
 class LayeredReward:
-    """Scores batches through ``score`` (items to per-item dicts with ``s_f``..``s_l``) and exposes the layers."""
+    """Scores batches through ``score`` (items to per-item dicts with ``s_f``..``s_l``) and exposes the layers.
 
-    def __init__(self, score: Callable[[list[dict[str, Any]]], list[dict[str, Any]]], accuracy: str) -> None:
+    The layers are paid here from the four terms, so ``execution_credit`` applies whether the terms come
+    from an in-process scorer or from a reward service configured otherwise."""
+
+    def __init__(
+        self,
+        score: Callable[[list[dict[str, Any]]], list[dict[str, Any]]],
+        accuracy: str,
+        execution_credit: float = 1.0,
+    ) -> None:
+        RewardConfig(execution_credit=execution_credit)  # the one check of its range
         self._score = score
         self.accuracy = accuracy
+        self.execution_credit = execution_credit
         self._key: tuple[Any, ...] | None = None
         self._rows: list[tuple[float, float, float, float]] = []
 
@@ -63,7 +72,7 @@ class LayeredReward:
         items = self._items(completions, kwargs)
         key = tuple((it["completion"], it["domain"], it["gold_id"]) for it in items)
         if key != self._key:
-            self._rows = [layers(r) for r in self._score(items)]
+            self._rows = [layers(r, self.execution_credit) for r in self._score(items)]
             self._key = key
         return self._rows
 
@@ -106,6 +115,7 @@ def remote(url: str) -> Callable[[list[dict[str, Any]]], list[dict[str, Any]]]:
     return score
 
 
-def reward_config(target: str) -> RewardConfig:
-    """The reward's configuration for ``--reward-target`` (``hit1``, the paper's, or ``satisfy``, or ``mrr``)."""
-    return RewardConfig(accuracy=target)  # type: ignore[arg-type]
+def reward_config(target: str, execution_credit: float = 1.0) -> RewardConfig:
+    """The reward's configuration for ``--reward-target`` (``hit1``, the paper's, or ``satisfy``, or ``mrr``)
+    and ``--execution-credit``."""
+    return RewardConfig(accuracy=target, execution_credit=execution_credit)  # type: ignore[arg-type]

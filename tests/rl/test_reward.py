@@ -146,6 +146,25 @@ def test_satisfy_needs_a_relevant_set(scorer: RewardScorer, cases: dict[str, Any
     assert score_one(sat, item(cases["a"], None, relevant=frozenset({cases["ids_a"][1]}))).terms.s_r == 0.0
 
 
+def test_execution_credit_stops_paying_a_wrong_program_for_running(
+    scorer: RewardScorer, cases: dict[str, Any]
+) -> None:
+    """At credit 0 a program that runs and misses earns what a program that fails to run earns (S_f alone);
+    an accurate program still earns 4, and a partial credit pays its share of the execution layer."""
+    gated = RewardScorer(scorer.engines, RewardConfig(execution_credit=0.0))
+    half = RewardScorer(scorer.engines, RewardConfig(execution_credit=0.5))
+    wrong, right = item(cases["a"], cases["ids_a"][1]), item(cases["a"], cases["ids_a"][0])
+    failing = item('{"sql": "SELECT id FROM products WHERE colour = 1", "retrieval_list": []}', cases["ids_a"][0])
+    assert [r.total for r in scorer.score([wrong, right, failing])] == [2.0, 4.0, 1.0]
+    assert [r.total for r in gated.score([wrong, right, failing])] == [1.0, 4.0, 1.0]
+    assert [r.total for r in half.score([wrong, right, failing])] == [1.5, 4.0, 1.0]
+    w = gated.score([wrong])[0].terms  # the terms themselves are unchanged: only what the layer pays
+    assert (w.s_f, w.s_e, w.s_r) == (1.0, 1.0, 0.0)
+    with pytest.raises(RewardError) as err:
+        RewardConfig(execution_credit=1.5)
+    assert err.value.code == "bad_reward_config"
+
+
 def test_hit1_needs_a_gold_id(scorer: RewardScorer, cases: dict[str, Any]) -> None:
     with pytest.raises(RewardError) as err:
         scorer.score([item(cases["a"], None)])
@@ -198,6 +217,14 @@ def test_combination_is_bounded_and_gated(s_f: float, s_e: float, s_r: float, s_
     assert combine(s_f, s_e, 0.0, s_l) == s_f + s_f * s_e
     assert combine(s_f, s_e, s_r, s_l) >= combine(s_f, s_e, s_r, 0.0)
     assert Terms(s_f, s_e, s_r, s_l).total == r
+
+
+@given(unit, unit, unit, unit, unit)
+def test_execution_credit_only_lowers_what_a_miss_earns(s_f: float, s_e: float, s_r: float, s_l: float, c: float) -> None:
+    gated = combine(s_f, s_e, s_r, s_l, execution_credit=c)
+    assert combine(s_f, s_e, s_r, s_l, execution_credit=0.0) <= gated <= combine(s_f, s_e, s_r, s_l) + 1e-12
+    assert combine(s_f, s_e, 1.0, s_l, execution_credit=c) == pytest.approx(combine(s_f, s_e, 1.0, s_l))
+    assert combine(s_f, s_e, 0.0, s_l, execution_credit=c) == pytest.approx(s_f + c * s_f * s_e)
 
 
 @settings(max_examples=40, deadline=None)

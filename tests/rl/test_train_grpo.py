@@ -53,6 +53,9 @@ def test_the_four_layers_sum_to_the_layered_reward() -> None:
     assert [sum(col) for col in zip(*per_layer, strict=True)] == [2.0, 3.5]  # R = S_f + S_f S_e + ...
     assert calls == [2], "one scoring call per batch, shared by the four functions"
     assert layers({"s_f": 0.0, "s_e": 1.0, "s_r": 1.0, "s_l": 1.0}) == (0.0, 0.0, 0.0, 0.0)
+    gated = LayeredReward(score, "hit1", execution_credit=0.0)  # a wrong program that runs earns S_f alone
+    per_layer = [f(prompts=None, completions=completions, **kwargs) for f in gated.funcs()]
+    assert [sum(col) for col in zip(*per_layer, strict=True)] == [1.0, 3.5]
 
 
 @pytest.mark.parametrize("algorithm", ["grpo", "dapo"])
@@ -60,9 +63,10 @@ def test_rl_logs_every_reward_term_kl_and_clipping(small_index_cfg: Config, trai
                                                     sft_model: Path, tmp_path: Path, algorithm: str) -> None:  # fmt: skip
     out = tmp_path / algorithm
     offset = {"grpo": 0, "dapo": 8}[algorithm]  # DAPO on requests the SFT model's first 8 did not include
+    credit = {"grpo": [], "dapo": ["--execution-credit", "0"]}[algorithm]  # DAPO with the execution gate
     rc = main(["--workspace", str(small_index_cfg.workspace), "--embedder", "minilm", "train", algorithm,
                "--init", str(sft_model), "--bench", str(train_bench.root), "--domain", "ecommerce", *RL_FLAGS,
-               "--offset", str(offset), "--out", str(out)])  # fmt: skip
+               "--offset", str(offset), "--out", str(out), *credit])  # fmt: skip
     assert rc == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 2 and summary["algorithm"] == algorithm
@@ -78,7 +82,8 @@ def test_rl_logs_every_reward_term_kl_and_clipping(small_index_cfg: Config, trai
     assert (run["params"]["loss_type"], run["params"]["epsilon"], run["params"]["epsilon_high"]) == expected
     assert run["params"]["beta"] == 0.001
     assert (run["limit"], run["offset"]) == (8, offset)
-    assert (out / "final" / "planner.json").is_file()
+    assert run["params"]["execution_credit"] == {"grpo": 1.0, "dapo": 0.0}[algorithm]
+    assert json.loads((out / "final" / "planner.json").read_text())["execution_credit"] == run["params"]["execution_credit"]
 
 
 def test_grpo_scores_through_the_reward_service(small_index_cfg: Config, train_bench: Workspace,  # noqa: F811
