@@ -24,6 +24,7 @@ from rl.reward import ACCURACY_MODES
 from rl.train.config import FILTER_ON, load_defaults, replace
 from rl.train.model import SIZES
 from rl.train.tokenizer import SPLITS
+from rl.train.warm_start import INIT_EMBEDDINGS
 from rl.verl.errors import TrainError
 
 
@@ -75,7 +76,8 @@ def _sft(args: argparse.Namespace, cfg: Config) -> int:
                  init=Path(args.init) if args.init else None,
                  limit=args.limit, offset=args.offset, extra_rows=extra, seed=args.seed,
                  exemplars=args.exemplars, embedder=cfg.embedder, max_minutes=args.max_minutes,
-                 recombine=args.recombine, corpus_workspace=cfg.workspace)  # fmt: skip
+                 recombine=args.recombine, corpus_workspace=cfg.workspace,
+                 init_embeddings=args.init_embeddings)  # fmt: skip
     _print_summary(run_sft(job), out)
     return 0
 
@@ -154,6 +156,9 @@ def register_local(actions: Any) -> None:
     s.add_argument("--exemplars", type=int, metavar="K", default=d.exemplars,
                    help="exemplars per prompt, retrieved from an index of the run's training pairs that ships "
                    f"with the model (serving.exemplars); 0: none (default: defaults.yaml, {d.exemplars})")  # fmt: skip
+    s.add_argument("--init-embeddings", choices=INIT_EMBEDDINGS, default=d.init_embeddings,
+                   help="how a new model's token embeddings start: random, or minilm (each token from MiniLM's "
+                   f"WordPiece embeddings of its text, rl.train.warm_start); default: defaults.yaml, {d.init_embeddings}")
     s.add_argument("--augment-mutations", action="store_true",
                    help="add training pairs repaired by verified mutation (rl.mutate)")
     s.add_argument("--augment-from", metavar="DIR",

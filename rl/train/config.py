@@ -23,6 +23,7 @@ import yaml
 
 from rl.prompt import PROFILES, Profile
 from rl.train.tokenizer import SPLITS, Split
+from rl.train.warm_start import INIT_EMBEDDINGS, InitEmbeddings
 from rl.verl.errors import TrainError
 
 DEFAULTS_FILE = Path(__file__).with_name("defaults.yaml")
@@ -111,6 +112,7 @@ class Defaults:
     """The whole defaults file."""
 
     model_size: str
+    init_embeddings: InitEmbeddings
     vocab_size: int
     max_token_chars: int
     split: Split
@@ -155,6 +157,13 @@ def _recombine(value: Any) -> int:
     return value
 
 
+def _init_embeddings(value: Any) -> InitEmbeddings:
+    if value not in INIT_EMBEDDINGS:
+        raise TrainError(f"model.init_embeddings must be one of {', '.join(INIT_EMBEDDINGS)}, got {value!r}",
+                         code="train_config")  # fmt: skip
+    return value  # type: ignore[no-any-return]
+
+
 @cache
 def load_defaults(path: Path = DEFAULTS_FILE) -> Defaults:
     """The defaults file as typed parameters; DAPO is GRPO's section with DAPO's keys over it."""
@@ -169,6 +178,7 @@ def load_defaults(path: Path = DEFAULTS_FILE) -> Defaults:
     dapo = _build(RlParams, {**data["grpo"], **data["dapo"]}, "dapo")
     return Defaults(
         model_size=str(data["model"]["size"]),
+        init_embeddings=_init_embeddings(data["model"].get("init_embeddings", "random")),
         vocab_size=int(data["tokenizer"]["vocab_size"]),
         max_token_chars=int(data["tokenizer"]["max_token_chars"]),
         split=split,

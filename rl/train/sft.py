@@ -23,6 +23,7 @@ from rl.train.data import exemplar_shots, load_instances, sft_row, split_train_v
 from rl.train.model import build_model, load_model, parameter_count, size_named
 from rl.train.run import FINAL, common_args, run_tokenizer, threads, to_jsonable, write_card, write_run
 from rl.train.tokenizer import Split, chat_texts
+from rl.train.warm_start import InitEmbeddings, warm_embeddings
 from rl.verl.errors import TrainError
 from serving.exemplars import ExemplarIndex
 
@@ -62,6 +63,9 @@ class SftJob:
     """Where the corpora the spans come from are (default: ``workspace``)."""
     max_minutes: float | None = None
     """Stop after this many minutes of training (equal-wall-clock ablations); None: at ``max_steps``/epochs."""
+    init_embeddings: InitEmbeddings = "random"
+    """How a new model's token embeddings start: ``random``, or ``minilm`` (:mod:`rl.train.warm_start`:
+    each token from MiniLM's WordPiece embeddings of its text). Ignored with ``init``."""
 
 
 def instances(job: SftJob) -> tuple[list[Instance], list[Instance]]:
@@ -110,7 +114,13 @@ def sft_trainer(job: SftJob, index: ExemplarIndex | None = None, **overrides: An
     programs = [r["completion"][0]["content"] for r in train_rows + val_rows]
     tok = run_tokenizer(job.out, job.init, list(chat_texts(chats)), programs, vocab_size=job.vocab_size,
                         max_token_chars=job.max_token_chars, split=job.split)  # fmt: skip
-    model = load_model(job.init) if job.init is not None else build_model(size_named(job.size), tok, seed=job.seed)
+    if job.init is not None:
+        model = load_model(job.init)
+    else:
+        model = build_model(size_named(job.size), tok, seed=job.seed)
+        warm = warm_embeddings(model, tok, job.init_embeddings)
+        if warm is not None:
+            print(f"embeddings from {warm.source}: {warm.warmed} of {warm.tokens} tokens ({warm.projection})")
     p = job.params
     options: dict[str, Any] = {
         **common_args(job.out, job.seed),
@@ -165,6 +175,8 @@ def run_sft(job: SftJob) -> dict[str, Any]:
     tok.save_pretrained(str(final))
     best = trainer.state.best_metric
     extra: dict[str, Any] = {}
+    if job.init is None:
+        extra["init_embeddings"] = job.init_embeddings
     if index is not None:
         index.save(final)
         extra["exemplars"] = index.card(job.exemplars)

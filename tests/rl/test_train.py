@@ -25,6 +25,7 @@ def test_defaults_are_the_papers_where_stated() -> None:
         "grpo", 0.2, 0.2, 0.001, 4)  # fmt: skip
     assert (d.dapo.loss_type, d.dapo.epsilon, d.dapo.epsilon_high, d.dapo.beta) == ("dapo", 0.1, 0.28, 0.001)
     assert d.sft.epochs == 3 and d.profile == "compact" and d.split == "lines" and d.sft.group_by_length
+    assert d.init_embeddings == "random" and d.grpo.execution_credit == d.dapo.execution_credit == 1.0
 
 
 @pytest.mark.parametrize("split", SPLITS)
@@ -80,8 +81,9 @@ def test_sft_keeps_the_checkpoint_with_the_lowest_validation_loss(train_bench: W
                                                                   capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     out = tmp_path / "sft"
     rc = main(["--workspace", str(train_bench.root), "train", "sft", *TINY, "--max-steps", "9", "--out", str(out),
-               "--lr", "3e-3"])  # fmt: skip
+               "--lr", "3e-3", "--init-embeddings", "minilm"])  # fmt: skip
     assert rc == 0
+    assert "embeddings from minilm:" in capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 9
     records = read_metrics(out)
@@ -90,6 +92,7 @@ def test_sft_keeps_the_checkpoint_with_the_lowest_validation_loss(train_bench: W
     best_step = min(evals, key=lambda s: evals[s])
     card = read_card(out / "final")
     assert card["profile"] == "compact" and card["best_eval_loss"] == pytest.approx(evals[best_step])
+    assert card["init_embeddings"] == "minilm"
     assert card["best_checkpoint"].endswith(f"checkpoint-{best_step}")
     assert [r["step"] for r in records if "loss" in r] == list(range(1, 10))
     tok = load_tokenizer(out / "final")
