@@ -33,7 +33,7 @@ demo: setup  ## build, index and query both corpora on embedded engines (PROFILE
 	PROFILE=$(PROFILE) bash scripts/demo.sh
 
 test: setup  ## run the test suite against the real embedded engines
-	$(BIN)/pytest -q --durations=15
+	$(BIN)/pytest -q --durations=40
 
 lint: setup  ## ruff, mypy --strict and the import-linter layer contracts
 	$(BIN)/ruff check .

@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from indexing.cache import LRU, CacheStats
 from indexing.config import Config
 from indexing.errors import ProReError
 from indexing.index import IndexHandle, open_index
@@ -32,7 +33,6 @@ from serving.dsl import (
 )
 from serving.dsl.substitute import parameterize_tree, render, substitute_tree
 from serving.engine.adaptive import rows_needed, widen
-from serving.engine.cache import LRU, CacheStats
 from serving.engine.plan import flatten_self_subqueries, is_plain_filter, pin_clock, stable_order
 from serving.engine.pushdown import pushdown_filters
 from serving.engine.ranking import rank_results

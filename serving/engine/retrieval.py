@@ -42,12 +42,12 @@ from typing import Any
 
 import numpy as np
 
+from indexing.cache import LRU, CacheStats
 from indexing.embedders.base import Embedder
 from indexing.embedders.cache import CachedEmbedder
 from indexing.errors import StoreError, StoreUnavailable
 from indexing.index import IndexHandle
 from indexing.stores.base import Hit, Vectors
-from serving.engine.cache import LRU, CacheStats
 from serving.engine.ranking import rrf_fuse
 from serving.engine.rerank import CosineReranker, Reranker, RerankRequest, enforce_subset
 from serving.settings import CacheSizes

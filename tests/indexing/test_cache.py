@@ -7,16 +7,11 @@ import threading
 
 import indexing.cache
 from indexing.cache import LRU, CacheStats
-from serving.engine.cache import LRU as EngineLRU
 
 
 def test_docstring_examples_run() -> None:
     result = doctest.testmod(indexing.cache)
     assert result.attempted > 0 and result.failed == 0
-
-
-def test_the_engine_uses_the_same_cache() -> None:
-    assert EngineLRU is LRU
 
 
 def test_least_recently_used_goes_first_and_peek_changes_nothing() -> None:
