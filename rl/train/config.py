@@ -36,54 +36,57 @@ RlAlgorithm = Literal["grpo", "dapo"]
 
 @dataclass(frozen=True)
 class SftParams:
-    """Supervised fine-tuning on (prompt, gold program) chats; the checkpoint with the lowest validation loss wins."""
+    """Supervised fine-tuning on (prompt, gold program) chats; the checkpoint with the lowest validation loss wins.
 
-    epochs: float = 3
-    learning_rate: float = 1e-3
-    batch_size: int = 16
-    warmup_ratio: float = 0.05
-    weight_decay: float = 0.01
-    max_length: int = 512
-    eval_steps: int = 100
-    save_total_limit: int = 2
-    logging_steps: int = 10
-    max_steps: int = -1
+    Its values come from ``defaults.yaml`` (:func:`load_defaults`), the one place the recipe's numbers live."""
+
+    epochs: float
+    learning_rate: float
+    batch_size: int
+    warmup_ratio: float
+    weight_decay: float
+    max_length: int
+    eval_steps: int
+    save_total_limit: int
+    logging_steps: int
+    max_steps: int
     """Stop after this many optimizer steps (-1: run ``epochs``)."""
-    group_by_length: bool = True
+    group_by_length: bool
     """Batch chats of similar length together (transformers' ``LengthGroupedSampler``), so little of a step is padding."""
 
 
 @dataclass(frozen=True)
 class RlParams:
-    """GRPO or DAPO through TRL's ``GRPOTrainer`` (``loss_type``, ``epsilon``/``epsilon_high``, ``beta``)."""
+    """GRPO or DAPO through TRL's ``GRPOTrainer`` (``loss_type``, ``epsilon``/``epsilon_high``, ``beta``); its
+    values come from ``defaults.yaml``."""
 
-    loss_type: LossType = "grpo"
-    num_generations: int = 4
-    prompts_per_step: int = 8
-    learning_rate: float = 1e-5
-    beta: float = 0.001
-    epsilon: float = 0.2
-    epsilon_high: float = 0.2
-    max_completion_length: int = 128
-    temperature: float = 1.0
-    num_iterations: int = 1
+    loss_type: LossType
+    num_generations: int
+    prompts_per_step: int
+    learning_rate: float
+    beta: float
+    epsilon: float
+    epsilon_high: float
+    max_completion_length: int
+    temperature: float
+    num_iterations: int
     """TRL's ``num_iterations`` (mu): optimizer steps on each generation batch. With 1 the policy ratio is 1
     and clipping never acts; above 1, a batch is generated once every mu steps and reused."""
-    filter_prompts: bool = False
+    filter_prompts: bool
     """Train only on prompts whose G samples from the initial model earn differing rewards (DAPO's dynamic
     sampling, once before training: :mod:`rl.train.prompt_filter`). A group of equal rewards has zero
     advantage and teaches nothing."""
-    filter_on: FilterOn = "reward"
+    filter_on: FilterOn
     """What must differ within a kept group: ``reward`` (any layer, so groups that differ only in whether
     their wrong programs execute are kept) or ``accuracy`` (some samples earn the accuracy layer and some
     do not: DAPO's own rule)."""
-    execution_credit: float = 1.0
+    execution_credit: float
     """The share of the execution layer a program that runs and misses earns (``RewardConfig.execution_credit``):
     1 is the paper's reward; 0 pays running only together with accuracy."""
-    max_steps: int = 200
-    logging_steps: int = 1
-    save_steps: int = 25
-    save_total_limit: int = 2
+    max_steps: int
+    logging_steps: int
+    save_steps: int
+    save_total_limit: int
 
     def __post_init__(self) -> None:
         if self.loss_type not in LOSS_TYPES:
@@ -137,6 +140,9 @@ def _build(cls: type[Any], values: Mapping[str, Any], where: str) -> Any:
     unknown = sorted(set(values) - names)
     if unknown:
         raise TrainError(f"unknown key(s) in {where}: {', '.join(unknown)}", code="train_config")
+    missing = sorted(names - set(values))
+    if missing:
+        raise TrainError(f"missing key(s) in {where}: {', '.join(missing)}", code="train_config")
     return cls(**values)
 
 

@@ -19,7 +19,7 @@ from indexing.config import Config
 from indexing.workspace import Workspace
 from rl.prompt import Profile, card_profile, read_card
 from rl.train import logs
-from rl.train.config import RlParams
+from rl.train.config import RlParams, load_defaults
 from rl.train.data import exemplar_shots, load_instances, rl_row, split_train_val, to_dataset, window
 from rl.train.model import build_model, load_model, parameter_count, size_named
 from rl.train.prompt_filter import (
@@ -54,7 +54,7 @@ class RlJob:
     domains: tuple[str, ...]
     out: Path
     algorithm: str = "grpo"
-    params: RlParams = field(default_factory=RlParams)
+    params: RlParams = field(default_factory=lambda: load_defaults().grpo)
     init: Path | None = None
     """The SFT model to start from (``<sft run>/final``); without one, a random model of ``size``."""
     size: str = "s"

@@ -18,7 +18,7 @@ from indexing.workspace import Workspace
 from rl.bench.store import Instance
 from rl.prompt import Profile
 from rl.train import logs
-from rl.train.config import SftParams
+from rl.train.config import SftParams, load_defaults
 from rl.train.data import exemplar_shots, load_instances, sft_row, split_train_val, to_dataset, window
 from rl.train.model import build_model, load_model, parameter_count, size_named
 from rl.train.run import FINAL, common_args, run_tokenizer, threads, to_jsonable, write_card, write_run
@@ -35,7 +35,7 @@ class SftJob:
     workspace: Path
     domains: tuple[str, ...]
     out: Path
-    params: SftParams = field(default_factory=SftParams)
+    params: SftParams = field(default_factory=lambda: load_defaults().sft)
     size: str = "s"
     profile: Profile = "short"
     vocab_size: int = 4096
