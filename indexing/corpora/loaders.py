@@ -30,8 +30,8 @@ derived, always the same way:
 parsed with the standard ``email`` package, in natural path order. ``folder`` is the path between
 user and file (lower case, a maildir's ``cur``/``new`` left out). ``is_read`` / ``is_starred`` come
 from maildir info flags (``<name>:2,<flags>``, ``S`` seen, ``F`` flagged); the Enron release has no
-flags, so there both are false. ``has_attachment``: a MIME attachment or an Enron attachment marker
-(``<<name.ext>>``) in the body. ``thread_id``: a hash of the subject without ``Re:``/``Fw:`` prefixes.
+flags, so there both are false. ``has_attachment``: a MIME attachment part or an attachment marker in
+the body, ``<<name.ext>>`` as Notes writes it or ``<< File: name.ext >>`` as Outlook does. ``thread_id``: a hash of the subject without ``Re:``/``Fw:`` prefixes.
 """
 
 from __future__ import annotations
@@ -76,7 +76,8 @@ ESCI_COLUMNS = (
 REVIEW_REQUIRED = ("asin", "rating", "text", "timestamp")
 _TAG = re.compile(r"<[^>]+>")
 _REPLY_PREFIX = re.compile(r"^\s*((re|fw|fwd|aw)\s*(\[\d+\])?\s*:\s*)+", re.IGNORECASE)
-_ENRON_ATTACHMENT = re.compile(r"<<[^<>\n]{1,200}\.[A-Za-z0-9]{2,4}>>")
+_ENRON_ATTACHMENT = re.compile(r"<<[^<>\n]{1,200}\.[A-Za-z0-9]{2,5}\s*>>")
+"""An attachment marker: ``<<name.ext>>`` (Lotus Notes) or ``<< File: name.ext >>`` (Outlook, with spaces)."""
 
 
 @dataclass

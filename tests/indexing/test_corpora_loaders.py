@@ -25,6 +25,32 @@ def _load(batches: Any) -> list[dict[str, Any]]:
     return rows
 
 
+def _mail(
+    maildir: Path, rel: str, body: str = "Here is our forecast.\n", *, crlf: bool = False, **headers: str
+) -> None:
+    """Write one message as the Enron release does: plain headers, ``X-`` fields, a text body.
+
+    ``headers`` override the defaults (``Message_ID`` stands for ``Message-ID``); an empty value drops one.
+    """
+    fields = {
+        "Message-ID": f"<{rel.replace('/', '.')}.JavaMail.evans@thyme>",
+        "Date": "Mon, 14 May 2001 16:39:00 -0700 (PDT)",
+        "From": "phillip.allen@enron.com",
+        "To": "tim.belden@enron.com",
+        "Subject": "Forecast",
+        "Mime-Version": "1.0",
+        "Content-Type": "text/plain; charset=us-ascii",
+        "Content-Transfer-Encoding": "7bit",
+        "X-From": "Phillip K Allen",
+        "X-Origin": "Allen-P",
+        **{k.replace("_", "-"): v for k, v in headers.items()},
+    }
+    text = "".join(f"{k}: {v}\n" for k, v in fields.items() if v) + "\n" + body
+    path = maildir / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text.replace("\n", "\r\n").encode() if crlf else text.encode())
+
+
 def test_esci_round_trip(tmp_path: Path) -> None:
     fx = write_esci_fixture(tmp_path, n=12, seed=4)
     stats = LoadStats()
@@ -137,3 +163,25 @@ def test_broken_enron_names_the_message_and_keeps_previous_corpus(
     assert corpus_manifest(ws, "email") == before
     assert sum(t.num_rows for t in iter_corpus(ws, EMAILS)) == 6
     assert not (ws.root / "corpora" / "email.partial").exists()
+
+
+def test_attachment_markers_of_notes_and_outlook_and_mime_parts(tmp_path: Path) -> None:
+    md = tmp_path / "maildir"
+    _mail(md, "allen-p/inbox/1.", "Please fill in the form.\n\n << File: Badge Access Form.doc >> \n")
+    _mail(md, "allen-p/inbox/2.", "Numbers attached.\n\n<<Q2 forecast.xls>>\n")
+    _mail(md, "allen-p/inbox/3.", "See the chart.\n\n << OLE Object: Picture (Metafile) >> \n")
+    _mail(md, "allen-p/inbox/4.", "Shift left: a << b >> c.\n")
+    mime = (
+        "--b\nContent-Type: text/plain\n\nSigned copy.\n"
+        '--b\nContent-Type: application/pdf\nContent-Disposition: attachment; filename="deal.pdf"\n\n%PDF\n--b--\n'
+    )
+    _mail(
+        md,
+        "allen-p/inbox/5.",
+        mime,
+        Content_Type='multipart/mixed; boundary="b"',
+        Content_Transfer_Encoding="",
+    )
+    rows = _load(iter_enron(md))
+    assert [r["has_attachment"] for r in rows] == [True, True, False, False, True]
+    assert rows[4]["body"] == "Signed copy."
