@@ -246,7 +246,10 @@ def register(sub: Any) -> None:
         epilog="example: prore corpus load enron --maildir maildir/ --limit 100k",
     )
     enron.add_argument(
-        "--maildir", required=True, metavar="DIR", help="the maildir directory (holds one folder per user)"
+        "--maildir",
+        required=True,
+        metavar="DIR",
+        help="the maildir directory itself, one folder per user (the release's maildir/, not the folder above it)",
     )
     enron.add_argument("--limit", type=_count, metavar="N", help="load the first N messages in path order")
     enron.set_defaults(handler=_load_enron)

@@ -27,7 +27,9 @@ derived, always the same way:
   captions, so ``product photo of a <color> <title>``.
 
 **Enron maildir** (:func:`iter_enron`): ``maildir/<user>/<folder>/<file>`` holding RFC 822 messages,
-parsed with the standard ``email`` package, in natural path order. ``folder`` is the path between
+parsed with the standard ``email`` package, in natural path order. The directory given is the maildir
+itself; a folder that holds one (the release's top folder) is refused with ``maildir_root``, naming the
+maildir to pass, so users are never read one level off. ``folder`` is the path between
 user and file (lower case, a maildir's ``cur``/``new`` left out). ``is_read`` / ``is_starred`` come
 from maildir info flags (``<name>:2,<flags>``, ``S`` seen, ``F`` flagged); the Enron release has no
 flags, so there both are false. ``has_attachment``: a MIME attachment part or an attachment marker in
@@ -439,6 +441,11 @@ def _message(root: Path, rel: Path, stats: LoadStats) -> dict[str, Any]:
 def _enron_rows(root: Path, limit: int | None, stats: LoadStats) -> Iterator[dict[str, Any]]:
     if not root.is_dir():
         raise CorpusError(f"{root}: no such maildir directory", code="bad_source")
+    if (root / "maildir").is_dir():  # the release folder: users would load as folders of a user 'maildir'
+        raise CorpusError(
+            f"{root} holds a maildir instead of being one; pass --maildir {root / 'maildir'}",
+            code="maildir_root",
+        )
     files = _message_files(root)
     if limit is not None:
         files = files[:limit]

@@ -185,3 +185,13 @@ def test_attachment_markers_of_notes_and_outlook_and_mime_parts(tmp_path: Path) 
     rows = _load(iter_enron(md))
     assert [r["has_attachment"] for r in rows] == [True, True, False, False, True]
     assert rows[4]["body"] == "Signed copy."
+
+
+def test_release_root_is_refused_naming_the_maildir(tmp_path: Path) -> None:
+    release = tmp_path / "enron_mail_20150507"
+    _mail(release / "maildir", "allen-p/_sent_mail/1.")
+    with pytest.raises(CorpusError) as err:
+        _load(iter_enron(release))
+    assert err.value.code == "maildir_root"
+    assert str(release / "maildir") in err.value.message and "\n" not in err.value.one_line()
+    assert _load(iter_enron(release / "maildir"))[0]["folder"] == "_sent_mail"
