@@ -33,7 +33,8 @@ maildir to pass, so users are never read one level off. ``folder`` is the path b
 user and file (lower case, a maildir's ``cur``/``new`` left out). ``is_read`` / ``is_starred`` come
 from maildir info flags (``<name>:2,<flags>``, ``S`` seen, ``F`` flagged); the Enron release has no
 flags, so there both are false. ``has_attachment``: a MIME attachment part or an attachment marker in
-the body, ``<<name.ext>>`` as Notes writes it or ``<< File: name.ext >>`` as Outlook does. ``thread_id``: a hash of the subject without ``Re:``/``Fw:`` prefixes.
+the body, ``<<name.ext>>`` as Notes writes it or ``<< File: name.ext >>`` as Outlook does. ``thread_id``: a hash of the subject without ``Re:``/``Fw:`` prefixes. ``body``: the first
+plain-text part, line endings normalized to ``\n`` (some messages keep ``\r\n``).
 """
 
 from __future__ import annotations
@@ -417,7 +418,7 @@ def _message(root: Path, rel: Path, stats: LoadStats) -> dict[str, Any]:
         if part.get_filename() or part.get_content_disposition() == "attachment":
             attachment = True
         elif not body and part.get_content_type() == "text/plain":
-            body = _text(part, where, stats).strip()
+            body = _text(part, where, stats).replace("\r\n", "\n").replace("\r", "\n").strip()
     subject = _header(msg, "Subject", where)
     topic = " ".join(_REPLY_PREFIX.sub("", subject).lower().split()) or f"message:{rel.as_posix()}"
     name = rel.name

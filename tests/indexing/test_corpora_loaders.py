@@ -195,3 +195,15 @@ def test_release_root_is_refused_naming_the_maildir(tmp_path: Path) -> None:
     assert err.value.code == "maildir_root"
     assert str(release / "maildir") in err.value.message and "\n" not in err.value.one_line()
     assert _load(iter_enron(release / "maildir"))[0]["folder"] == "_sent_mail"
+
+
+def test_crlf_bodies_get_newlines(tmp_path: Path) -> None:
+    md = tmp_path / "maildir"
+    _mail(md, "allen-p/inbox/1.", "Tim,\n\nHere is our forecast.\nPhillip\n", crlf=True, Subject="Forecast")
+    _mail(md, "allen-p/inbox/2.", "Old Mac text.\rSecond line.\r")
+    rows = _load(iter_enron(md))
+    assert [r["body"] for r in rows] == [
+        "Tim,\n\nHere is our forecast.\nPhillip",
+        "Old Mac text.\nSecond line.",
+    ]
+    assert rows[0]["subject"] == "Forecast" and rows[0]["recipient"] == "tim.belden@enron.com"
