@@ -27,7 +27,7 @@ derived, always the same way:
   captions, so ``product photo of a <color> <title>``.
 
 **Enron maildir** (:func:`iter_enron`): ``maildir/<user>/<folder>/<file>`` holding RFC 822 messages,
-parsed with the standard ``email`` package, in natural path order. The directory given is the maildir
+parsed with the standard ``email`` package, in natural path order; ``limit`` counts loaded rows. The directory given is the maildir
 itself; a folder that holds one (the release's top folder) is refused with ``maildir_root``, naming the
 maildir to pass, so users are never read one level off. ``folder`` is the path between
 user and file (lower case, a maildir's ``cur``/``new`` left out). ``is_read`` / ``is_starred`` come
@@ -35,6 +35,14 @@ from maildir info flags (``<name>:2,<flags>``, ``S`` seen, ``F`` flagged); the E
 flags, so there both are false. ``has_attachment``: a MIME attachment part or an attachment marker in
 the body, ``<<name.ext>>`` as Notes writes it or ``<< File: name.ext >>`` as Outlook does. ``thread_id``: a hash of the subject without ``Re:``/``Fw:`` prefixes. ``body``: the first
 plain-text part, line endings normalized to ``\n`` (some messages keep ``\r\n``).
+
+``date`` is the sender's local wall-clock time, as the ``Date:`` header reads (``Mon, 14 May 2001
+16:39:00 -0700`` is 2001-05-14 16:39:00), stored without a zone: ``toDate``/``toYear`` filters then
+agree with the day a reader of the message sees, which UTC would shift for about one message in seven.
+Times of different senders are therefore not on one clock (a reply can sort before its question).
+Enron's placeholder date ``Mon, 31 Dec 1979 16:00:00 -0800`` means "unknown": the column cannot be
+null, so such a message is dropped and counted (``placeholder_date``), as is one dated outside
+ClickHouse's ``DateTime`` range (``date_out_of_range``).
 """
 
 from __future__ import annotations
@@ -77,6 +85,10 @@ ESCI_COLUMNS = (
     "product_locale",
 )
 REVIEW_REQUIRED = ("asin", "rating", "text", "timestamp")
+NO_DATE = datetime(1980, 1, 1, tzinfo=UTC)
+"""Enron's placeholder for a missing date (``Mon, 31 Dec 1979 16:00:00 -0800``): the date is unknown."""
+DATETIME_RANGE = (datetime(1970, 1, 1), datetime(2106, 2, 7))
+"""Wall-clock times a ClickHouse ``DateTime`` column holds; a message dated outside is dropped."""
 _TAG = re.compile(r"<[^>]+>")
 _REPLY_PREFIX = re.compile(r"^\s*((re|fw|fwd|aw)\s*(\[\d+\])?\s*:\s*)+", re.IGNORECASE)
 _ENRON_ATTACHMENT = re.compile(r"<<[^<>\n]{1,200}\.[A-Za-z0-9]{2,5}\s*>>")
@@ -394,7 +406,8 @@ def _text(part: Message, where: Path, stats: LoadStats) -> str:
         return data.decode("cp1252", errors="replace")
 
 
-def _message(root: Path, rel: Path, stats: LoadStats) -> dict[str, Any]:
+def _message(root: Path, rel: Path, stats: LoadStats) -> dict[str, Any] | None:
+    """The row of one message, or ``None`` (counted in ``stats.dropped``) when its date is unknown."""
     where = root / rel
     try:
         msg = email.message_from_bytes(where.read_bytes())
@@ -408,8 +421,13 @@ def _message(root: Path, rel: Path, stats: LoadStats) -> dict[str, Any]:
         when = parsedate_to_datetime(raw_date)
     except (TypeError, ValueError, IndexError):
         raise CorpusError(f"{where}: unparsable Date header {raw_date!r}", code="bad_record") from None
-    if when.tzinfo is not None:
-        when = when.astimezone(UTC).replace(tzinfo=None)
+    if when.tzinfo is not None and when.astimezone(UTC) == NO_DATE:
+        stats.dropped["placeholder_date"] += 1
+        return None
+    when = when.replace(tzinfo=None)  # the sender's wall-clock time, as a reader sees it in the header
+    if not DATETIME_RANGE[0] <= when < DATETIME_RANGE[1]:
+        stats.dropped["date_out_of_range"] += 1
+        return None
     recipients = [a for _, a in getaddresses([_header(msg, "To", where)]) if a]
     body, attachment = "", False
     for part in msg.walk():
@@ -448,15 +466,22 @@ def _enron_rows(root: Path, limit: int | None, stats: LoadStats) -> Iterator[dic
             code="maildir_root",
         )
     files = _message_files(root)
-    if limit is not None:
-        files = files[:limit]
     if not files:
         raise CorpusError(f"{root}: no messages under maildir/<user>/<folder>/", code="bad_source")
-    width = id_width(len(files))
-    for k, rel in enumerate(files):
+    width = id_width(min(len(files), limit) if limit is not None else len(files))
+    kept = 0
+    for rel in files:
         row = _message(root, rel, stats)
-        stats.rows = k + 1
-        yield {"id": doc_id(EMAILS.id_prefix, k + 1, width), **row}
+        if row is None:
+            continue
+        kept += 1
+        stats.rows = kept
+        yield {"id": doc_id(EMAILS.id_prefix, kept, width), **row}
+        if limit is not None and kept >= limit:
+            return
+    if kept == 0:
+        reasons = ", ".join(f"{k}: {v}" for k, v in sorted(stats.dropped.items()))
+        raise CorpusError(f"{root}: no message could be loaded ({reasons})", code="empty_load")
 
 
 def iter_enron(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import shutil
 from collections import defaultdict
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -207,3 +208,28 @@ def test_crlf_bodies_get_newlines(tmp_path: Path) -> None:
         "Old Mac text.\nSecond line.",
     ]
     assert rows[0]["subject"] == "Forecast" and rows[0]["recipient"] == "tim.belden@enron.com"
+
+
+def test_dates_keep_the_senders_wall_clock_and_the_placeholder_is_dropped(tmp_path: Path) -> None:
+    md = tmp_path / "maildir"
+    _mail(md, "allen-p/inbox/1.", Date="Fri, 29 Dec 2000 17:05:00 -0800 (PST)")  # 01:05 on the 30th in UTC
+    _mail(md, "allen-p/inbox/2.", Date="Mon, 31 Dec 1979 16:00:00 -0800 (PST)")  # Enron's "no date"
+    _mail(md, "allen-p/inbox/3.", Date="Sun, 31 Dec 2000 20:00:00 -0800")  # 2001 in UTC
+    _mail(md, "allen-p/inbox/4.", Date="Mon, 1 Jan 2001 09:30:00 +0100")  # 2000 in UTC
+    _mail(md, "allen-p/inbox/5.", Date="Tue, 2 Jan 2001 09:30:00 -0000")
+    stats = LoadStats()
+    rows = _load(iter_enron(md, stats=stats))
+    assert [r["date"] for r in rows] == [
+        datetime(2000, 12, 29, 17, 5),
+        datetime(2000, 12, 31, 20, 0),
+        datetime(2001, 1, 1, 9, 30),
+        datetime(2001, 1, 2, 9, 30),
+    ]
+    assert [r["id"] for r in rows] == ["E00001", "E00002", "E00003", "E00004"]
+    assert stats.rows == 4 and dict(stats.dropped) == {"placeholder_date": 1}
+    assert _load(iter_enron(md, limit=2)) == rows[:2]  # the limit counts loaded rows
+    for k in (1, 3, 4, 5):
+        (md / f"allen-p/inbox/{k}.").unlink()
+    with pytest.raises(CorpusError) as err:
+        _load(iter_enron(md))
+    assert err.value.code == "empty_load" and "placeholder_date: 1" in err.value.message
