@@ -33,8 +33,11 @@ maildir to pass, so users are never read one level off. ``folder`` is the path b
 user and file (lower case, a maildir's ``cur``/``new`` left out). ``is_read`` / ``is_starred`` come
 from maildir info flags (``<name>:2,<flags>``, ``S`` seen, ``F`` flagged); the Enron release has no
 flags, so there both are false. ``has_attachment``: a MIME attachment part or an attachment marker in
-the body, ``<<name.ext>>`` as Notes writes it or ``<< File: name.ext >>`` as Outlook does. ``thread_id``: a hash of the subject without ``Re:``/``Fw:`` prefixes. ``body``: the first
-plain-text part, line endings normalized to ``\n`` (some messages keep ``\r\n``).
+the body, ``<<name.ext>>`` as Notes writes it or ``<< File: name.ext >>`` as Outlook does. ``thread_id``: a hash of the subject without ``Re:``/``Fw:`` prefixes. ``recipient``: the first
+``To:`` address, else the first ``Cc:``, else the first ``Bcc:`` one, else empty. The schema has one
+recipient column (an SQL ``recipient = '...'`` filter), so the other addresses are not kept; the load
+counts messages that had more (``recipients_not_kept``) and the recipients taken from ``Cc:``/``Bcc:``.
+``body``: the first plain-text part, line endings normalized to ``\n`` (some messages keep ``\r\n``).
 
 ``date`` is the sender's local wall-clock time, as the ``Date:`` header reads (``Mon, 14 May 2001
 16:39:00 -0700`` is 2001-05-14 16:39:00), stored without a zone: ``toDate``/``toYear`` filters then
@@ -428,7 +431,17 @@ def _message(root: Path, rel: Path, stats: LoadStats) -> dict[str, Any] | None:
     if not DATETIME_RANGE[0] <= when < DATETIME_RANGE[1]:
         stats.dropped["date_out_of_range"] += 1
         return None
-    recipients = [a for _, a in getaddresses([_header(msg, "To", where)]) if a]
+    recipient = ""
+    addresses = 0
+    for name in ("To", "Cc", "Bcc"):
+        found = [a.lower() for _, a in getaddresses([_header(msg, name, where)]) if a]
+        if found and not recipient:
+            recipient = found[0]
+            if name != "To":
+                stats.derived[f"recipient_from_{name.lower()}"] += 1
+        addresses += len(found)
+    if addresses > 1:
+        stats.derived["recipients_not_kept"] += 1  # the schema holds one recipient (see the module doc)
     body, attachment = "", False
     for part in msg.walk():
         if part.is_multipart():
@@ -445,7 +458,7 @@ def _message(root: Path, rel: Path, stats: LoadStats) -> dict[str, Any] | None:
     return {
         "sender": sender,
         "sender_domain": sender.rsplit("@", 1)[-1],
-        "recipient": recipients[0].lower() if recipients else "",
+        "recipient": recipient,
         "date": when,
         "folder": "/".join(parts).lower() or "inbox",
         "is_read": "S" in flags and rel.parent.name != "new",

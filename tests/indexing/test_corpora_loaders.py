@@ -233,3 +233,21 @@ def test_dates_keep_the_senders_wall_clock_and_the_placeholder_is_dropped(tmp_pa
     with pytest.raises(CorpusError) as err:
         _load(iter_enron(md))
     assert err.value.code == "empty_load" and "placeholder_date: 1" in err.value.message
+
+
+def test_recipient_is_the_first_to_else_cc_else_bcc(tmp_path: Path) -> None:
+    md = tmp_path / "maildir"
+    many = "Tim Belden <tim.belden@enron.com>, john.arnold@enron.com,\n\tmike.grigsby@enron.com"
+    _mail(md, "allen-p/inbox/1.", To=many)
+    _mail(md, "allen-p/inbox/2.", To="", Cc="Keith.Holst@enron.com, frank.ermis@enron.com")
+    _mail(md, "allen-p/inbox/3.", To="", Bcc="jane.tholt@enron.com")
+    _mail(md, "allen-p/inbox/4.", To="")
+    stats = LoadStats()
+    rows = _load(iter_enron(md, stats=stats))
+    assert [r["recipient"] for r in rows] == [
+        "tim.belden@enron.com",
+        "keith.holst@enron.com",
+        "jane.tholt@enron.com",
+        "",
+    ]
+    assert dict(stats.derived) == {"recipient_from_cc": 1, "recipient_from_bcc": 1, "recipients_not_kept": 2}
