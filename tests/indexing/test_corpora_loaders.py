@@ -251,3 +251,39 @@ def test_recipient_is_the_first_to_else_cc_else_bcc(tmp_path: Path) -> None:
         "",
     ]
     assert dict(stats.derived) == {"recipient_from_cc": 1, "recipient_from_bcc": 1, "recipients_not_kept": 2}
+
+
+def test_copies_in_notes_views_are_dropped_unless_kept(tmp_path: Path) -> None:
+    md = tmp_path / "maildir"
+    _mail(md, "allen-p/all_documents/1.", Message_ID="<1.JavaMail.evans@thyme>", Subject="Forecast")
+    _mail(md, "allen-p/discussion_threads/1.", Message_ID="<2.JavaMail.evans@thyme>", Subject="Gas")
+    _mail(md, "allen-p/inbox/10.", Message_ID="<1.JavaMail.evans@thyme>", Subject="Forecast")
+    _mail(md, "allen-p/california/2.", Message_ID="<3.JavaMail.evans@thyme>", Subject="Rates")
+    _mail(md, "allen-p/notes_inbox/7.", Message_ID="<3.JavaMail.evans@thyme>", Subject="Rates")
+    _mail(md, "allen-p/sent/3.", Message_ID="<2.JavaMail.evans@thyme>", Subject="Gas")
+    _mail(md, "allen-p/sent/4.", Message_ID="", Subject="No id")  # never merged
+    _mail(md, "allen-p/all_documents/4.", Message_ID="", Subject="No id")
+    _mail(md, "arnold-j/inbox/1.", Message_ID="<3.JavaMail.evans@thyme>", Subject="Rates")
+    stats = LoadStats()
+    rows = _load(iter_enron(md, stats=stats))
+    assert [(r["folder"], r["subject"]) for r in rows] == [
+        ("inbox", "Forecast"),
+        ("sent", "Gas"),
+        ("sent", "No id"),
+        ("california", "Rates"),
+        ("all_documents", "No id"),
+    ]
+    assert [r["id"] for r in rows] == [f"E0000{k}" for k in range(1, 6)]
+    assert dict(stats.dropped) == {"duplicate_message": 4}
+    every = _load(iter_enron(md, keep_duplicates=True))
+    assert [r["folder"] for r in every] == [
+        "inbox",
+        "sent",
+        "sent",
+        "california",
+        "notes_inbox",
+        "discussion_threads",
+        "all_documents",
+        "all_documents",
+        "inbox",
+    ]
