@@ -26,6 +26,10 @@ derived, always the same way:
   the most helpful review (title and text; ties go to the earliest); ``image``: there are no
   captions, so ``product photo of a <color> <title>``.
 
+A Git LFS pointer in place of a source file (a clone made without git-lfs) is refused with
+``lfs_pointer``, and the ESCI examples file given as the products file with ``examples_file``, each in
+one line that says what to pass or run.
+
 **Enron maildir** (:func:`iter_enron`): ``maildir/<user>/<folder>/<file>`` holding RFC 822 messages,
 parsed with the standard ``email`` package. The directory given is the maildir itself; a folder that
 holds one (the release's top folder) is refused with ``maildir_root``, naming the maildir to pass, so
@@ -97,6 +101,10 @@ ESCI_COLUMNS = (
     "product_locale",
 )
 REVIEW_REQUIRED = ("asin", "rating", "text", "timestamp")
+ESCI_EXAMPLE_COLUMNS = ("example_id", "query", "query_id", "product_id", "esci_label")
+"""Columns of the ESCI examples file (shopping_queries_dataset_examples.parquet), the judged query-product pairs."""
+LFS_POINTER = b"version https://git-lfs.github.com/spec/v1"
+"""How a Git LFS pointer file starts: a clone without git-lfs holds these in place of the data files."""
 NO_DATE = datetime(1980, 1, 1, tzinfo=UTC)
 """Enron's placeholder for a missing date (``Mon, 31 Dec 1979 16:00:00 -0800``): the date is unknown."""
 DATETIME_RANGE = (datetime(1970, 1, 1), datetime(2106, 2, 7))
@@ -138,10 +146,26 @@ def _open_text(path: Path) -> IO[str]:
     return path.open(encoding="utf-8")
 
 
-def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` for every non-blank line; a broken line is a CorpusError."""
+def _source_file(path: Path) -> None:
+    """Refuse a missing file, and a Git LFS pointer standing in for the data, each in one line."""
     if not path.is_file():
         raise CorpusError(f"{path}: no such file", code="bad_source")
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(len(LFS_POINTER))
+    except OSError as exc:
+        raise CorpusError(f"{path}: cannot be read ({exc.strerror})", code="bad_source") from None
+    if head == LFS_POINTER:
+        raise CorpusError(
+            f"{path} is a Git LFS pointer, not the data (the clone was made without git-lfs); "
+            "run: git lfs pull (in that clone)",
+            code="lfs_pointer",
+        )
+
+
+def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for every non-blank line; a broken line is a CorpusError."""
+    _source_file(path)
     try:
         with _open_text(path) as fh:
             for lineno, line in enumerate(fh, start=1):
@@ -236,13 +260,19 @@ def _read_meta(path: Path, wanted: set[str]) -> dict[str, dict[str, Any]]:
 
 
 def _parquet(path: Path) -> pq.ParquetFile:
-    if not path.is_file():
-        raise CorpusError(f"{path}: no such file", code="bad_source")
+    _source_file(path)
     try:
         pf = pq.ParquetFile(path)
     except (pa.ArrowException, OSError) as exc:
         raise CorpusError(f"{path}: not a parquet file ({exc})", code="bad_source") from None
-    missing = [c for c in ESCI_COLUMNS if c not in pf.schema_arrow.names]
+    names = pf.schema_arrow.names
+    missing = [c for c in ESCI_COLUMNS if c not in names]
+    if missing and all(c in names for c in ESCI_EXAMPLE_COLUMNS):
+        raise CorpusError(
+            f"{path} is the ESCI examples file (query, product_id, esci_label per row), not the products file; "
+            "pass shopping_queries_dataset_products.parquet as --products",
+            code="examples_file",
+        )
     if missing:
         raise CorpusError(f"{path}: missing column {', '.join(missing)}", code="bad_record")
     return pf

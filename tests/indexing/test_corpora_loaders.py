@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from indexing.corpora.files import arrow_schema, corpus_manifest, iter_corpus, write_corpus
@@ -287,3 +288,45 @@ def test_copies_in_notes_views_are_dropped_unless_kept(tmp_path: Path) -> None:
         "all_documents",
         "inbox",
     ]
+
+
+def test_git_lfs_pointers_say_to_pull(tmp_path: Path) -> None:
+    fx = write_esci_fixture(tmp_path, n=5)
+    pointer = (
+        "version https://git-lfs.github.com/spec/v1\n"
+        "oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\n"
+        "size 1048153409\n"
+    )
+    for kind in ("products", "reviews", "meta"):
+        stub = tmp_path / f"{kind}.pointer"
+        stub.write_text(pointer)
+        args = {"products": fx.products, "reviews": fx.reviews, "meta": fx.meta, kind: stub}
+        with pytest.raises(CorpusError) as err:
+            _load(iter_esci(args["products"], args["reviews"], args["meta"]))
+        assert err.value.code == "lfs_pointer", kind
+        assert str(stub) in err.value.message and "git lfs pull" in err.value.message
+        assert "\n" not in err.value.one_line()
+
+
+def test_the_examples_file_given_as_products_is_named(tmp_path: Path) -> None:
+    fx = write_esci_fixture(tmp_path, n=5)
+    examples = tmp_path / "shopping_queries_dataset_examples.parquet"
+    row = {
+        "example_id": 0,
+        "query": " revent 80 cfm",
+        "query_id": 0,
+        "product_id": "B000MOO21W",
+        "product_locale": "us",
+        "esci_label": "I",
+        "small_version": 0,
+        "large_version": 1,
+        "split": "train",
+    }
+    pq.write_table(pa.Table.from_pylist([row]), examples)
+    with pytest.raises(CorpusError) as err:
+        _load(iter_esci(examples, fx.reviews, fx.meta))
+    assert err.value.code == "examples_file"
+    assert (
+        "examples file" in err.value.message
+        and "shopping_queries_dataset_products.parquet" in err.value.message
+    )
