@@ -382,8 +382,22 @@ def _esci_rows(
                 return
     if kept == 0:
         reasons = ", ".join(f"{k}: {v}" for k, v in sorted(stats.dropped.items()))
-        hint = "; pass the item metadata (--meta) for prices" if meta is None else ""
-        raise CorpusError(f"no product survived the join ({reasons}){hint}", code="empty_load")
+        raise CorpusError(
+            f"no product survived the join ({reasons}){_join_hint(stats, reviews, meta)}", code="empty_load"
+        )
+
+
+def _join_hint(stats: LoadStats, reviews: Path, meta: Path | None) -> str:
+    """What to change when no product survived, for the reason that dropped the most products."""
+    most = max(stats.dropped.values(), default=0)
+    hints = []
+    if stats.dropped["no_reviews"] == most > 0:
+        hints.append(f"{reviews} has no review for most of them; pass the reviews of their category")
+    if stats.dropped["no_price"] == most > 0:
+        hints.append(
+            "pass the item metadata (--meta) for prices" if meta is None else f"{meta} has no price for them"
+        )
+    return "".join(f"; {h}" for h in hints)
 
 
 def _tables(rows: Iterator[dict[str, Any]], schema: pa.Schema, chunk_rows: int) -> Iterator[pa.Table]:

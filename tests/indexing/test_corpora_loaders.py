@@ -330,3 +330,20 @@ def test_the_examples_file_given_as_products_is_named(tmp_path: Path) -> None:
         "examples file" in err.value.message
         and "shopping_queries_dataset_products.parquet" in err.value.message
     )
+
+
+def test_empty_join_hint_follows_the_reason(tmp_path: Path) -> None:
+    fx = write_esci_fixture(tmp_path, n=5)
+    strangers = tmp_path / "Books.jsonl"
+    strangers.write_text(fx.reviews.read_text().replace('"B0', '"X0').replace('"B1', '"X1'))
+    for meta in (None, fx.meta):
+        with pytest.raises(CorpusError) as err:
+            _load(iter_esci(fx.products, strangers, meta))
+        assert err.value.code == "empty_load" and "no_reviews: 5" in err.value.message
+        assert "--meta" not in err.value.message and "pass the reviews of their category" in err.value.message
+    no_prices = tmp_path / "meta_no_price.jsonl"
+    no_prices.write_text(fx.meta.read_text().replace('"price": ', '"was": '))
+    with pytest.raises(CorpusError) as err:
+        _load(iter_esci(fx.products, fx.reviews, no_prices))
+    assert "no_price: 4" in err.value.message and f"{no_prices} has no price" in err.value.message
+    assert "--meta" not in err.value.message and "reviews of their category" not in err.value.message
