@@ -16,7 +16,10 @@ derived, always the same way:
 - only products of one locale (``us``) are kept, in parquet order; ids are ``P`` + their rank;
 - ``brand``: product_brand, else details["Brand"], else the store, else ``Generic``;
 - ``category``: the last of the metadata categories, else main_category, else ``uncategorized``
-  (lower case); ``color``: product_color, else details["Color"], else ``unspecified``;
+  (lower case); ``color``: the first color word of product_color, else of details["Color"], else
+  ``unspecified`` (counted as ``color_not_a_color`` when the source had a value): color words are
+  the generator's color vocabulary plus ``yellow`` (``grey`` is read as ``gray``), so ``Navy Blue``
+  is navy, and ``0``, ``dvd``, ``multi`` or ``Standard 3GB+32GB`` name no color;
 - ``price``: the metadata price; a product without one is dropped and counted (``no_price``);
 - ``rating`` / ``review_count``: average_rating / rating_number of the metadata, else the mean and
   count of the joined reviews; a product without reviews is dropped (``no_reviews``);
@@ -24,7 +27,7 @@ derived, always the same way:
   Available"], else the day of the earliest review;
 - ``description``: description and bullet points, HTML removed, else the metadata's; ``review``:
   the most helpful review (title and text; ties go to the earliest); ``image``: there are no
-  captions, so ``product photo of a <color> <title>``.
+  captions, so ``product photo of a <color> <title>`` (``product photo of <title>`` without a color).
 
 A Git LFS pointer in place of a source file (a clone made without git-lfs) is refused with
 ``lfs_pointer``, and the ESCI examples file given as the products file with ``examples_file``, each in
@@ -79,6 +82,7 @@ from datetime import UTC, date, datetime
 from email.header import decode_header, make_header
 from email.message import Message
 from email.utils import getaddresses, parseaddr, parsedate_to_datetime
+from functools import cache
 from pathlib import Path
 from typing import IO, Any
 
@@ -87,6 +91,7 @@ import pyarrow.parquet as pq
 
 from indexing.corpora.blocks import check_args, doc_id, id_width
 from indexing.corpora.files import arrow_schema
+from indexing.corpora.vocab import product_vocab
 from indexing.errors import CorpusError
 from indexing.schema import EMAILS, PRODUCTS
 
@@ -103,6 +108,9 @@ ESCI_COLUMNS = (
 REVIEW_REQUIRED = ("asin", "rating", "text", "timestamp")
 ESCI_EXAMPLE_COLUMNS = ("example_id", "query", "query_id", "product_id", "esci_label")
 """Columns of the ESCI examples file (shopping_queries_dataset_examples.parquet), the judged query-product pairs."""
+EXTRA_COLORS = ("yellow",)
+"""The basic color term (of Berlin and Kay's eleven) that the generator's color vocabulary lacks."""
+COLOR_SPELLINGS = {"grey": "gray"}
 LFS_POINTER = b"version https://git-lfs.github.com/spec/v1"
 """How a Git LFS pointer file starts: a clone without git-lfs holds these in place of the data files."""
 NO_DATE = datetime(1980, 1, 1, tzinfo=UTC)
@@ -278,6 +286,24 @@ def _parquet(path: Path) -> pq.ParquetFile:
     return pf
 
 
+@cache
+def _color_words() -> frozenset[str]:
+    return frozenset(product_vocab().colors) | frozenset(EXTRA_COLORS)
+
+
+def _color(value: Any) -> str:
+    """The first color word of a source value, or ``""`` when it names none.
+
+    >>> _color("Navy Blue"), _color("Space Grey"), _color("Rose Gold"), _color("multi"), _color("0")
+    ('navy', 'gray', 'gold', '', '')
+    """
+    for found in re.finditer(r"[a-z]+", _clean(value).lower()):
+        word = COLOR_SPELLINGS.get(found.group(), found.group())
+        if word in _color_words():
+            return word
+    return ""
+
+
 def _release(meta: dict[str, Any], reviews: _Reviews, stats: LoadStats) -> date:
     raw = meta.get("details", {}).get("Date First Available")
     if isinstance(raw, str):
@@ -307,7 +333,9 @@ def _product(
         or meta.get("main_category")
         or "uncategorized"
     )
-    color = _clean(row["product_color"]) or _clean(details.get("Color")) or "unspecified"
+    color = _color(row["product_color"]) or _color(details.get("Color")) or "unspecified"
+    if color == "unspecified" and (_clean(row["product_color"]) or _clean(details.get("Color"))):
+        stats.derived["color_not_a_color"] += 1
     brand = (
         _clean(row["product_brand"]) or _clean(details.get("Brand")) or _clean(meta.get("store")) or "Generic"
     )
@@ -331,7 +359,7 @@ def _product(
         "title": title,
         "description": description,
         "review": reviews.text or title,
-        "image": f"product photo of a {color.lower()} {title}"
+        "image": f"product photo of a {color} {title}"
         if color != "unspecified"
         else f"product photo of {title}",
     }

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import doctest
 import gzip
+import json
 import shutil
 from collections import defaultdict
 from datetime import datetime
@@ -13,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from indexing.corpora import loaders
 from indexing.corpora.files import arrow_schema, corpus_manifest, iter_corpus, write_corpus
 from indexing.corpora.fixtures import write_enron_fixture, write_esci_fixture
 from indexing.corpora.loaders import LoadStats, iter_enron, iter_esci
@@ -347,3 +350,40 @@ def test_empty_join_hint_follows_the_reason(tmp_path: Path) -> None:
         _load(iter_esci(fx.products, fx.reviews, no_prices))
     assert "no_price: 4" in err.value.message and f"{no_prices} has no price" in err.value.message
     assert "--meta" not in err.value.message and "reviews of their category" not in err.value.message
+
+
+def test_colors_are_color_words_or_unspecified(tmp_path: Path) -> None:
+    fx = write_esci_fixture(tmp_path, n=9)
+    raw = [
+        "0",
+        "dvd",
+        "multi",
+        "Standard 3GB+32GB (S-DIN 8inch)",
+        "Navy Blue",
+        "Space Grey",
+        "YELLOW",
+        "x",
+        "x",
+    ]
+    table = pq.read_table(fx.products)
+    by_asin = dict(zip(fx.asins, raw, strict=True))
+    colors = [by_asin[a] for a in table.column("product_id").to_pylist()]
+    pq.write_table(
+        table.set_column(table.schema.get_field_index("product_color"), "product_color", pa.array(colors)),
+        fx.products,
+    )
+    metas = [json.loads(line) for line in fx.meta.read_text().splitlines()]
+    for k, m in enumerate(metas):
+        m["details"]["Color"] = "Blue" if k == 3 else "Multicolor" if k == 0 else None
+    fx.meta.write_text("".join(json.dumps(m) + "\n" for m in metas))
+    stats = LoadStats()
+    rows = _load(iter_esci(fx.products, fx.reviews, fx.meta, stats=stats))
+    assert [r["color"] for r in rows] == ["unspecified"] * 3 + ["blue", "navy", "gray", "yellow"]
+    assert rows[0]["image"] == f"product photo of {rows[0]['title']}"
+    assert rows[4]["image"] == f"product photo of a navy {rows[4]['title']}"
+    assert stats.derived["color_not_a_color"] == 3
+
+
+def test_doctests() -> None:
+    result = doctest.testmod(loaders)
+    assert result.attempted > 0 and result.failed == 0
