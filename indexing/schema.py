@@ -126,7 +126,7 @@ EMAILS = CorpusSchema(
         Field("sender", _S, DType.STRING, "Sender address, e.g. jane.doe@acme.com."),
         Field("sender_domain", _S, DType.STRING, "Domain of the sender address."),
         Field("recipient", _S, DType.STRING, "Main recipient address."),
-        Field("date", _S, DType.DATETIME, "When the email was sent (UTC)."),
+        Field("date", _S, DType.DATETIME, "When the email was sent, in the sender's local time as its Date header reads."),
         Field("folder", _S, DType.STRING, "Mailbox folder: inbox, sent, archive, ..."),
         Field("is_read", _S, DType.BOOL, "Whether the email was opened."),
         Field("is_starred", _S, DType.BOOL, "Whether the email was starred."),

@@ -141,12 +141,13 @@ def _load_esci(args: argparse.Namespace, cfg: Config) -> int:
 
 def _load_enron(args: argparse.Namespace, cfg: Config) -> int:
     stats = LoadStats()
-    batches = iter_enron(args.maildir, limit=args.limit, stats=stats)
+    batches = iter_enron(args.maildir, limit=args.limit, keep_duplicates=args.keep_duplicates, stats=stats)
     meta = {
         "source": "enron",
         "loader_version": LOADER_VERSION,
         "maildir": args.maildir,
         "limit": args.limit,
+        "keep_duplicates": args.keep_duplicates,
         "created_at": _now(),
     }
     return _write(cfg, EMAILS, batches, meta, args.limit, stats)
@@ -242,13 +243,25 @@ def register(sub: Any) -> None:
     enron = sources.add_parser(
         "enron",
         help="an Enron-style maildir (email)",
-        description="Load maildir/<user>/<folder>/<message> RFC 822 files into the email corpus.",
+        description="Load maildir/<user>/<folder>/<message> RFC 822 files into the email corpus, one row per "
+        "Message-ID: a copy in another folder (the Notes views all_documents, discussion_threads, notes_inbox "
+        "repeat inbox and sent) is dropped and counted. Dates are the sender's local time as the Date header "
+        "reads; messages with Enron's placeholder date (31 Dec 1979) are dropped and counted.",
         epilog="example: prore corpus load enron --maildir maildir/ --limit 100k",
     )
     enron.add_argument(
-        "--maildir", required=True, metavar="DIR", help="the maildir directory (holds one folder per user)"
+        "--maildir",
+        required=True,
+        metavar="DIR",
+        help="the maildir directory itself, one folder per user (the release's maildir/, not the folder above it)",
     )
-    enron.add_argument("--limit", type=_count, metavar="N", help="load the first N messages in path order")
+    enron.add_argument("--limit", type=_count, metavar="N", help="stop after N messages (in load order)")
+    enron.add_argument(
+        "--keep-duplicates",
+        action="store_true",
+        help="load every copy of a message (by default one row per Message-ID, the copy in inbox or sent "
+        "before the Notes views)",
+    )
     enron.set_defaults(handler=_load_enron)
 
     show = actions.add_parser(

@@ -16,7 +16,10 @@ derived, always the same way:
 - only products of one locale (``us``) are kept, in parquet order; ids are ``P`` + their rank;
 - ``brand``: product_brand, else details["Brand"], else the store, else ``Generic``;
 - ``category``: the last of the metadata categories, else main_category, else ``uncategorized``
-  (lower case); ``color``: product_color, else details["Color"], else ``unspecified``;
+  (lower case); ``color``: the first color word of product_color, else of details["Color"], else
+  ``unspecified`` (counted as ``color_not_a_color`` when the source had a value): color words are
+  the generator's color vocabulary plus ``yellow`` (``grey`` is read as ``gray``), so ``Navy Blue``
+  is navy, and ``0``, ``dvd``, ``multi`` or ``Standard 3GB+32GB`` name no color;
 - ``price``: the metadata price; a product without one is dropped and counted (``no_price``);
 - ``rating`` / ``review_count``: average_rating / rating_number of the metadata, else the mean and
   count of the joined reviews; a product without reviews is dropped (``no_reviews``);
@@ -24,14 +27,41 @@ derived, always the same way:
   Available"], else the day of the earliest review;
 - ``description``: description and bullet points, HTML removed, else the metadata's; ``review``:
   the most helpful review (title and text; ties go to the earliest); ``image``: there are no
-  captions, so ``product photo of a <color> <title>``.
+  captions, so ``product photo of a <color> <title>`` (``product photo of <title>`` without a color).
+
+A Git LFS pointer in place of a source file (a clone made without git-lfs) is refused with
+``lfs_pointer``, and the ESCI examples file given as the products file with ``examples_file``, each in
+one line that says what to pass or run.
 
 **Enron maildir** (:func:`iter_enron`): ``maildir/<user>/<folder>/<file>`` holding RFC 822 messages,
-parsed with the standard ``email`` package, in natural path order. ``folder`` is the path between
-user and file (lower case, a maildir's ``cur``/``new`` left out). ``is_read`` / ``is_starred`` come
-from maildir info flags (``<name>:2,<flags>``, ``S`` seen, ``F`` flagged); the Enron release has no
-flags, so there both are false. ``has_attachment``: a MIME attachment or an Enron attachment marker
-(``<<name.ext>>``) in the body. ``thread_id``: a hash of the subject without ``Re:``/``Fw:`` prefixes.
+parsed with the standard ``email`` package. The directory given is the maildir itself; a folder that
+holds one (the release's top folder) is refused with ``maildir_root``, naming the maildir to pass, so
+users are never read one level off. Messages load mailbox by mailbox (users in natural order), a
+mailbox's folders in preference order (``inbox``, ``sent``, ``sent_items``, ``_sent_mail``, then the
+folders the user made, then the Notes views ``notes_inbox``, ``discussion_threads``, ``all_documents``),
+files in natural path order within a folder; ``limit`` counts loaded rows.
+
+- **Copies**: a message whose ``Message-ID`` was loaded already (the Notes views repeat ``inbox`` and
+  ``sent``) is dropped and counted (``duplicate_message``), so the copy kept is the one in the most
+  preferred folder of the first mailbox that holds it; ``keep_duplicates`` loads every file.
+- ``folder``: the path between user and file (lower case, a maildir's ``cur``/``new`` left out).
+  ``is_read`` / ``is_starred`` come from maildir info flags (``<name>:2,<flags>``, ``S`` seen, ``F``
+  flagged); the Enron release has no flags, so there both are false.
+- ``date``: the sender's local wall-clock time, as the ``Date:`` header reads (``Mon, 14 May 2001
+  16:39:00 -0700`` is 2001-05-14 16:39:00), stored without a zone, so ``toDate``/``toYear`` filters agree
+  with the day a reader of the message sees (UTC would move about one message in seven to another day).
+  Times of different senders are therefore not on one clock: a reply can sort before its question.
+  Enron's placeholder ``Mon, 31 Dec 1979 16:00:00 -0800`` means "unknown"; the column cannot be null, so
+  such a message is dropped and counted (``placeholder_date``), as is one dated outside ClickHouse's
+  ``DateTime`` range (``date_out_of_range``).
+- ``recipient``: the first ``To:`` address, else the first ``Cc:``, else the first ``Bcc:``, else empty.
+  The schema has one recipient column (filtered as ``recipient = '...'``), so further addresses are not
+  kept; the load counts messages that had more (``recipients_not_kept``) and recipients taken from
+  ``Cc:``/``Bcc:`` (``recipient_from_cc``, ``recipient_from_bcc``).
+- ``has_attachment``: a MIME attachment part, or an attachment marker in the body: ``<<name.ext>>`` as
+  Notes writes it or ``<< File: name.ext >>`` as Outlook does.
+- ``thread_id``: a hash of the subject without ``Re:``/``Fw:`` prefixes; ``body``: the first plain-text
+  part, line endings normalized to ``\\n`` (some messages keep ``\\r\\n``).
 """
 
 from __future__ import annotations
@@ -52,6 +82,7 @@ from datetime import UTC, date, datetime
 from email.header import decode_header, make_header
 from email.message import Message
 from email.utils import getaddresses, parseaddr, parsedate_to_datetime
+from functools import cache
 from pathlib import Path
 from typing import IO, Any
 
@@ -60,10 +91,11 @@ import pyarrow.parquet as pq
 
 from indexing.corpora.blocks import check_args, doc_id, id_width
 from indexing.corpora.files import arrow_schema
+from indexing.corpora.vocab import product_vocab
 from indexing.errors import CorpusError
 from indexing.schema import EMAILS, PRODUCTS
 
-LOADER_VERSION = "1"
+LOADER_VERSION = "2"
 ESCI_COLUMNS = (
     "product_id",
     "product_title",
@@ -74,9 +106,25 @@ ESCI_COLUMNS = (
     "product_locale",
 )
 REVIEW_REQUIRED = ("asin", "rating", "text", "timestamp")
+ESCI_EXAMPLE_COLUMNS = ("example_id", "query", "query_id", "product_id", "esci_label")
+"""Columns of the ESCI examples file (shopping_queries_dataset_examples.parquet), the judged query-product pairs."""
+EXTRA_COLORS = ("yellow",)
+"""The basic color term (of Berlin and Kay's eleven) that the generator's color vocabulary lacks."""
+COLOR_SPELLINGS = {"grey": "gray"}
+LFS_POINTER = b"version https://git-lfs.github.com/spec/v1"
+"""How a Git LFS pointer file starts: a clone without git-lfs holds these in place of the data files."""
+NO_DATE = datetime(1980, 1, 1, tzinfo=UTC)
+"""Enron's placeholder for a missing date (``Mon, 31 Dec 1979 16:00:00 -0800``): the date is unknown."""
+DATETIME_RANGE = (datetime(1970, 1, 1), datetime(2106, 2, 7))
+"""Wall-clock times a ClickHouse ``DateTime`` column holds; a message dated outside is dropped."""
+FIRST_FOLDERS = ("inbox", "sent", "sent_items", "_sent_mail")
+"""Folders whose copy of a message is kept first, in this order; then any other folder a user made."""
+COPY_FOLDERS = ("notes_inbox", "discussion_threads", "all_documents")
+"""Lotus Notes views of the Enron release that repeat mail filed elsewhere: their copies are kept last."""
 _TAG = re.compile(r"<[^>]+>")
 _REPLY_PREFIX = re.compile(r"^\s*((re|fw|fwd|aw)\s*(\[\d+\])?\s*:\s*)+", re.IGNORECASE)
-_ENRON_ATTACHMENT = re.compile(r"<<[^<>\n]{1,200}\.[A-Za-z0-9]{2,4}>>")
+_ENRON_ATTACHMENT = re.compile(r"<<[^<>\n]{1,200}\.[A-Za-z0-9]{2,5}\s*>>")
+"""An attachment marker: ``<<name.ext>>`` (Lotus Notes) or ``<< File: name.ext >>`` (Outlook, with spaces)."""
 
 
 @dataclass
@@ -106,10 +154,26 @@ def _open_text(path: Path) -> IO[str]:
     return path.open(encoding="utf-8")
 
 
-def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` for every non-blank line; a broken line is a CorpusError."""
+def _source_file(path: Path) -> None:
+    """Refuse a missing file, and a Git LFS pointer standing in for the data, each in one line."""
     if not path.is_file():
         raise CorpusError(f"{path}: no such file", code="bad_source")
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(len(LFS_POINTER))
+    except OSError as exc:
+        raise CorpusError(f"{path}: cannot be read ({exc.strerror})", code="bad_source") from None
+    if head == LFS_POINTER:
+        raise CorpusError(
+            f"{path} is a Git LFS pointer, not the data (the clone was made without git-lfs); "
+            "run: git lfs pull (in that clone)",
+            code="lfs_pointer",
+        )
+
+
+def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for every non-blank line; a broken line is a CorpusError."""
+    _source_file(path)
     try:
         with _open_text(path) as fh:
             for lineno, line in enumerate(fh, start=1):
@@ -204,16 +268,40 @@ def _read_meta(path: Path, wanted: set[str]) -> dict[str, dict[str, Any]]:
 
 
 def _parquet(path: Path) -> pq.ParquetFile:
-    if not path.is_file():
-        raise CorpusError(f"{path}: no such file", code="bad_source")
+    _source_file(path)
     try:
         pf = pq.ParquetFile(path)
     except (pa.ArrowException, OSError) as exc:
         raise CorpusError(f"{path}: not a parquet file ({exc})", code="bad_source") from None
-    missing = [c for c in ESCI_COLUMNS if c not in pf.schema_arrow.names]
+    names = pf.schema_arrow.names
+    missing = [c for c in ESCI_COLUMNS if c not in names]
+    if missing and all(c in names for c in ESCI_EXAMPLE_COLUMNS):
+        raise CorpusError(
+            f"{path} is the ESCI examples file (query, product_id, esci_label per row), not the products file; "
+            "pass shopping_queries_dataset_products.parquet as --products",
+            code="examples_file",
+        )
     if missing:
         raise CorpusError(f"{path}: missing column {', '.join(missing)}", code="bad_record")
     return pf
+
+
+@cache
+def _color_words() -> frozenset[str]:
+    return frozenset(product_vocab().colors) | frozenset(EXTRA_COLORS)
+
+
+def _color(value: Any) -> str:
+    """The first color word of a source value, or ``""`` when it names none.
+
+    >>> _color("Navy Blue"), _color("Space Grey"), _color("Rose Gold"), _color("multi"), _color("0")
+    ('navy', 'gray', 'gold', '', '')
+    """
+    for found in re.finditer(r"[a-z]+", _clean(value).lower()):
+        word = COLOR_SPELLINGS.get(found.group(), found.group())
+        if word in _color_words():
+            return word
+    return ""
 
 
 def _release(meta: dict[str, Any], reviews: _Reviews, stats: LoadStats) -> date:
@@ -245,7 +333,9 @@ def _product(
         or meta.get("main_category")
         or "uncategorized"
     )
-    color = _clean(row["product_color"]) or _clean(details.get("Color")) or "unspecified"
+    color = _color(row["product_color"]) or _color(details.get("Color")) or "unspecified"
+    if color == "unspecified" and (_clean(row["product_color"]) or _clean(details.get("Color"))):
+        stats.derived["color_not_a_color"] += 1
     brand = (
         _clean(row["product_brand"]) or _clean(details.get("Brand")) or _clean(meta.get("store")) or "Generic"
     )
@@ -269,7 +359,7 @@ def _product(
         "title": title,
         "description": description,
         "review": reviews.text or title,
-        "image": f"product photo of a {color.lower()} {title}"
+        "image": f"product photo of a {color} {title}"
         if color != "unspecified"
         else f"product photo of {title}",
     }
@@ -320,8 +410,22 @@ def _esci_rows(
                 return
     if kept == 0:
         reasons = ", ".join(f"{k}: {v}" for k, v in sorted(stats.dropped.items()))
-        hint = "; pass the item metadata (--meta) for prices" if meta is None else ""
-        raise CorpusError(f"no product survived the join ({reasons}){hint}", code="empty_load")
+        raise CorpusError(
+            f"no product survived the join ({reasons}){_join_hint(stats, reviews, meta)}", code="empty_load"
+        )
+
+
+def _join_hint(stats: LoadStats, reviews: Path, meta: Path | None) -> str:
+    """What to change when no product survived, for the reason that dropped the most products."""
+    most = max(stats.dropped.values(), default=0)
+    hints = []
+    if stats.dropped["no_reviews"] == most > 0:
+        hints.append(f"{reviews} has no review for most of them; pass the reviews of their category")
+    if stats.dropped["no_price"] == most > 0:
+        hints.append(
+            "pass the item metadata (--meta) for prices" if meta is None else f"{meta} has no price for them"
+        )
+    return "".join(f"; {h}" for h in hints)
 
 
 def _tables(rows: Iterator[dict[str, Any]], schema: pa.Schema, chunk_rows: int) -> Iterator[pa.Table]:
@@ -357,12 +461,29 @@ def _natural(path: Path) -> list[Any]:
     return [(0, int(x), "") if x.isdigit() else (1, 0, x) for x in re.split(r"(\d+)", path.as_posix())]
 
 
+def _folder(rel: Path) -> str:
+    """The folder of a message path ``<user>/<folder...>/<file>``, a maildir's ``cur``/``new`` left out."""
+    return "/".join(p for p in rel.parts[1:-1] if p not in ("cur", "new")).lower() or "inbox"
+
+
+def _preference(folder: str) -> int:
+    top = folder.split("/", 1)[0]
+    if top in FIRST_FOLDERS:
+        return FIRST_FOLDERS.index(top)
+    if top in COPY_FOLDERS:
+        return len(FIRST_FOLDERS) + 1 + COPY_FOLDERS.index(top)
+    return len(FIRST_FOLDERS)
+
+
 def _message_files(root: Path) -> list[Path]:
+    """Message paths in load order: mailbox by mailbox, folders in preference order, natural order within."""
     files = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = [d for d in dirnames if not d.startswith(".") and d != "tmp"]
         files += [Path(dirpath, f).relative_to(root) for f in filenames if not f.startswith(".")]
-    return sorted(files, key=_natural)
+    return sorted(
+        files, key=lambda rel: (_natural(Path(rel.parts[0])), _preference(_folder(rel)), _natural(rel))
+    )
 
 
 def _header(msg: Message, name: str, where: Path) -> str:
@@ -390,7 +511,9 @@ def _text(part: Message, where: Path, stats: LoadStats) -> str:
         return data.decode("cp1252", errors="replace")
 
 
-def _message(root: Path, rel: Path, stats: LoadStats) -> dict[str, Any]:
+def _message(root: Path, rel: Path, seen: set[str] | None, stats: LoadStats) -> dict[str, Any] | None:
+    """The row of one message, or ``None`` (counted in ``stats.dropped``) when its date is unknown or, with
+    ``seen`` (the Message-IDs loaded so far), when it is a copy of a message already loaded."""
     where = root / rel
     try:
         msg = email.message_from_bytes(where.read_bytes())
@@ -404,9 +527,30 @@ def _message(root: Path, rel: Path, stats: LoadStats) -> dict[str, Any]:
         when = parsedate_to_datetime(raw_date)
     except (TypeError, ValueError, IndexError):
         raise CorpusError(f"{where}: unparsable Date header {raw_date!r}", code="bad_record") from None
-    if when.tzinfo is not None:
-        when = when.astimezone(UTC).replace(tzinfo=None)
-    recipients = [a for _, a in getaddresses([_header(msg, "To", where)]) if a]
+    if when.tzinfo is not None and when.astimezone(UTC) == NO_DATE:
+        stats.dropped["placeholder_date"] += 1
+        return None
+    when = when.replace(tzinfo=None)  # the sender's wall-clock time, as a reader sees it in the header
+    if not DATETIME_RANGE[0] <= when < DATETIME_RANGE[1]:
+        stats.dropped["date_out_of_range"] += 1
+        return None
+    message_id = str(msg.get("Message-ID") or "").strip()
+    if seen is not None and message_id:
+        if message_id in seen:
+            stats.dropped["duplicate_message"] += 1
+            return None
+        seen.add(message_id)
+    recipient = ""
+    addresses = 0
+    for name in ("To", "Cc", "Bcc"):
+        found = [a.lower() for _, a in getaddresses([_header(msg, name, where)]) if a]
+        if found and not recipient:
+            recipient = found[0]
+            if name != "To":
+                stats.derived[f"recipient_from_{name.lower()}"] += 1
+        addresses += len(found)
+    if addresses > 1:
+        stats.derived["recipients_not_kept"] += 1  # the schema holds one recipient (see the module doc)
     body, attachment = "", False
     for part in msg.walk():
         if part.is_multipart():
@@ -414,18 +558,17 @@ def _message(root: Path, rel: Path, stats: LoadStats) -> dict[str, Any]:
         if part.get_filename() or part.get_content_disposition() == "attachment":
             attachment = True
         elif not body and part.get_content_type() == "text/plain":
-            body = _text(part, where, stats).strip()
+            body = _text(part, where, stats).replace("\r\n", "\n").replace("\r", "\n").strip()
     subject = _header(msg, "Subject", where)
     topic = " ".join(_REPLY_PREFIX.sub("", subject).lower().split()) or f"message:{rel.as_posix()}"
     name = rel.name
     flags = name.split(":2,", 1)[1] if ":2," in name else ""
-    parts = [p for p in rel.parts[1:-1] if p not in ("cur", "new")]
     return {
         "sender": sender,
         "sender_domain": sender.rsplit("@", 1)[-1],
-        "recipient": recipients[0].lower() if recipients else "",
+        "recipient": recipient,
         "date": when,
-        "folder": "/".join(parts).lower() or "inbox",
+        "folder": _folder(rel),
         "is_read": "S" in flags and rel.parent.name != "new",
         "is_starred": "F" in flags,
         "has_attachment": attachment or bool(_ENRON_ATTACHMENT.search(body)),
@@ -435,30 +578,51 @@ def _message(root: Path, rel: Path, stats: LoadStats) -> dict[str, Any]:
     }
 
 
-def _enron_rows(root: Path, limit: int | None, stats: LoadStats) -> Iterator[dict[str, Any]]:
+def _enron_rows(
+    root: Path, limit: int | None, keep_duplicates: bool, stats: LoadStats
+) -> Iterator[dict[str, Any]]:
     if not root.is_dir():
         raise CorpusError(f"{root}: no such maildir directory", code="bad_source")
+    if (root / "maildir").is_dir():  # the release folder: users would load as folders of a user 'maildir'
+        raise CorpusError(
+            f"{root} holds a maildir instead of being one; pass --maildir {root / 'maildir'}",
+            code="maildir_root",
+        )
     files = _message_files(root)
-    if limit is not None:
-        files = files[:limit]
     if not files:
         raise CorpusError(f"{root}: no messages under maildir/<user>/<folder>/", code="bad_source")
-    width = id_width(len(files))
-    for k, rel in enumerate(files):
-        row = _message(root, rel, stats)
-        stats.rows = k + 1
-        yield {"id": doc_id(EMAILS.id_prefix, k + 1, width), **row}
+    width = id_width(min(len(files), limit) if limit is not None else len(files))
+    kept = 0
+    seen: set[str] | None = None if keep_duplicates else set()
+    for rel in files:
+        row = _message(root, rel, seen, stats)
+        if row is None:
+            continue
+        kept += 1
+        stats.rows = kept
+        yield {"id": doc_id(EMAILS.id_prefix, kept, width), **row}
+        if limit is not None and kept >= limit:
+            return
+    if kept == 0:
+        reasons = ", ".join(f"{k}: {v}" for k, v in sorted(stats.dropped.items()))
+        raise CorpusError(f"{root}: no message could be loaded ({reasons})", code="empty_load")
 
 
 def iter_enron(
     maildir: str | Path,
     *,
     limit: int | None = None,
+    keep_duplicates: bool = False,
     chunk_rows: int = 10_000,
     stats: LoadStats | None = None,
 ) -> Iterator[pa.Table]:
-    """Stream the messages of an Enron-style maildir as EMAILS tables (see the module doc)."""
+    """Stream the messages of an Enron-style maildir as EMAILS tables (see the module doc).
+
+    A message whose Message-ID was loaded already is a copy and is dropped (``duplicate_message``)
+    unless ``keep_duplicates``.
+    """
     st = stats if stats is not None else LoadStats()
     check_args(1, 0, chunk_rows)
     _check_limit(limit)
-    return _tables(_enron_rows(Path(maildir), limit, st), arrow_schema(EMAILS), chunk_rows)
+    rows = _enron_rows(Path(maildir), limit, keep_duplicates, st)
+    return _tables(rows, arrow_schema(EMAILS), chunk_rows)

@@ -36,7 +36,8 @@ CLICKHOUSE_TYPES: dict[DType, str] = {
     DType.FLOAT: "Float64",
     DType.BOOL: "Bool",
     DType.DATE: "Date",
-    # Corpus datetimes are UTC; naming the zone keeps them UTC whatever the host's zone is.
+    # Corpus datetimes are zone-less wall-clock times (an email's is its sender's local time); naming UTC
+    # stores and reads them unshifted whatever the host's zone is.
     DType.DATETIME: "DateTime('UTC')",
 }
 

@@ -86,6 +86,29 @@ def test_load_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     )
     assert rc == 0 and "5 emails" in out
     assert corpus_manifest(Workspace(Path(ws)), "email")["rows"] == 5
+    copy = ex.maildir / ex.paths[0].parts[0] / "all_documents" / "1."
+    copy.parent.mkdir()
+    copy.write_bytes((ex.maildir / ex.paths[0]).read_bytes())
+    rc, out, _ = _run(capsys, "--workspace", ws, "corpus", "load", "enron", "--maildir", str(ex.maildir))
+    assert rc == 0 and "8 emails" in out and "duplicate_message: 1" in out
+    rc, out, _ = _run(
+        capsys,
+        "--workspace",
+        ws,
+        "corpus",
+        "load",
+        "enron",
+        "--maildir",
+        str(ex.maildir),
+        "--keep-duplicates",
+    )
+    manifest = corpus_manifest(Workspace(Path(ws)), "email")
+    assert rc == 0 and "9 emails" in out and manifest["keep_duplicates"] is True and manifest["rows"] == 9
+    rc, _, err = _run(
+        capsys, "--workspace", ws, "corpus", "load", "enron", "--maildir", str(ex.maildir.parent)
+    )
+    expected = f"{ex.maildir.parent} holds a maildir instead of being one; pass --maildir {ex.maildir}"
+    assert rc == 2 and err.strip() == f"error maildir_root: {expected}"
 
 
 @pytest.mark.parametrize(

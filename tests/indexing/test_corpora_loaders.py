@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import doctest
 import gzip
+import json
 import shutil
 from collections import defaultdict
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from indexing.corpora import loaders
 from indexing.corpora.files import arrow_schema, corpus_manifest, iter_corpus, write_corpus
 from indexing.corpora.fixtures import write_enron_fixture, write_esci_fixture
 from indexing.corpora.loaders import LoadStats, iter_enron, iter_esci
@@ -23,6 +28,32 @@ from indexing.workspace import Workspace
 def _load(batches: Any) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = pa.concat_tables(list(batches)).to_pylist()
     return rows
+
+
+def _mail(
+    maildir: Path, rel: str, body: str = "Here is our forecast.\n", *, crlf: bool = False, **headers: str
+) -> None:
+    """Write one message as the Enron release does: plain headers, ``X-`` fields, a text body.
+
+    ``headers`` override the defaults (``Message_ID`` stands for ``Message-ID``); an empty value drops one.
+    """
+    fields = {
+        "Message-ID": f"<{rel.replace('/', '.')}.JavaMail.evans@thyme>",
+        "Date": "Mon, 14 May 2001 16:39:00 -0700 (PDT)",
+        "From": "phillip.allen@enron.com",
+        "To": "tim.belden@enron.com",
+        "Subject": "Forecast",
+        "Mime-Version": "1.0",
+        "Content-Type": "text/plain; charset=us-ascii",
+        "Content-Transfer-Encoding": "7bit",
+        "X-From": "Phillip K Allen",
+        "X-Origin": "Allen-P",
+        **{k.replace("_", "-"): v for k, v in headers.items()},
+    }
+    text = "".join(f"{k}: {v}\n" for k, v in fields.items() if v) + "\n" + body
+    path = maildir / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text.replace("\n", "\r\n").encode() if crlf else text.encode())
 
 
 def test_esci_round_trip(tmp_path: Path) -> None:
@@ -137,3 +168,222 @@ def test_broken_enron_names_the_message_and_keeps_previous_corpus(
     assert corpus_manifest(ws, "email") == before
     assert sum(t.num_rows for t in iter_corpus(ws, EMAILS)) == 6
     assert not (ws.root / "corpora" / "email.partial").exists()
+
+
+def test_attachment_markers_of_notes_and_outlook_and_mime_parts(tmp_path: Path) -> None:
+    md = tmp_path / "maildir"
+    _mail(md, "allen-p/inbox/1.", "Please fill in the form.\n\n << File: Badge Access Form.doc >> \n")
+    _mail(md, "allen-p/inbox/2.", "Numbers attached.\n\n<<Q2 forecast.xls>>\n")
+    _mail(md, "allen-p/inbox/3.", "See the chart.\n\n << OLE Object: Picture (Metafile) >> \n")
+    _mail(md, "allen-p/inbox/4.", "Shift left: a << b >> c.\n")
+    mime = (
+        "--b\nContent-Type: text/plain\n\nSigned copy.\n"
+        '--b\nContent-Type: application/pdf\nContent-Disposition: attachment; filename="deal.pdf"\n\n%PDF\n--b--\n'
+    )
+    _mail(
+        md,
+        "allen-p/inbox/5.",
+        mime,
+        Content_Type='multipart/mixed; boundary="b"',
+        Content_Transfer_Encoding="",
+    )
+    rows = _load(iter_enron(md))
+    assert [r["has_attachment"] for r in rows] == [True, True, False, False, True]
+    assert rows[4]["body"] == "Signed copy."
+
+
+def test_release_root_is_refused_naming_the_maildir(tmp_path: Path) -> None:
+    release = tmp_path / "enron_mail_20150507"
+    _mail(release / "maildir", "allen-p/_sent_mail/1.")
+    with pytest.raises(CorpusError) as err:
+        _load(iter_enron(release))
+    assert err.value.code == "maildir_root"
+    assert str(release / "maildir") in err.value.message and "\n" not in err.value.one_line()
+    assert _load(iter_enron(release / "maildir"))[0]["folder"] == "_sent_mail"
+
+
+def test_crlf_bodies_get_newlines(tmp_path: Path) -> None:
+    md = tmp_path / "maildir"
+    _mail(md, "allen-p/inbox/1.", "Tim,\n\nHere is our forecast.\nPhillip\n", crlf=True, Subject="Forecast")
+    _mail(md, "allen-p/inbox/2.", "Old Mac text.\rSecond line.\r")
+    rows = _load(iter_enron(md))
+    assert [r["body"] for r in rows] == [
+        "Tim,\n\nHere is our forecast.\nPhillip",
+        "Old Mac text.\nSecond line.",
+    ]
+    assert rows[0]["subject"] == "Forecast" and rows[0]["recipient"] == "tim.belden@enron.com"
+
+
+def test_dates_keep_the_senders_wall_clock_and_the_placeholder_is_dropped(tmp_path: Path) -> None:
+    md = tmp_path / "maildir"
+    _mail(md, "allen-p/inbox/1.", Date="Fri, 29 Dec 2000 17:05:00 -0800 (PST)")  # 01:05 on the 30th in UTC
+    _mail(md, "allen-p/inbox/2.", Date="Mon, 31 Dec 1979 16:00:00 -0800 (PST)")  # Enron's "no date"
+    _mail(md, "allen-p/inbox/3.", Date="Sun, 31 Dec 2000 20:00:00 -0800")  # 2001 in UTC
+    _mail(md, "allen-p/inbox/4.", Date="Mon, 1 Jan 2001 09:30:00 +0100")  # 2000 in UTC
+    _mail(md, "allen-p/inbox/5.", Date="Tue, 2 Jan 2001 09:30:00 -0000")
+    stats = LoadStats()
+    rows = _load(iter_enron(md, stats=stats))
+    assert [r["date"] for r in rows] == [
+        datetime(2000, 12, 29, 17, 5),
+        datetime(2000, 12, 31, 20, 0),
+        datetime(2001, 1, 1, 9, 30),
+        datetime(2001, 1, 2, 9, 30),
+    ]
+    assert [r["id"] for r in rows] == ["E00001", "E00002", "E00003", "E00004"]
+    assert stats.rows == 4 and dict(stats.dropped) == {"placeholder_date": 1}
+    assert _load(iter_enron(md, limit=2)) == rows[:2]  # the limit counts loaded rows
+    for k in (1, 3, 4, 5):
+        (md / f"allen-p/inbox/{k}.").unlink()
+    with pytest.raises(CorpusError) as err:
+        _load(iter_enron(md))
+    assert err.value.code == "empty_load" and "placeholder_date: 1" in err.value.message
+
+
+def test_recipient_is_the_first_to_else_cc_else_bcc(tmp_path: Path) -> None:
+    md = tmp_path / "maildir"
+    many = "Tim Belden <tim.belden@enron.com>, john.arnold@enron.com,\n\tmike.grigsby@enron.com"
+    _mail(md, "allen-p/inbox/1.", To=many)
+    _mail(md, "allen-p/inbox/2.", To="", Cc="Keith.Holst@enron.com, frank.ermis@enron.com")
+    _mail(md, "allen-p/inbox/3.", To="", Bcc="jane.tholt@enron.com")
+    _mail(md, "allen-p/inbox/4.", To="")
+    stats = LoadStats()
+    rows = _load(iter_enron(md, stats=stats))
+    assert [r["recipient"] for r in rows] == [
+        "tim.belden@enron.com",
+        "keith.holst@enron.com",
+        "jane.tholt@enron.com",
+        "",
+    ]
+    assert dict(stats.derived) == {"recipient_from_cc": 1, "recipient_from_bcc": 1, "recipients_not_kept": 2}
+
+
+def test_copies_in_notes_views_are_dropped_unless_kept(tmp_path: Path) -> None:
+    md = tmp_path / "maildir"
+    _mail(md, "allen-p/all_documents/1.", Message_ID="<1.JavaMail.evans@thyme>", Subject="Forecast")
+    _mail(md, "allen-p/discussion_threads/1.", Message_ID="<2.JavaMail.evans@thyme>", Subject="Gas")
+    _mail(md, "allen-p/inbox/10.", Message_ID="<1.JavaMail.evans@thyme>", Subject="Forecast")
+    _mail(md, "allen-p/california/2.", Message_ID="<3.JavaMail.evans@thyme>", Subject="Rates")
+    _mail(md, "allen-p/notes_inbox/7.", Message_ID="<3.JavaMail.evans@thyme>", Subject="Rates")
+    _mail(md, "allen-p/sent/3.", Message_ID="<2.JavaMail.evans@thyme>", Subject="Gas")
+    _mail(md, "allen-p/sent/4.", Message_ID="", Subject="No id")  # never merged
+    _mail(md, "allen-p/all_documents/4.", Message_ID="", Subject="No id")
+    _mail(md, "arnold-j/inbox/1.", Message_ID="<3.JavaMail.evans@thyme>", Subject="Rates")
+    stats = LoadStats()
+    rows = _load(iter_enron(md, stats=stats))
+    assert [(r["folder"], r["subject"]) for r in rows] == [
+        ("inbox", "Forecast"),
+        ("sent", "Gas"),
+        ("sent", "No id"),
+        ("california", "Rates"),
+        ("all_documents", "No id"),
+    ]
+    assert [r["id"] for r in rows] == [f"E0000{k}" for k in range(1, 6)]
+    assert dict(stats.dropped) == {"duplicate_message": 4}
+    every = _load(iter_enron(md, keep_duplicates=True))
+    assert [r["folder"] for r in every] == [
+        "inbox",
+        "sent",
+        "sent",
+        "california",
+        "notes_inbox",
+        "discussion_threads",
+        "all_documents",
+        "all_documents",
+        "inbox",
+    ]
+
+
+def test_git_lfs_pointers_say_to_pull(tmp_path: Path) -> None:
+    fx = write_esci_fixture(tmp_path, n=5)
+    pointer = (
+        "version https://git-lfs.github.com/spec/v1\n"
+        "oid sha256:4d7a214614ab2935c943f9e0ff69d22eadbb8f32b1258daaa5e2ca24d17e2393\n"
+        "size 1048153409\n"
+    )
+    for kind in ("products", "reviews", "meta"):
+        stub = tmp_path / f"{kind}.pointer"
+        stub.write_text(pointer)
+        args = {"products": fx.products, "reviews": fx.reviews, "meta": fx.meta, kind: stub}
+        with pytest.raises(CorpusError) as err:
+            _load(iter_esci(args["products"], args["reviews"], args["meta"]))
+        assert err.value.code == "lfs_pointer", kind
+        assert str(stub) in err.value.message and "git lfs pull" in err.value.message
+        assert "\n" not in err.value.one_line()
+
+
+def test_the_examples_file_given_as_products_is_named(tmp_path: Path) -> None:
+    fx = write_esci_fixture(tmp_path, n=5)
+    examples = tmp_path / "shopping_queries_dataset_examples.parquet"
+    row = {
+        "example_id": 0,
+        "query": " revent 80 cfm",
+        "query_id": 0,
+        "product_id": "B000MOO21W",
+        "product_locale": "us",
+        "esci_label": "I",
+        "small_version": 0,
+        "large_version": 1,
+        "split": "train",
+    }
+    pq.write_table(pa.Table.from_pylist([row]), examples)
+    with pytest.raises(CorpusError) as err:
+        _load(iter_esci(examples, fx.reviews, fx.meta))
+    assert err.value.code == "examples_file"
+    assert (
+        "examples file" in err.value.message
+        and "shopping_queries_dataset_products.parquet" in err.value.message
+    )
+
+
+def test_empty_join_hint_follows_the_reason(tmp_path: Path) -> None:
+    fx = write_esci_fixture(tmp_path, n=5)
+    strangers = tmp_path / "Books.jsonl"
+    strangers.write_text(fx.reviews.read_text().replace('"B0', '"X0').replace('"B1', '"X1'))
+    for meta in (None, fx.meta):
+        with pytest.raises(CorpusError) as err:
+            _load(iter_esci(fx.products, strangers, meta))
+        assert err.value.code == "empty_load" and "no_reviews: 5" in err.value.message
+        assert "--meta" not in err.value.message and "pass the reviews of their category" in err.value.message
+    no_prices = tmp_path / "meta_no_price.jsonl"
+    no_prices.write_text(fx.meta.read_text().replace('"price": ', '"was": '))
+    with pytest.raises(CorpusError) as err:
+        _load(iter_esci(fx.products, fx.reviews, no_prices))
+    assert "no_price: 4" in err.value.message and f"{no_prices} has no price" in err.value.message
+    assert "--meta" not in err.value.message and "reviews of their category" not in err.value.message
+
+
+def test_colors_are_color_words_or_unspecified(tmp_path: Path) -> None:
+    fx = write_esci_fixture(tmp_path, n=9)
+    raw = [
+        "0",
+        "dvd",
+        "multi",
+        "Standard 3GB+32GB (S-DIN 8inch)",
+        "Navy Blue",
+        "Space Grey",
+        "YELLOW",
+        "x",
+        "x",
+    ]
+    table = pq.read_table(fx.products)
+    by_asin = dict(zip(fx.asins, raw, strict=True))
+    colors = [by_asin[a] for a in table.column("product_id").to_pylist()]
+    pq.write_table(
+        table.set_column(table.schema.get_field_index("product_color"), "product_color", pa.array(colors)),
+        fx.products,
+    )
+    metas = [json.loads(line) for line in fx.meta.read_text().splitlines()]
+    for k, m in enumerate(metas):
+        m["details"]["Color"] = "Blue" if k == 3 else "Multicolor" if k == 0 else None
+    fx.meta.write_text("".join(json.dumps(m) + "\n" for m in metas))
+    stats = LoadStats()
+    rows = _load(iter_esci(fx.products, fx.reviews, fx.meta, stats=stats))
+    assert [r["color"] for r in rows] == ["unspecified"] * 3 + ["blue", "navy", "gray", "yellow"]
+    assert rows[0]["image"] == f"product photo of {rows[0]['title']}"
+    assert rows[4]["image"] == f"product photo of a navy {rows[4]['title']}"
+    assert stats.derived["color_not_a_color"] == 3
+
+
+def test_doctests() -> None:
+    result = doctest.testmod(loaders)
+    assert result.attempted > 0 and result.failed == 0
