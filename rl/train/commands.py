@@ -19,13 +19,13 @@ from typing import Any
 from indexing.config import Config
 from indexing.schema import DOMAINS, schema_for
 from indexing.workspace import Workspace
+from rl.errors import TrainError
 from rl.prompt import PROFILES
 from rl.reward import ACCURACY_MODES
 from rl.train.config import FILTER_ON, load_defaults, replace
 from rl.train.model import SIZES
 from rl.train.tokenizer import SPLITS
 from rl.train.warm_start import INIT_EMBEDDINGS
-from rl.verl.errors import TrainError
 
 
 def _domains(args: argparse.Namespace) -> tuple[str, ...]:

@@ -21,10 +21,10 @@ from typing import Any, Literal, get_args
 
 import yaml
 
+from rl.errors import TrainError
 from rl.prompt import PROFILES, Profile
 from rl.train.tokenizer import SPLITS, Split
 from rl.train.warm_start import INIT_EMBEDDINGS, InitEmbeddings
-from rl.verl.errors import TrainError
 
 DEFAULTS_FILE = Path(__file__).with_name("defaults.yaml")
 LossType = Literal["grpo", "dapo"]

@@ -13,8 +13,8 @@ from typing import Any
 
 from indexing.workspace import Workspace
 from rl.bench.store import Instance, load_split
+from rl.errors import TrainError
 from rl.prompt import Profile, messages
-from rl.verl.errors import TrainError
 from rl.verl.export import ExportConfig, is_val
 from serving.exemplars import ExemplarIndex, Shot
 

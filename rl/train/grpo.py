@@ -17,6 +17,7 @@ from typing import Any
 
 from indexing.config import Config
 from indexing.workspace import Workspace
+from rl.errors import TrainError
 from rl.prompt import Profile, card_profile, read_card
 from rl.train import logs
 from rl.train.config import RlParams, load_defaults
@@ -42,7 +43,6 @@ from rl.train.run import (
     write_run,
 )
 from rl.train.tokenizer import Split, chat_texts
-from rl.verl.errors import TrainError
 from serving.exemplars import open_for_planner
 
 

@@ -145,7 +145,7 @@ def install_callbacks(trainer: Any, run_dir: Path, max_seconds: float | None = N
         trainer.add_callback(cb)
     if max_seconds is not None:
         if max_seconds <= 0:
-            from rl.verl.errors import TrainError
+            from rl.errors import TrainError
 
             raise TrainError(f"--max-minutes must be above 0, got {max_seconds / 60:g}", code="train_budget")
         trainer.add_callback(wall_clock_budget(max_seconds))

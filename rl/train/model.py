@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rl.verl.errors import TrainError
+from rl.errors import TrainError
 
 
 @dataclass(frozen=True)

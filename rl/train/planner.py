@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from indexing.errors import ProReError
+from rl.errors import TrainError
 from rl.eval.methods import EvalInstance, MethodContext, MethodSpec, Outcome, get_method, register_family
 from rl.prompt import Message, card_profile, messages
 from rl.reward import parse_completion
-from rl.verl.errors import TrainError
 from serving.dsl import Program, ValidationError, longest_program_chars
 from serving.dsl.grounding import read_column_values
 from serving.dsl.structured import STRUCTURED_LIMITS, constraint_grammar, program_json_grammar

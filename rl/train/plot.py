@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from rl.errors import TrainError
 from rl.train.logs import iter_steps, read_metrics
-from rl.verl.errors import TrainError
 
 PANELS: tuple[tuple[str, str], ...] = (
     ("loss", "training loss"),

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from indexing.workspace import atomic_write_json
+from rl.errors import TrainError
 from rl.train.config import FILTER_ON, FilterOn
-from rl.verl.errors import TrainError
 
 FILTER_FILE = "prompt_filter.json"
 """Where a run records the filter's outcome and the kept prompts (read back when the run resumes)."""

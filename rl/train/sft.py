@@ -16,6 +16,7 @@ from typing import Any
 from indexing.config import EmbedderConfig
 from indexing.workspace import Workspace
 from rl.bench.store import Instance
+from rl.errors import TrainError
 from rl.prompt import Profile
 from rl.train import logs
 from rl.train.config import SftParams, load_defaults
@@ -24,7 +25,6 @@ from rl.train.model import build_model, load_model, parameter_count, size_named
 from rl.train.run import FINAL, common_args, run_tokenizer, threads, to_jsonable, write_card, write_run
 from rl.train.tokenizer import Split, chat_texts
 from rl.train.warm_start import InitEmbeddings, warm_embeddings
-from rl.verl.errors import TrainError
 from serving.exemplars import ExemplarIndex
 
 

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from rl.verl.errors import TrainError
+from rl.errors import TrainError
 
 Split = Literal["lines", "words"]
 SPLITS: tuple[Split, ...] = get_args(Split)

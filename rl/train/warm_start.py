@@ -28,7 +28,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 
 from indexing.errors import require
-from rl.verl.errors import TrainError
+from rl.errors import TrainError
 
 InitEmbeddings = Literal["random", "minilm"]
 INIT_EMBEDDINGS: tuple[InitEmbeddings, ...] = get_args(InitEmbeddings)

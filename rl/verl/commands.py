@@ -16,8 +16,8 @@ from typing import Any
 from indexing.config import Config
 from indexing.schema import DOMAINS, schema_for
 from indexing.workspace import Workspace
+from rl.errors import TrainError
 from rl.prompt import PROFILES
-from rl.verl.errors import TrainError
 from rl.verl.export import ExportConfig, export, train_dir
 from rl.verl.launch import LaunchParams, argv, command_line
 from rl.verl.recipes import ALGORITHMS

@@ -28,7 +28,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-from rl.verl.errors import TrainError
+from rl.errors import TrainError
 from rl.verl.recipes import ALGORITHMS, overrides, params
 
 PPO_MODULE = "verl.trainer.main_ppo"

@@ -20,6 +20,7 @@ from indexing.stores.server import free_port
 from indexing.workspace import Workspace
 from prore.cli import main
 from rl.bench import load_split
+from rl.errors import TrainError
 from rl.eval.methods import MethodContext, Outcome, get_method
 from rl.eval.report import FAILURES, failure_breakdown
 from rl.eval.runner import evaluate, modality_group
@@ -41,7 +42,6 @@ from rl.train.planner import (
     program_grammar,
     vote,
 )
-from rl.verl.errors import TrainError
 from serving.dsl.grounding import Grounding
 from tests.processes import VLLM_SERVER, served
 from tests.rl.train_support import TINY, train_bench  # noqa: F401  (fixture)

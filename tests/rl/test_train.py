@@ -10,12 +10,12 @@ import pytest
 from indexing.workspace import Workspace
 from prore.cli import main
 from rl.bench import load_split
+from rl.errors import TrainError
 from rl.prompt import read_card
 from rl.train.config import load_defaults
 from rl.train.logs import read_metrics
 from rl.train.model import SIZES, approx_parameters, build_model, parameter_count
 from rl.train.tokenizer import SPLITS, Split, check_round_trip, load_tokenizer, train_tokenizer
-from rl.verl.errors import TrainError
 from tests.rl.train_support import DOMAINS, TINY, train_bench  # noqa: F401  (fixture)
 
 

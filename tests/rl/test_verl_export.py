@@ -14,8 +14,8 @@ from indexing.config import Config
 from indexing.workspace import Workspace
 from prore.cli import main
 from rl.bench import load_split
+from rl.errors import TrainError
 from rl.prompt import messages
-from rl.verl.errors import TrainError
 from rl.verl.export import ExportConfig, domain_of, export, is_val, train_dir
 from rl.verl.launch import LaunchParams, argv, command_line
 from rl.verl.recipes import overrides, recipe

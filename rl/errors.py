@@ -1,4 +1,4 @@
-"""Errors of the training tools (export, reward function, recipes, launch)."""
+"""Errors of the training tools: local training (rl.train) and the cluster path (export, reward function, recipes, launch)."""
 
 from __future__ import annotations
 
