@@ -38,7 +38,7 @@ from typing import Any
 from sqlglot import exp
 
 from indexing.errors import ProReError, QueryRejected, StoreFailure, StoreUnavailable
-from indexing.stores.clickhouse import LIMIT_FAULTS
+from indexing.stores.clickhouse_faults import LIMIT_FAULTS
 from serving.engine.results import DeadlineExceeded, ExecutionError, ExecutionLimits
 
 TUNING: dict[str, Any] = {"compile_expressions": 0}
@@ -185,7 +185,7 @@ def execution_error(exc: BaseException) -> ExecutionError:
     (a :class:`~indexing.errors.QueryRejected`; the callers here pass nothing else).
 
     ``exec_timeout`` for ``max_execution_time``, ``exec_limit`` for the other caps, ``exec_failed`` for
-    the rest of :data:`~indexing.stores.clickhouse.STATEMENT_FAULTS` (types, parsing, unknown names, ...).
+    the rest of :data:`~indexing.stores.clickhouse_faults.STATEMENT_FAULTS` (types, parsing, unknown names, ...).
     """
     number = exc.number if isinstance(exc, QueryRejected) else None
     if number == _TIMEOUT:
