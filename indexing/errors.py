@@ -67,10 +67,22 @@ class QueryRejected(StoreError):
 
 class StoreFailure(StoreError):
     """A store failed for a reason that is not the statement's: a table that vanished, an engine fault,
-    a bug of ours. The whole call fails; retrying it later may help."""
+    a bug of ours. The whole call fails; retrying it later may help.
+
+    ``number`` is the store's own error number, when it gave one. ``unclassified`` marks an error number
+    the project knows neither as a statement's fault nor as the store's: the statement may have caused
+    it, so a caller running untrusted statements finds out whose it is before failing a whole call
+    (the engine runs the statement alone and a statement it knows to be good)."""
 
     code = "store_failure"
     retryable = True
+
+    def __init__(
+        self, message: str, *, code: str | None = None, number: int | None = None, unclassified: bool = False
+    ) -> None:
+        super().__init__(message, code=code)
+        self.number = number
+        self.unclassified = unclassified
 
 
 class MissingExtra(ProReError):

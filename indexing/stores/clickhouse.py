@@ -25,9 +25,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from indexing.config import ClickHouseConfig, Config
-from indexing.errors import ConfigError, QueryRejected, StoreError, StoreFailure, StoreUnavailable, require
+from indexing.errors import ConfigError, StoreError, StoreUnavailable, require
 from indexing.logs import drop_messages
 from indexing.schema import CorpusSchema, DType, Field
+from indexing.stores.clickhouse_faults import first_line, sql_error
 from indexing.workspace import Workspace
 
 CLICKHOUSE_TYPES: dict[DType, str] = {
@@ -294,7 +295,7 @@ def chdb_session(path: Path) -> Any:
                         code="chdb_path",
                     ) from None
                 raise StoreError(
-                    f"cannot open chDB at {resolved}: {_first_line(exc)}", code="chdb_path"
+                    f"cannot open chDB at {resolved}: {first_line(exc)}", code="chdb_path"
                 ) from None
         bound, sess = _CHDB_SESSION
         if bound != resolved:
@@ -436,7 +437,7 @@ class ClickHouseServerStore(_ClickHouseBase):
             self._client = cc.get_client(dsn=url, **{**options, **client_args})
         except Exception as exc:
             raise StoreUnavailable(
-                f"cannot connect to ClickHouse at {_redact(url)}: {_first_line(exc)}"
+                f"cannot connect to ClickHouse at {_redact(url)}: {first_line(exc)}"
             ) from None
 
     def command(self, sql: str, *, params: Mapping[str, Any] | None = None) -> None:
@@ -480,95 +481,9 @@ class ClickHouseServerStore(_ClickHouseBase):
             name = type(exc).__name__
             if name in ("OperationalError", "ConnectionError") or isinstance(exc, OSError):
                 raise StoreUnavailable(
-                    f"ClickHouse at {_redact(self.url)} went away: {_first_line(exc)}"
+                    f"ClickHouse at {_redact(self.url)} went away: {first_line(exc)}"
                 ) from None
             raise sql_error(exc) from None
-
-
-LIMIT_FAULTS: frozenset[int] = frozenset(
-    {
-        158,  # TOO_MANY_ROWS (max_rows_to_read)
-        159,  # TIMEOUT_EXCEEDED (max_execution_time)
-        160,  # TOO_SLOW
-        161,  # TOO_MANY_COLUMNS
-        162,  # TOO_DEEP_SUBQUERIES
-        167,  # TOO_DEEP_AST
-        168,  # TOO_BIG_AST
-        191,  # SET_SIZE_LIMIT_EXCEEDED
-        241,  # MEMORY_LIMIT_EXCEEDED (max_memory_usage; the server's total limit is not the query's)
-        290,  # LIMIT_EXCEEDED
-        306,  # TOO_DEEP_RECURSION
-        307,  # TOO_MANY_BYTES
-        396,  # TOO_MANY_ROWS_OR_BYTES (max_result_rows)
-    }
-)
-"""ClickHouse error codes of a statement stopped by a cap it runs under."""
-
-STATEMENT_FAULTS: frozenset[int] = LIMIT_FAULTS | frozenset(
-    {
-        6, 25, 26, 27, 32, 38, 41, 72, 376, 441, 467,  # CANNOT_PARSE_* (text, escapes, quoted string,
-        # assertion, end of input, date, datetime, number, UUID, domain value, bool) in a literal or a cast
-        12, 69,  # PARAMETER_OUT_OF_BOUND, ARGUMENT_OUT_OF_BOUND
-        34, 35, 42,  # TOO_MANY_/TOO_FEW_ARGUMENTS_FOR_FUNCTION, NUMBER_OF_ARGUMENTS_DOESNT_MATCH
-        36,  # BAD_ARGUMENTS (e.g. an unknown date unit)
-        43, 44, 59,  # ILLEGAL_TYPE_OF_ARGUMENT, ILLEGAL_COLUMN, ILLEGAL_TYPE_OF_COLUMN_FOR_FILTER (WHERE 'x')
-        46, 63,  # UNKNOWN_FUNCTION, UNKNOWN_AGGREGATE_FUNCTION
-        47, 16,  # UNKNOWN_IDENTIFIER, NO_SUCH_COLUMN_IN_TABLE
-        50, 377, 378,  # UNKNOWN_TYPE, ILLEGAL_SYNTAX_FOR_DATA_TYPE, DATA_TYPE_CANNOT_HAVE_ARGUMENTS
-        53, 70, 386,  # TYPE_MISMATCH, CANNOT_CONVERT_TYPE, NO_COMMON_TYPE
-        62,  # SYNTAX_ERROR (also a statement longer than max_query_size)
-        125,  # INCORRECT_RESULT_OF_SCALAR_SUBQUERY
-        128, 131,  # TOO_LARGE_ARRAY_SIZE, TOO_LARGE_STRING_SIZE
-        133, 134, 309,  # parameters of aggregate functions
-        135,  # ZERO_ARRAY_OR_TUPLE_INDEX
-        153,  # ILLEGAL_DIVISION
-        174, 179,  # CYCLIC_ALIASES, MULTIPLE_EXPRESSIONS_FOR_ALIAS
-        184, 215,  # ILLEGAL_AGGREGATION, NOT_AN_AGGREGATE
-        207, 352,  # AMBIGUOUS_IDENTIFIER, AMBIGUOUS_COLUMN_NAME
-        321, 407,  # VALUE_IS_OUT_OF_RANGE_OF_DATA_TYPE, DECIMAL_OVERFLOW
-        395,  # FUNCTION_THROW_IF_VALUE_IS_NON_ZERO
-        427,  # CANNOT_COMPILE_REGEXP
-        440,  # INVALID_LIMIT_EXPRESSION
-        490,  # CANNOT_FORMAT_DATETIME
-        527,  # NO_SUITABLE_FUNCTION_IMPLEMENTATION
-    }
-)  # fmt: skip
-"""ClickHouse error codes that are the statement's own fault: run again, it fails again.
-
-Everything else (``UNKNOWN_TABLE`` for a table that should be there, ``READONLY`` for a statement that
-should never have written, lost connections, ``LOGICAL_ERROR``, memory of the whole server, a
-cancelled query) is the store's or the project's fault, and :func:`sql_error` makes it a
-:class:`~indexing.errors.StoreFailure`."""
-
-_READONLY = 164
-_CODE = re.compile(r"\bCode:\s*(\d+)", re.IGNORECASE)
-_NAME = re.compile(r"\(([A-Z][A-Z0-9_]{3,})\)")
-
-
-def sql_error(exc: BaseException) -> StoreError:
-    """A typed error for a failed statement.
-
-    :class:`~indexing.errors.QueryRejected` (code ``sql_limit`` for a cap, ``sql`` for the rest) when the
-    statement is at fault (:data:`STATEMENT_FAULTS`); a plain ``sql_readonly`` :class:`StoreError` for a
-    write refused by ``readonly``; :class:`~indexing.errors.StoreFailure` (retryable) for anything else.
-    """
-    text = str(exc)
-    found = _CODE.search(text)
-    number = int(found.group(1)) if found else -1
-    line = _first_line(exc)
-    if found is not None and "Code:" not in line:
-        # clickhouse-connect puts its own sentence first and ClickHouse's message after it.
-        line = " ".join(text[found.start() :].split())[:500]
-    if number == 241 and "(total)" in text:
-        number = -1  # the server as a whole is out of memory: not this statement's doing
-    if number in STATEMENT_FAULTS:
-        code = "sql_limit" if number in LIMIT_FAULTS else "sql"
-        return QueryRejected(f"ClickHouse: {line}", code=code, number=number)
-    if number == _READONLY:
-        return StoreError(f"ClickHouse: {line}", code="sql_readonly")
-    names = _NAME.findall(text)
-    what = names[-1] if names else (str(number) if number >= 0 else type(exc).__name__)
-    return StoreFailure(f"ClickHouse failed ({what}): {line}")
 
 
 def _setting_literal(value: Any) -> str:
@@ -577,11 +492,6 @@ def _setting_literal(value: Any) -> str:
     if isinstance(value, int | float):
         return repr(value)
     return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0][:500]
 
 
 def _redact(url: str) -> str:

@@ -67,6 +67,12 @@ class Code(StrEnum):
     NOT_BOOLEAN = "not_boolean"
     ROUND_TRIP = "round_trip"
 
+    # What sqlglot reads but ClickHouse never runs (ValidationError; serving.dsl.runnable).
+    SUBQUERY_COLUMNS = "subquery_columns"
+    CALL_CLAUSE = "call_clause"
+    NUMBER_OUT_OF_RANGE = "number_out_of_range"
+    BAD_INTERVAL = "bad_interval"
+
     # Caps (ValidationError).
     TOO_DEEP = "too_deep"
     TOO_MANY_NODES = "too_many_nodes"

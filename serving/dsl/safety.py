@@ -37,6 +37,7 @@ from sqlglot.tokenizer_core import Token, TokenType
 
 from indexing.logs import drop_messages
 from indexing.schema import CorpusSchema, DType
+from serving.dsl import runnable
 from serving.dsl.errors import Code, ValidationError
 from serving.dsl.limits import DEFAULT_LIMITS, DslLimits
 from serving.dsl.placeholders import (
@@ -108,7 +109,7 @@ ALLOWED_FUNCTIONS: tuple[type[exp.Func], ...] = (
 """Function classes sqlglot models that a program may call."""
 
 _ALLOWED_CLASSES: frozenset[type[exp.Expr]] = frozenset((*_STRUCTURE, *ALLOWED_FUNCTIONS))
-_AGGREGATES = (exp.Count, exp.Min, exp.Max, exp.Avg, exp.Sum)
+_AGGREGATES = runnable.AGGREGATES
 
 ALLOWED_ANONYMOUS: frozenset[str] = frozenset(
     {
@@ -245,6 +246,7 @@ def _check_tokens(sql: str, tokens: list[Token], limits: DslLimits) -> None:
                 _fail(f"parentheses nest deeper than {limits.max_depth}", Code.TOO_DEEP, tok.start)
         elif kind == TokenType.R_PAREN:
             depth -= 1
+    runnable.check_tokens(tokens)
 
 
 def _check_operands(tokens: list[Token], sites: tuple[PlaceholderToken, ...]) -> None:
@@ -449,6 +451,7 @@ def _check_node(node: exp.Expr, root: exp.Select, schema: CorpusSchema, limits: 
             _fail_at(f"function {node.sql_name()} is not on the allow-list", Code.FORBIDDEN_FUNCTION, node)
         _fail_at(f"{kind.__name__} is not allowed in a program", Code.FORBIDDEN_SYNTAX, node)
     _check_slots(node)
+    runnable.check_node(node)
     if isinstance(node, _AGGREGATES) and node.find_ancestor(exp.Select) is root:
         _fail_at("aggregates belong in subqueries", Code.MISPLACED_AGGREGATE, node)
     if isinstance(node, exp.Select):

@@ -20,8 +20,9 @@ class ExecutionError(ProReError):
 
     Codes: ``exec_timeout`` (``max_execution_time``), ``exec_limit`` (rows read, result rows or
     memory) and ``exec_failed`` (anything else ClickHouse refused because of the statement, e.g. a
-    type mismatch). A failure that is not the program's raises a retryable
-    :class:`~indexing.errors.StoreFailure` for the whole call instead.
+    type mismatch, under any error code: one the store does not classify is the program's when the
+    program fails alone and the store answers a good statement). A failure that is not the program's
+    raises a retryable :class:`~indexing.errors.StoreFailure` for the whole call instead.
     """
 
     code = "exec_failed"

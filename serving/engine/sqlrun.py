@@ -16,18 +16,29 @@ query parameters beside it (``id IN {text_1: Array(String)}`` with ``text_1`` bo
 the batch, one per distinct id set (:func:`bind_apart`), so programs never see each other's ids and an id
 set that many programs share is sent once.
 
-A batch the store refuses because of a statement in it (:class:`~indexing.errors.QueryRejected`) is
-split in halves and retried, down to single programs, which run their own SQL exactly as
-:meth:`Engine.execute` would; so a failing program fails alone, with the same error it gets when run by
-itself, and never takes its neighbours with it. A failure that is no program's fault (a table that
-vanished, an engine fault, a bug of ours) is not split: it fails the whole call with a retryable
-:class:`~indexing.errors.StoreFailure` (or :class:`~indexing.errors.StoreUnavailable`), so that a reward
-never scores an infrastructure failure as the programs' failure.
+**Whose fault.** A batch statement that fails is split in halves and retried, down to single programs,
+which run their own SQL exactly as :meth:`Engine.execute` would; so a failing program fails alone, with
+the same error it gets when run by itself, and never takes its neighbours with it. :func:`blame` reads
+the error first:
+
+* the statement's (:class:`~indexing.errors.QueryRejected`, a write refused as read-only): split;
+* the store's (:class:`~indexing.errors.StoreUnavailable`, a code of
+  :data:`~indexing.stores.clickhouse_faults.STORE_FAULTS` such as a vanished table, the server's total
+  memory): the whole call fails at once with a retryable error, never split, so that a reward never
+  scores an infrastructure failure as the programs' failure;
+* anyone's (an unclassified ClickHouse code, an error of ours while building or reading a batch): the
+  runner runs a statement it knows to be good (:func:`probe_statement`, once per call). If the store
+  answers it, the failure was the batch's, and it is split like a statement fault; a single program that
+  still fails that way alone gets an ``exec_failed`` of its own. If the store fails that too, the whole
+  call fails.
+
+So what a program's text can break, however ClickHouse words it, stays that program's failure.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import re
 import threading
 import time
@@ -37,8 +48,8 @@ from typing import Any
 
 from sqlglot import exp
 
-from indexing.errors import ProReError, QueryRejected, StoreFailure, StoreUnavailable
-from indexing.stores.clickhouse import LIMIT_FAULTS
+from indexing.errors import ProReError, QueryRejected, StoreError, StoreFailure, StoreUnavailable
+from indexing.stores.clickhouse_faults import LIMIT_FAULTS
 from serving.engine.results import DeadlineExceeded, ExecutionError, ExecutionLimits
 
 TUNING: dict[str, Any] = {"compile_expressions": 0}
@@ -180,12 +191,47 @@ QueryFn = Callable[[str, dict[str, Any], Mapping[str, Any] | None], list[tuple[A
 Statement = tuple[str, Mapping[str, Any] | None]
 
 
+class Blame(enum.Enum):
+    """Whose fault a failed statement is, as far as its error tells (:func:`blame`)."""
+
+    STATEMENT = "statement"
+    STORE = "store"
+    UNKNOWN = "unknown"
+
+
+def blame(exc: BaseException) -> Blame:
+    """Whose fault ``exc`` is: the statement's, the store's, or unknown until the store answers a good statement.
+
+    >>> blame(QueryRejected("x", number=20)), blame(StoreUnavailable("gone"))
+    (<Blame.STATEMENT: 'statement'>, <Blame.STORE: 'store'>)
+    >>> blame(StoreFailure("x", number=49, unclassified=True)), blame(ValueError("a bug reading a batch"))
+    (<Blame.UNKNOWN: 'unknown'>, <Blame.UNKNOWN: 'unknown'>)
+    """
+    if isinstance(exc, QueryRejected) or (isinstance(exc, StoreError) and exc.code == "sql_readonly"):
+        return Blame.STATEMENT  # what it says, or a write the store's own check or readonly refused
+    if isinstance(exc, StoreFailure):
+        return Blame.UNKNOWN if exc.unclassified else Blame.STORE
+    if isinstance(exc, ProReError):
+        return Blame.STORE  # StoreUnavailable, a chDB path held elsewhere, ...
+    return Blame.UNKNOWN
+
+
+def probe_statement(table: str, alias: str) -> str:
+    """A statement known to be good, which tells a healthy store from a failing one: one id of the table.
+
+    >>> probe_statement("prore.products__v0001", "products")
+    'SELECT id FROM prore.products__v0001 AS products LIMIT 1'
+    """
+    source = exp.alias_(exp.to_table(table, dialect=_DIALECT), alias, table=True)
+    return _render(exp.select("id").from_(source, copy=False).limit(1, copy=False))
+
+
 def execution_error(exc: BaseException) -> ExecutionError:
-    """The program's typed, one-line error for a statement the store refused because of what it says
-    (a :class:`~indexing.errors.QueryRejected`; the callers here pass nothing else).
+    """The program's typed, one-line error for a statement that failed because of what it says.
 
     ``exec_timeout`` for ``max_execution_time``, ``exec_limit`` for the other caps, ``exec_failed`` for
-    the rest of :data:`~indexing.stores.clickhouse.STATEMENT_FAULTS` (types, parsing, unknown names, ...).
+    the rest of :data:`~indexing.stores.clickhouse_faults.STATEMENT_FAULTS` (types, parsing, unknown
+    names, ...) and for any other failure the store showed to be the statement's (:func:`blame`).
     """
     number = exc.number if isinstance(exc, QueryRejected) else None
     if number == _TIMEOUT:
@@ -194,9 +240,9 @@ def execution_error(exc: BaseException) -> ExecutionError:
         code = "exec_limit"
     else:
         code = "exec_failed"
-    text = " ".join(str(exc).split())
+    text = " ".join((str(exc) if isinstance(exc, ProReError) else f"{type(exc).__name__}: {exc}").split())
     # ClickHouse repeats "Code: N. DB::Exception:" prefixes; keep the sentence that says what happened.
-    core = re.sub(r"^ClickHouse: ", "", text)
+    core = re.sub(r"^ClickHouse(?: failed \([^)]*\))?: ", "", text)
     core = re.sub(r"(Code: \d+\. )?DB::Exception: ", "", core)
     core = re.sub(r"\s*\(version [^)]*\)", "", core).strip()
     if len(core) > 300:
@@ -269,11 +315,39 @@ class SqlRunner:
             rows = self._call(lambda: (job.sql, job.bound()), [index], call)
         except _Late as late:
             return late.error()
-        except QueryRejected as exc:  # the statement's own fault: this program's failure alone
+        except Exception as exc:
+            # The statement's own fault, or one a good statement does not share: this program's failure
+            # alone. The store's: the whole call fails, retryably.
+            self._raise_unless_statement(exc, call)
             return execution_error(exc)
-        except Exception as exc:  # the store's or ours: the whole call fails, retryably
-            raise store_failure(exc) from exc
         return tuple(str(r[0]) for r in rows)
+
+    def _raise_unless_statement(self, exc: Exception, call: _Call) -> None:
+        """Raise the call's retryable failure unless ``exc`` may be the statement's fault (:func:`blame`);
+        an unknown fault is the statement's when the store answers :func:`probe_statement`."""
+        who = blame(exc)
+        if who is Blame.STATEMENT:
+            return
+        if who is Blame.UNKNOWN:
+            failed = self._probe(call)
+            if failed is None:
+                return
+            if isinstance(failed, StoreUnavailable):
+                raise failed from exc
+        raise store_failure(exc) from exc
+
+    def _probe(self, call: _Call) -> Exception | None:
+        """Run :func:`probe_statement` once per call: None when the store answered it, else its error."""
+        if call.probed:
+            return call.probe_error
+        try:
+            self._call(lambda: (probe_statement(self._table, self._alias), None), (), call)
+        except _Late:
+            return None  # no verdict; every statement left in this call is late too
+        except Exception as exc:
+            call.probe_error = exc
+        call.probed = True
+        return call.probe_error
 
     def _call(
         self, statement: Callable[[], Statement], idxs: Sequence[int], call: _Call
@@ -300,7 +374,7 @@ class SqlRunner:
                 raise _Late(len(idxs)) from exc  # stopped by the deadline, not by the program's own cap
             raise
         finally:
-            share = (time.perf_counter() - start) * 1000 / len(idxs)
+            share = (time.perf_counter() - start) * 1000 / max(len(idxs), 1)
             for i in idxs:
                 call.costs[i] += share
 
@@ -324,8 +398,10 @@ class SqlRunner:
             for i in idxs:
                 out[i] = late.error()
             return
-        except QueryRejected:
-            # Someone in this chunk fails; isolate them so the others still get their results.
+        except Exception as exc:
+            # Someone in this chunk fails, unless the store does; isolate them so the others still get
+            # their results.
+            self._raise_unless_statement(exc, call)
             if len(idxs) <= SMALLEST_BATCH:
                 for i in idxs:
                     out[i] = self._one(jobs[i], i, call)
@@ -371,10 +447,13 @@ class SqlRunner:
 
 @dataclass
 class _Call:
-    """The state of one :meth:`SqlRunner.run` call: its deadline and each job's charged time (ms)."""
+    """The state of one :meth:`SqlRunner.run` call: its deadline, each job's charged time (ms), and the
+    outcome of its probe of the store (:func:`probe_statement`), run at most once."""
 
     deadline: float | None
     costs: list[float]
+    probed: bool = False
+    probe_error: Exception | None = None
 
 
 class _Late(Exception):

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import indexing.stores.clickhouse_faults as faults
 from indexing.config import Config
 from rl.reward import (
     RewardConfig,
@@ -201,6 +202,26 @@ def test_same_item_same_score_in_any_batch(scorer: RewardScorer, cases: dict[str
     together = [r.score_key() for r in scorer.score(items)]
     reversed_ = [r.score_key() for r in scorer.score(items[::-1])][::-1]
     assert alone == together == reversed_
+
+
+def test_a_program_that_clickhouse_refuses_never_fails_its_batch(
+    scorer: RewardScorer, cases: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 27: the reported program passed validation, ClickHouse refused it with code 20, and the whole
+    # batch failed retryably (the training step stalled). Now it is refused at validation; a program
+    # ClickHouse refuses with a code the store does not classify fails alone too.
+    monkeypatch.setattr(faults, "STATEMENT_FAULTS", faults.LIMIT_FAULTS)
+    gold = cases["ids_a"][0]
+    reported = '{"sql": "SELECT DISTINCT id FROM products WHERE id IN (SELECT id, brand FROM products)", "retrieval_list": []}'
+    runtime = '{"sql": "SELECT id FROM products WHERE toDate(\'abc\') > release_date", "retrieval_list": []}'
+    items = [item(cases["a"], gold), item(reported, gold), item(cases["b"], gold), item(runtime, gold)]
+    alone = [score_one(scorer, i).score_key() for i in items]
+    scorer.engines[DOMAIN].clear_caches()
+    together = scorer.score(items)
+    assert [r.score_key() for r in together] == alone
+    assert together[1].error == "subquery_columns" and together[1].terms.failed_layer == "execution"
+    assert together[3].error == "exec_failed" and together[3].total == 1.0
+    assert together[0].total > 1.0 and together[2].total > 1.0
 
 
 # -- properties ------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from sqlglot import exp
 
 pytest.importorskip("chdb", reason="needs the clickhouse extra")
 
+import indexing.stores.clickhouse_faults as faults
 from indexing.config import Config
 from indexing.errors import StoreFailure
 from serving.dsl import parse_program, strip_retrievals, validate
@@ -40,11 +41,11 @@ def engine(workspace_config: Callable[..., Config], write_synthetic_corpus: Call
     e.close()
 
 
-def _condition(engine: Engine, where: str) -> exp.Expression:
+def _condition(engine: Engine, where: str) -> exp.Expr:
     """The WHERE of a validated program, with its tables named as substitution renders them."""
     validated = validate(parse_program({"sql": f"SELECT id FROM products WHERE {where}", "retrieval_list": []}), engine.schema)
     cond = sqlglot.parse_one(strip_retrievals(validated, table=engine.handle.table), read="clickhouse").args["where"]
-    assert isinstance(cond, exp.Where)
+    assert isinstance(cond, exp.Where) and isinstance(cond.this, exp.Expr)
     return cond.this
 
 
@@ -82,6 +83,30 @@ def test_a_failing_condition_fails_alone(engine: Engine) -> None:
     got = count_many(engine, [good[0], bad, *good[1:]])
     assert isinstance(got[1], ExecutionError) and got[1].code == "exec_failed"
     assert [got[0], *got[2:]] == [_oracle(engine, w) for w in CONDITIONS[:3]]
+
+
+@pytest.mark.parametrize("classified", [True, False], ids=["listed-codes", "unknown-codes"])
+def test_conditions_clickhouse_refuses_fail_alone_under_any_code(
+    engine: Engine, classified: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not classified:  # ClickHouse's refusals reach the counter unclassified, as a new code would
+        monkeypatch.setattr(faults, "STATEMENT_FAULTS", faults.LIMIT_FAULTS)
+    good = [_condition(engine, w) for w in CONDITIONS]
+    bad = [
+        sqlglot.parse_one(sql.replace("FROM products", f"FROM {engine.handle.table}"), read="clickhouse")
+        for sql in (
+            "id IN (SELECT id, brand FROM products)",  # 20
+            "lower(brand ORDER BY brand) = 'x'",  # 62
+            "toInt64(brand) = 1",  # 6
+        )
+    ]
+    conds = [c for pair in zip(good, bad * 2, strict=False) for c in pair]
+    got = count_many(engine, conds)
+    for c, n in zip(conds, got, strict=True):
+        if any(c is b for b in bad):
+            assert isinstance(n, ExecutionError) and n.code == "exec_failed"
+        else:
+            assert n == _oracle(engine, CONDITIONS[good.index(c)])
 
 
 def test_the_statement_is_a_tree_and_quotes_its_literals() -> None:
