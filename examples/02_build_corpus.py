@@ -36,8 +36,7 @@ def run(size: int) -> None:
         again = next(generate("ecommerce", size, seed=0, chunk_rows=7)).to_pylist()[:3]
         print("same seed, same documents:", again == first)
 
-        maildir = Path(tmp) / "maildir"
-        write_enron_fixture(maildir, n=12)
+        maildir = write_enron_fixture(Path(tmp) / "enron", n=12).maildir  # <tmp>/enron/maildir/<user>/...
         if prore(["--workspace", str(ws.root), "corpus", "load", "enron", "--maildir", str(maildir)]) != 0:
             raise SystemExit("prore corpus load enron failed")
         emails = next(iter_corpus(ws, EMAILS)).to_pylist()
