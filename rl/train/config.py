@@ -23,6 +23,7 @@ import yaml
 
 from rl.errors import TrainError
 from rl.prompt import PROFILES, Profile
+from rl.reward.config import RewardConfig
 from rl.train.tokenizer import SPLITS, Split
 from rl.train.warm_start import INIT_EMBEDDINGS, InitEmbeddings
 
@@ -95,9 +96,7 @@ class RlParams:
         if self.filter_on not in FILTER_ON:
             raise TrainError(f"filter_on must be one of {', '.join(FILTER_ON)}, got {self.filter_on!r}",
                              code="train_config")  # fmt: skip
-        if isinstance(self.execution_credit, bool) or not 0.0 <= float(self.execution_credit) <= 1.0:
-            raise TrainError(f"execution_credit must be a number from 0 to 1, got {self.execution_credit!r}",
-                             code="train_config")  # fmt: skip
+        RewardConfig(execution_credit=self.execution_credit)  # the reward's own check of the credit's range
         if self.num_iterations < 1:
             raise TrainError(f"num_iterations must be at least 1, got {self.num_iterations}", code="train_config")
         if self.num_generations < 2:
