@@ -2,7 +2,8 @@
 
 - :mod:`~indexing.corpora.vocab`: the vocabulary (facets, visual terms, brands, email topics).
 - :mod:`~indexing.corpora.products`, :mod:`~indexing.corpora.emails`: streamed generators.
-- :mod:`~indexing.corpora.loaders`: Amazon ESCI + Reviews 2023 and Enron maildir loaders;
+- :mod:`~indexing.corpora.esci` (Amazon ESCI + Reviews 2023) and :mod:`~indexing.corpora.enron` (Enron
+  maildir): loaders of the real formats, sharing :mod:`~indexing.corpora.loading`;
   :mod:`~indexing.corpora.fixtures` writes small files in those formats.
 - :mod:`~indexing.corpora.labels`: the label table (facets per document and field) of a generated corpus.
 - :mod:`~indexing.corpora.files`: parquet parts (and label parts) plus a manifest written last.

@@ -24,9 +24,11 @@ from tqdm import tqdm
 
 from indexing.config import Config
 from indexing.corpora import generate_labeled, generator_version
+from indexing.corpora.enron import iter_enron
+from indexing.corpora.esci import iter_esci
 from indexing.corpora.files import corpus_manifest, iter_corpus, write_corpus
 from indexing.corpora.labels import LabeledBatch
-from indexing.corpora.loaders import LOADER_VERSION, LoadStats, iter_enron, iter_esci
+from indexing.corpora.loading import LOADER_VERSION, LoadStats
 from indexing.corpora.vocab import vocab_fingerprint
 from indexing.schema import DOMAINS, EMAILS, PRODUCTS, CorpusSchema, schema_for
 from indexing.workspace import Workspace

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from indexing.corpora.emails import generate_emails
-from indexing.corpora.loaders import ESCI_COLUMNS
+from indexing.corpora.esci import ESCI_COLUMNS
 from indexing.corpora.products import generate_products
 from indexing.errors import CorpusError
 

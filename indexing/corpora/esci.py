@@ -1,13 +1,7 @@
-"""Loaders of the real source formats, mapped onto the PRODUCTS and EMAILS schemas.
+"""Amazon ESCI products joined with Amazon Reviews 2023, mapped onto the PRODUCTS schema.
 
-Both loaders stream Arrow tables for :func:`indexing.corpora.files.write_corpus`, which publishes a
-corpus only when every row is written. A broken record stops the load with a
-:class:`~indexing.errors.CorpusError` naming the file and line (or the message path), so a failed
-load leaves the previous corpus as it was.
-
-**Amazon ESCI + Amazon Reviews 2023** (:func:`iter_esci`). The ESCI products parquet
-(``product_id, product_title, product_description, product_bullet_point, product_brand,
-product_color, product_locale``) is joined with review JSONL lines (``rating, title, text, asin,
+Streamed by :func:`iter_esci`. The ESCI products parquet (``product_id, product_title,
+product_description, product_bullet_point, product_brand, product_color, product_locale``) is joined with review JSONL lines (``rating, title, text, asin,
 parent_asin, user_id, timestamp, helpful_vote, verified_purchase``; ``.gz`` is read as is) on the
 ASIN, and with item metadata JSONL (``parent_asin, main_category, average_rating, rating_number,
 price, categories, details, ...``) on the reviews' ``parent_asin``. What the sources lack is
@@ -32,56 +26,17 @@ derived, always the same way:
 A Git LFS pointer in place of a source file (a clone made without git-lfs) is refused with
 ``lfs_pointer``, and the ESCI examples file given as the products file with ``examples_file``, each in
 one line that says what to pass or run.
-
-**Enron maildir** (:func:`iter_enron`): ``maildir/<user>/<folder>/<file>`` holding RFC 822 messages,
-parsed with the standard ``email`` package. The directory given is the maildir itself; a folder that
-holds one (the release's top folder) is refused with ``maildir_root``, naming the maildir to pass, so
-users are never read one level off. Messages load mailbox by mailbox (users in natural order), a
-mailbox's folders in preference order (``inbox``, ``sent``, ``sent_items``, ``_sent_mail``, then the
-folders the user made, then the Notes views ``notes_inbox``, ``discussion_threads``, ``all_documents``),
-files in natural path order within a folder; ``limit`` counts loaded rows.
-
-- **Copies**: a message whose ``Message-ID`` was loaded already (the Notes views repeat ``inbox`` and
-  ``sent``) is dropped and counted (``duplicate_message``), so the copy kept is the one in the most
-  preferred folder of the first mailbox that holds it; ``keep_duplicates`` loads every file.
-- ``folder``: the path between user and file (lower case, a maildir's ``cur``/``new`` left out).
-  ``is_read`` / ``is_starred`` come from maildir info flags (``<name>:2,<flags>``, ``S`` seen, ``F``
-  flagged); the Enron release has no flags, so there both are false.
-- ``date``: the sender's local wall-clock time, as the ``Date:`` header reads (``Mon, 14 May 2001
-  16:39:00 -0700`` is 2001-05-14 16:39:00), stored without a zone, so ``toDate``/``toYear`` filters agree
-  with the day a reader of the message sees (UTC would move about one message in seven to another day).
-  Times of different senders are therefore not on one clock: a reply can sort before its question.
-  Enron's placeholder ``Mon, 31 Dec 1979 16:00:00 -0800`` means "unknown"; the column cannot be null, so
-  such a message is dropped and counted (``placeholder_date``), as is one dated outside ClickHouse's
-  ``DateTime`` range (``date_out_of_range``).
-- ``recipient``: the first ``To:`` address, else the first ``Cc:``, else the first ``Bcc:``, else empty.
-  The schema has one recipient column (filtered as ``recipient = '...'``), so further addresses are not
-  kept; the load counts messages that had more (``recipients_not_kept``) and recipients taken from
-  ``Cc:``/``Bcc:`` (``recipient_from_cc``, ``recipient_from_bcc``).
-- ``has_attachment``: a MIME attachment part, or an attachment marker in the body: ``<<name.ext>>`` as
-  Notes writes it or ``<< File: name.ext >>`` as Outlook does.
-- ``thread_id``: a hash of the subject without ``Re:``/``Fw:`` prefixes; ``body``: the first plain-text
-  part, line endings normalized to ``\\n`` (some messages keep ``\\r\\n``).
 """
 
 from __future__ import annotations
 
-import codecs
-import email
-import email.errors
 import gzip
-import hashlib
 import html
 import json
-import os
 import re
-from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from email.header import decode_header, make_header
-from email.message import Message
-from email.utils import getaddresses, parseaddr, parsedate_to_datetime
 from functools import cache
 from pathlib import Path
 from typing import IO, Any
@@ -91,11 +46,11 @@ import pyarrow.parquet as pq
 
 from indexing.corpora.blocks import check_args, doc_id, id_width
 from indexing.corpora.files import arrow_schema
+from indexing.corpora.loading import LoadStats, check_limit, row_tables
 from indexing.corpora.vocab import product_vocab
 from indexing.errors import CorpusError
-from indexing.schema import EMAILS, PRODUCTS
+from indexing.schema import PRODUCTS
 
-LOADER_VERSION = "2"
 ESCI_COLUMNS = (
     "product_id",
     "product_title",
@@ -113,30 +68,7 @@ EXTRA_COLORS = ("yellow",)
 COLOR_SPELLINGS = {"grey": "gray"}
 LFS_POINTER = b"version https://git-lfs.github.com/spec/v1"
 """How a Git LFS pointer file starts: a clone without git-lfs holds these in place of the data files."""
-NO_DATE = datetime(1980, 1, 1, tzinfo=UTC)
-"""Enron's placeholder for a missing date (``Mon, 31 Dec 1979 16:00:00 -0800``): the date is unknown."""
-DATETIME_RANGE = (datetime(1970, 1, 1), datetime(2106, 2, 7))
-"""Wall-clock times a ClickHouse ``DateTime`` column holds; a message dated outside is dropped."""
-FIRST_FOLDERS = ("inbox", "sent", "sent_items", "_sent_mail")
-"""Folders whose copy of a message is kept first, in this order; then any other folder a user made."""
-COPY_FOLDERS = ("notes_inbox", "discussion_threads", "all_documents")
-"""Lotus Notes views of the Enron release that repeat mail filed elsewhere: their copies are kept last."""
 _TAG = re.compile(r"<[^>]+>")
-_REPLY_PREFIX = re.compile(r"^\s*((re|fw|fwd|aw)\s*(\[\d+\])?\s*:\s*)+", re.IGNORECASE)
-_ENRON_ATTACHMENT = re.compile(r"<<[^<>\n]{1,200}\.[A-Za-z0-9]{2,5}\s*>>")
-"""An attachment marker: ``<<name.ext>>`` (Lotus Notes) or ``<< File: name.ext >>`` (Outlook, with spaces)."""
-
-
-@dataclass
-class LoadStats:
-    """Filled while a loader streams: rows kept, rows dropped by reason, notes on derived values."""
-
-    rows: int = 0
-    dropped: Counter[str] = field(default_factory=Counter)
-    derived: Counter[str] = field(default_factory=Counter)
-
-    def as_meta(self) -> dict[str, Any]:
-        return {"rows_loaded": self.rows, "dropped": dict(self.dropped), "derived": dict(self.derived)}
 
 
 def _clean(text: Any) -> str:
@@ -191,11 +123,6 @@ def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 yield lineno, obj
     except (UnicodeDecodeError, OSError, EOFError) as exc:
         raise CorpusError(f"{path}: cannot be read as UTF-8 JSON lines ({exc})", code="bad_source") from None
-
-
-def _check_limit(limit: int | None) -> None:
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise CorpusError(f"limit must be a positive integer, got {limit!r}", code="bad_argument")
 
 
 def _number(value: Any) -> float | None:
@@ -428,17 +355,6 @@ def _join_hint(stats: LoadStats, reviews: Path, meta: Path | None) -> str:
     return "".join(f"; {h}" for h in hints)
 
 
-def _tables(rows: Iterator[dict[str, Any]], schema: pa.Schema, chunk_rows: int) -> Iterator[pa.Table]:
-    buf: list[dict[str, Any]] = []
-    for row in rows:
-        buf.append(row)
-        if len(buf) >= chunk_rows:
-            yield pa.Table.from_pylist(buf, schema=schema)
-            buf = []
-    if buf:
-        yield pa.Table.from_pylist(buf, schema=schema)
-
-
 def iter_esci(
     products: str | Path,
     reviews: str | Path,
@@ -452,177 +368,6 @@ def iter_esci(
     """Stream ESCI products joined with Amazon Reviews 2023 as PRODUCTS tables (see the module doc)."""
     st = stats if stats is not None else LoadStats()
     check_args(1, 0, chunk_rows)
-    _check_limit(limit)
+    check_limit(limit)
     rows = _esci_rows(Path(products), Path(reviews), Path(meta) if meta else None, locale, limit, st)
-    return _tables(rows, arrow_schema(PRODUCTS), chunk_rows)
-
-
-def _natural(path: Path) -> list[Any]:
-    return [(0, int(x), "") if x.isdigit() else (1, 0, x) for x in re.split(r"(\d+)", path.as_posix())]
-
-
-def _folder(rel: Path) -> str:
-    """The folder of a message path ``<user>/<folder...>/<file>``, a maildir's ``cur``/``new`` left out."""
-    return "/".join(p for p in rel.parts[1:-1] if p not in ("cur", "new")).lower() or "inbox"
-
-
-def _preference(folder: str) -> int:
-    top = folder.split("/", 1)[0]
-    if top in FIRST_FOLDERS:
-        return FIRST_FOLDERS.index(top)
-    if top in COPY_FOLDERS:
-        return len(FIRST_FOLDERS) + 1 + COPY_FOLDERS.index(top)
-    return len(FIRST_FOLDERS)
-
-
-def _message_files(root: Path) -> list[Path]:
-    """Message paths in load order: mailbox by mailbox, folders in preference order, natural order within."""
-    files = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d != "tmp"]
-        files += [Path(dirpath, f).relative_to(root) for f in filenames if not f.startswith(".")]
-    return sorted(
-        files, key=lambda rel: (_natural(Path(rel.parts[0])), _preference(_folder(rel)), _natural(rel))
-    )
-
-
-def _header(msg: Message, name: str, where: Path) -> str:
-    raw = msg.get(name)
-    if raw is None:
-        return ""
-    try:
-        return " ".join(str(make_header(decode_header(str(raw)))).split())
-    except (LookupError, UnicodeError, email.errors.HeaderParseError) as exc:
-        raise CorpusError(f"{where}: cannot decode the {name} header ({exc})", code="bad_record") from None
-
-
-def _text(part: Message, where: Path, stats: LoadStats) -> str:
-    payload = part.get_payload(decode=True)
-    data = payload if isinstance(payload, bytes) else b""
-    charset = part.get_content_charset() or "us-ascii"
-    try:
-        codecs.lookup(charset)
-    except LookupError:
-        raise CorpusError(f"{where}: body has unknown charset {charset!r}", code="bad_record") from None
-    try:
-        return data.decode(charset)
-    except UnicodeDecodeError:
-        stats.derived["body_decoded_as_cp1252"] += 1  # Enron mislabels Windows text as ASCII
-        return data.decode("cp1252", errors="replace")
-
-
-def _message(root: Path, rel: Path, seen: set[str] | None, stats: LoadStats) -> dict[str, Any] | None:
-    """The row of one message, or ``None`` (counted in ``stats.dropped``) when its date is unknown or, with
-    ``seen`` (the Message-IDs loaded so far), when it is a copy of a message already loaded."""
-    where = root / rel
-    try:
-        msg = email.message_from_bytes(where.read_bytes())
-    except OSError as exc:
-        raise CorpusError(f"{where}: cannot be read ({exc.strerror})", code="bad_source") from None
-    sender = parseaddr(_header(msg, "From", where))[1].lower()
-    raw_date = _header(msg, "Date", where)
-    if not sender or not raw_date:
-        raise CorpusError(f"{where}: not an RFC 822 message (no From or Date header)", code="bad_record")
-    try:
-        when = parsedate_to_datetime(raw_date)
-    except (TypeError, ValueError, IndexError):
-        raise CorpusError(f"{where}: unparsable Date header {raw_date!r}", code="bad_record") from None
-    if when.tzinfo is not None and when.astimezone(UTC) == NO_DATE:
-        stats.dropped["placeholder_date"] += 1
-        return None
-    when = when.replace(tzinfo=None)  # the sender's wall-clock time, as a reader sees it in the header
-    if not DATETIME_RANGE[0] <= when < DATETIME_RANGE[1]:
-        stats.dropped["date_out_of_range"] += 1
-        return None
-    message_id = str(msg.get("Message-ID") or "").strip()
-    if seen is not None and message_id:
-        if message_id in seen:
-            stats.dropped["duplicate_message"] += 1
-            return None
-        seen.add(message_id)
-    recipient = ""
-    addresses = 0
-    for name in ("To", "Cc", "Bcc"):
-        found = [a.lower() for _, a in getaddresses([_header(msg, name, where)]) if a]
-        if found and not recipient:
-            recipient = found[0]
-            if name != "To":
-                stats.derived[f"recipient_from_{name.lower()}"] += 1
-        addresses += len(found)
-    if addresses > 1:
-        stats.derived["recipients_not_kept"] += 1  # the schema holds one recipient (see the module doc)
-    body, attachment = "", False
-    for part in msg.walk():
-        if part.is_multipart():
-            continue
-        if part.get_filename() or part.get_content_disposition() == "attachment":
-            attachment = True
-        elif not body and part.get_content_type() == "text/plain":
-            body = _text(part, where, stats).replace("\r\n", "\n").replace("\r", "\n").strip()
-    subject = _header(msg, "Subject", where)
-    topic = " ".join(_REPLY_PREFIX.sub("", subject).lower().split()) or f"message:{rel.as_posix()}"
-    name = rel.name
-    flags = name.split(":2,", 1)[1] if ":2," in name else ""
-    return {
-        "sender": sender,
-        "sender_domain": sender.rsplit("@", 1)[-1],
-        "recipient": recipient,
-        "date": when,
-        "folder": _folder(rel),
-        "is_read": "S" in flags and rel.parent.name != "new",
-        "is_starred": "F" in flags,
-        "has_attachment": attachment or bool(_ENRON_ATTACHMENT.search(body)),
-        "thread_id": "T" + hashlib.sha1(topic.encode()).hexdigest()[:12],
-        "subject": subject,
-        "body": body,
-    }
-
-
-def _enron_rows(
-    root: Path, limit: int | None, keep_duplicates: bool, stats: LoadStats
-) -> Iterator[dict[str, Any]]:
-    if not root.is_dir():
-        raise CorpusError(f"{root}: no such maildir directory", code="bad_source")
-    if (root / "maildir").is_dir():  # the release folder: users would load as folders of a user 'maildir'
-        raise CorpusError(
-            f"{root} holds a maildir instead of being one; pass --maildir {root / 'maildir'}",
-            code="maildir_root",
-        )
-    files = _message_files(root)
-    if not files:
-        raise CorpusError(f"{root}: no messages under maildir/<user>/<folder>/", code="bad_source")
-    width = id_width(min(len(files), limit) if limit is not None else len(files))
-    kept = 0
-    seen: set[str] | None = None if keep_duplicates else set()
-    for rel in files:
-        row = _message(root, rel, seen, stats)
-        if row is None:
-            continue
-        kept += 1
-        stats.rows = kept
-        yield {"id": doc_id(EMAILS.id_prefix, kept, width), **row}
-        if limit is not None and kept >= limit:
-            return
-    if kept == 0:
-        reasons = ", ".join(f"{k}: {v}" for k, v in sorted(stats.dropped.items()))
-        raise CorpusError(f"{root}: no message could be loaded ({reasons})", code="empty_load")
-
-
-def iter_enron(
-    maildir: str | Path,
-    *,
-    limit: int | None = None,
-    keep_duplicates: bool = False,
-    chunk_rows: int = 10_000,
-    stats: LoadStats | None = None,
-) -> Iterator[pa.Table]:
-    """Stream the messages of an Enron-style maildir as EMAILS tables (see the module doc).
-
-    A message whose Message-ID was loaded already is a copy and is dropped (``duplicate_message``)
-    unless ``keep_duplicates``.
-    """
-    st = stats if stats is not None else LoadStats()
-    check_args(1, 0, chunk_rows)
-    _check_limit(limit)
-    rows = _enron_rows(Path(maildir), limit, keep_duplicates, st)
-    return _tables(rows, arrow_schema(EMAILS), chunk_rows)
+    return row_tables(rows, arrow_schema(PRODUCTS), chunk_rows)
