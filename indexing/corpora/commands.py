@@ -26,9 +26,10 @@ from indexing.config import Config
 from indexing.corpora import generate_labeled, generator_version
 from indexing.corpora.enron import iter_enron
 from indexing.corpora.esci import iter_esci
-from indexing.corpora.files import corpus_manifest, iter_corpus, write_corpus
+from indexing.corpora.files import corpus_manifest, iter_corpus, read_extras, write_corpus
 from indexing.corpora.labels import LabeledBatch
 from indexing.corpora.loading import LOADER_VERSION, LoadStats
+from indexing.corpora.report import read_report, report_lines
 from indexing.corpora.vocab import vocab_fingerprint
 from indexing.schema import DOMAINS, EMAILS, PRODUCTS, CorpusSchema, schema_for
 from indexing.workspace import Workspace
@@ -91,7 +92,7 @@ def _write(
                 bar.update((batch.table if isinstance(batch, LabeledBatch) else batch).num_rows)
                 yield batch
 
-        manifest = write_corpus(ws, schema, counted(), meta, stats.as_meta if stats is not None else None)
+        manifest = write_corpus(ws, schema, counted(), meta, stats)
     seconds = max(time.perf_counter() - start, 1e-9)
     rows = int(manifest["rows"])
     dropped = sum(stats.dropped.values()) if stats is not None else 0
@@ -167,17 +168,22 @@ def _show(args: argparse.Namespace, cfg: Config) -> int:
     print(f"{schema.domain} corpus in {ws.corpus_dir(schema.domain)}")
     for key in sorted(manifest):
         print(f"  {key}: {manifest[key]}")
+    report = read_report(ws.corpus_dir(schema.domain))
+    for line in report_lines(report) if report is not None else ["(no load report: written by an older version)"]:
+        print(f"  {line}")
     if args.n == 0:
         return 0
-    shown = 0
+    rows: list[dict[str, Any]] = []
     for table in iter_corpus(ws, schema, batch_rows=args.n):
-        for row in table.to_pylist()[: args.n - shown]:
-            print(f"--- {row['id']}")
-            for name in schema.columns[1:]:
-                print(f"  {name}: {_short(row[name])}")
-            shown += 1
-        if shown >= args.n:
+        rows += table.to_pylist()[: args.n - len(rows)]
+        if len(rows) >= args.n:
             break
+    extras = read_extras(ws, schema.domain, [row["id"] for row in rows])
+    more = {e["id"]: e for e in extras.to_pylist()} if extras is not None else {}
+    for row in rows:
+        print(f"--- {row['id']}")
+        for name, value in [*list(row.items())[1:], *list(more.get(row["id"], {}).items())[1:]]:
+            print(f"  {name}: {_short(value)}")
     return 0
 
 
@@ -269,7 +275,9 @@ def register(sub: Any) -> None:
     show = actions.add_parser(
         "show",
         help="print a corpus manifest and sample documents",
-        description="Print the manifest of the workspace corpus (source, seed, size, versions) and its first documents.",
+        description="Print the manifest of the workspace corpus (source, seed, size, versions), its load report "
+        "(records read, loaded, dropped and deduplicated by reason; date and number ranges; the share of empty "
+        "values per column; the extra columns kept unindexed) and its first documents.",
     )
     show.add_argument("domain", choices=DOMAINS, metavar=domains, help="which corpus to show")
     show.add_argument("--n", type=_sample_size, default=3, metavar="N", help="documents to print (default 3)")

@@ -22,13 +22,21 @@ files in natural path order within a folder; ``limit`` counts loaded rows.
   such a message is dropped and counted (``placeholder_date``), as is one dated outside ClickHouse's
   ``DateTime`` range (``date_out_of_range``).
 - ``recipient``: the first ``To:`` address, else the first ``Cc:``, else the first ``Bcc:``, else empty.
-  The schema has one recipient column (filtered as ``recipient = '...'``), so further addresses are not
-  kept; the load counts messages that had more (``recipients_not_kept``) and recipients taken from
-  ``Cc:``/``Bcc:`` (``recipient_from_cc``, ``recipient_from_bcc``).
+  The schema has one recipient column (filtered as ``recipient = '...'``); every address is kept in the
+  extra columns (below), not indexed. The load counts messages that had more than one
+  (``recipients_not_indexed``) and recipients taken from ``Cc:``/``Bcc:`` (``recipient_from_cc``,
+  ``recipient_from_bcc``).
 - ``has_attachment``: a MIME attachment part, or an attachment marker in the body: ``<<name.ext>>`` as
   Notes writes it or ``<< File: name.ext >>`` as Outlook does.
 - ``thread_id``: a hash of the subject without ``Re:``/``Fw:`` prefixes; ``body``: the first plain-text
   part, line endings normalized to ``\\n`` (some messages keep ``\\r\\n``).
+
+**Extra columns** (:data:`EXTRA_SCHEMA`, in the corpus's ``extras.parquet`` by ``id``; the program language
+and the indexes do not see them, since a list column would need list operators in the DSL, its grammar
+and the planner's prompt): ``message_id`` (``""`` when the message has none); ``to``, ``cc``, ``bcc``,
+every address of each header, lower case, in header order; ``copies``, the ``<user>/<folder>`` of every
+file read that holds the same Message-ID, the loaded one first (with ``keep_duplicates`` each copy's row
+lists them all).
 """
 
 from __future__ import annotations
@@ -64,6 +72,17 @@ FIRST_FOLDERS = ("inbox", "sent", "sent_items", "_sent_mail")
 COPY_FOLDERS = ("notes_inbox", "discussion_threads", "all_documents")
 """Lotus Notes views of the Enron release that repeat mail filed elsewhere: their copies are kept last."""
 _REPLY_PREFIX = re.compile(r"^\s*((re|fw|fwd|aw)\s*(\[\d+\])?\s*:\s*)+", re.IGNORECASE)
+EXTRA_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False),
+        pa.field("message_id", pa.string(), nullable=False),
+        pa.field("to", pa.list_(pa.string()), nullable=False),
+        pa.field("cc", pa.list_(pa.string()), nullable=False),
+        pa.field("bcc", pa.list_(pa.string()), nullable=False),
+        pa.field("copies", pa.list_(pa.string()), nullable=False),
+    ]
+)
+"""What a message holds that the EMAILS schema does not, kept in the corpus's ``extras.parquet``."""
 _ENRON_ATTACHMENT = re.compile(r"<<[^<>\n]{1,200}\.[A-Za-z0-9]{2,5}\s*>>")
 """An attachment marker: ``<<name.ext>>`` (Lotus Notes) or ``<< File: name.ext >>`` (Outlook, with spaces)."""
 
@@ -122,9 +141,43 @@ def _text(part: Message, where: Path, stats: LoadStats) -> str:
         return data.decode("cp1252", errors="replace")
 
 
-def _message(root: Path, rel: Path, seen: set[str] | None, stats: LoadStats) -> dict[str, Any] | None:
-    """The row of one message, or ``None`` (counted in ``stats.dropped``) when its date is unknown or, with
-    ``seen`` (the Message-IDs loaded so far), when it is a copy of a message already loaded."""
+class _Extras:
+    """The columns of the loaded messages that the EMAILS schema lacks (:data:`EXTRA_SCHEMA`)."""
+
+    def __init__(self) -> None:
+        self.columns: dict[str, list[Any]] = {name: [] for name in EXTRA_SCHEMA.names}
+        self.places: dict[str, list[str]] = {}
+        """``<user>/<folder>`` of every file holding a Message-ID, in load order."""
+
+    def seen_before(self, message_id: str, rel: Path) -> bool:
+        """Record the file ``rel`` as a copy of ``message_id``; whether an earlier file held it."""
+        place = f"{rel.parts[0]}/{_folder(rel)}"
+        if not message_id:
+            return False
+        if message_id in self.places:
+            self.places[message_id].append(place)
+            return True
+        self.places[message_id] = [place]
+        return False
+
+    def add(self, row_id: str, message_id: str, addresses: dict[str, list[str]], rel: Path) -> None:
+        """A loaded message; its ``copies`` are filled in by :meth:`table`, once every file is read."""
+        for name, value in (("id", row_id), ("message_id", message_id), *addresses.items()):
+            self.columns[name].append(value)
+        self.columns["copies"].append(f"{rel.parts[0]}/{_folder(rel)}")
+
+    def table(self) -> pa.Table:
+        ids = self.columns["message_id"]
+        copies = [self.places[m] if m else [place] for m, place in zip(ids, self.columns["copies"], strict=True)]
+        return pa.table({**self.columns, "copies": copies}, schema=EXTRA_SCHEMA)
+
+
+def _message(
+    root: Path, rel: Path, extras: _Extras, keep_duplicates: bool, stats: LoadStats
+) -> tuple[dict[str, Any], dict[str, list[str]], str] | None:
+    """The row of one message, its ``To``/``Cc``/``Bcc`` addresses and its Message-ID; or ``None`` (counted
+    in ``stats.dropped``) when its date is unknown or, unless ``keep_duplicates``, when it is a copy of a
+    message already loaded."""
     where = root / rel
     try:
         msg = email.message_from_bytes(where.read_bytes())
@@ -146,22 +199,20 @@ def _message(root: Path, rel: Path, seen: set[str] | None, stats: LoadStats) -> 
         stats.dropped["date_out_of_range"] += 1
         return None
     message_id = str(msg.get("Message-ID") or "").strip()
-    if seen is not None and message_id:
-        if message_id in seen:
-            stats.dropped["duplicate_message"] += 1
-            return None
-        seen.add(message_id)
+    if extras.seen_before(message_id, rel) and not keep_duplicates:
+        stats.dropped["duplicate_message"] += 1
+        return None
     recipient = ""
-    addresses = 0
+    addresses: dict[str, list[str]] = {}
     for name in ("To", "Cc", "Bcc"):
         found = [a.lower() for _, a in getaddresses([_header(msg, name, where)]) if a]
         if found and not recipient:
             recipient = found[0]
             if name != "To":
                 stats.derived[f"recipient_from_{name.lower()}"] += 1
-        addresses += len(found)
-    if addresses > 1:
-        stats.derived["recipients_not_kept"] += 1  # the schema holds one recipient (see the module doc)
+        addresses[name.lower()] = found
+    if sum(map(len, addresses.values())) > 1:
+        stats.derived["recipients_not_indexed"] += 1  # the schema has one recipient (see the module doc)
     body, attachment = "", False
     for part in msg.walk():
         if part.is_multipart():
@@ -174,7 +225,7 @@ def _message(root: Path, rel: Path, seen: set[str] | None, stats: LoadStats) -> 
     topic = " ".join(_REPLY_PREFIX.sub("", subject).lower().split()) or f"message:{rel.as_posix()}"
     name = rel.name
     flags = name.split(":2,", 1)[1] if ":2," in name else ""
-    return {
+    row = {
         "sender": sender,
         "sender_domain": sender.rsplit("@", 1)[-1],
         "recipient": recipient,
@@ -187,6 +238,7 @@ def _message(root: Path, rel: Path, seen: set[str] | None, stats: LoadStats) -> 
         "subject": subject,
         "body": body,
     }
+    return row, addresses, message_id
 
 
 def _enron_rows(
@@ -204,16 +256,21 @@ def _enron_rows(
         raise CorpusError(f"{root}: no messages under maildir/<user>/<folder>/", code="bad_source")
     width = id_width(min(len(files), limit) if limit is not None else len(files))
     kept = 0
-    seen: set[str] | None = None if keep_duplicates else set()
+    extras = _Extras()
     for rel in files:
-        row = _message(root, rel, seen, stats)
-        if row is None:
+        if limit is not None and kept >= limit:
+            break
+        stats.read += 1
+        loaded = _message(root, rel, extras, keep_duplicates, stats)
+        if loaded is None:
             continue
+        row, addresses, message_id = loaded
         kept += 1
         stats.rows = kept
-        yield {"id": doc_id(EMAILS.id_prefix, kept, width), **row}
-        if limit is not None and kept >= limit:
-            return
+        row_id = doc_id(EMAILS.id_prefix, kept, width)
+        extras.add(row_id, message_id, addresses, rel)
+        yield {"id": row_id, **row}
+    stats.extras = extras.table()
     if kept == 0:
         reasons = ", ".join(f"{k}: {v}" for k, v in sorted(stats.dropped.items()))
         raise CorpusError(f"{root}: no message could be loaded ({reasons})", code="empty_load")

@@ -23,6 +23,9 @@ derived, always the same way:
   the most helpful review (title and text; ties go to the earliest); ``image``: there are no
   captions, so ``product photo of a <color> <title>`` (``product photo of <title>`` without a color).
 
+The ESCI ``product_id`` (ASIN) and the reviews' ``parent_asin`` of each product are kept beside the
+schema in the corpus's ``extras.parquet`` (:data:`EXTRA_SCHEMA`), not indexed.
+
 A Git LFS pointer in place of a source file (a clone made without git-lfs) is refused with
 ``lfs_pointer``, and the ESCI examples file given as the products file with ``examples_file``, each in
 one line that says what to pass or run.
@@ -68,6 +71,15 @@ EXTRA_COLORS = ("yellow",)
 COLOR_SPELLINGS = {"grey": "gray"}
 LFS_POINTER = b"version https://git-lfs.github.com/spec/v1"
 """How a Git LFS pointer file starts: a clone without git-lfs holds these in place of the data files."""
+EXTRA_SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False),
+        pa.field("asin", pa.string(), nullable=False),
+        pa.field("parent_asin", pa.string(), nullable=False),
+    ]
+)
+"""What the corpus keeps of a product beside the PRODUCTS schema (``extras.parquet``): its ESCI
+``product_id`` (the ASIN the ESCI examples judge) and the reviews' ``parent_asin`` (``""`` if none)."""
 _TAG = re.compile(r"<[^>]+>")
 
 
@@ -306,6 +318,7 @@ def _esci_rows(
             if not isinstance(pid, str) or not pid:
                 raise CorpusError(f"{products}: row {row_no}: product_id is empty", code="bad_record")
             if pid in candidates:
+                stats.read += 1
                 stats.dropped["duplicate_product"] += 1
                 continue
             candidates[pid] = row_no
@@ -316,25 +329,29 @@ def _esci_rows(
     metas = _read_meta(meta, wanted) if meta is not None else {}
     width = id_width(min(len(candidates), limit) if limit else len(candidates))
     kept, row_no = 0, 0
-    for batch in pf.iter_batches(columns=list(ESCI_COLUMNS)):
-        for row in batch.to_pylist():
-            row_no += 1
-            pid = row["product_id"]
-            if candidates.get(pid) != row_no:
-                continue  # another locale, or a duplicate
-            r = joined.get(pid)
-            if r is None:
-                stats.dropped["no_reviews"] += 1
-                continue
-            m = metas.get(r.parent or pid) or metas.get(pid) or {}
-            out = _product(doc_id(PRODUCTS.id_prefix, kept + 1, width), row, r, m, stats)
-            if out is None:
-                continue
-            kept += 1
-            stats.rows = kept
-            yield out
-            if limit is not None and kept >= limit:
-                return
+    extras: dict[str, list[str]] = {name: [] for name in EXTRA_SCHEMA.names}
+    for row in (row for batch in pf.iter_batches(columns=list(ESCI_COLUMNS)) for row in batch.to_pylist()):
+        if limit is not None and kept >= limit:
+            break
+        row_no += 1
+        pid = row["product_id"]
+        if candidates.get(pid) != row_no:
+            continue  # another locale, or a duplicate
+        stats.read += 1
+        r = joined.get(pid)
+        if r is None:
+            stats.dropped["no_reviews"] += 1
+            continue
+        m = metas.get(r.parent or pid) or metas.get(pid) or {}
+        out = _product(doc_id(PRODUCTS.id_prefix, kept + 1, width), row, r, m, stats)
+        if out is None:
+            continue
+        kept += 1
+        stats.rows = kept
+        for name, value in (("id", out["id"]), ("asin", pid), ("parent_asin", r.parent or "")):
+            extras[name].append(value)
+        yield out
+    stats.extras = pa.table(extras, schema=EXTRA_SCHEMA)
     if kept == 0:
         reasons = ", ".join(f"{k}: {v}" for k, v in sorted(stats.dropped.items()))
         raise CorpusError(

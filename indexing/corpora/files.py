@@ -8,13 +8,18 @@ files beside the ``part-*.parquet`` documents. Only benchmark synthesis reads th
 (:func:`read_labels`); the index build reads the parts alone. The manifest's ``labels`` entry holds
 their row count and fingerprint (``null`` for a corpus without labels, such as one loaded from real
 data), and the corpus ``fingerprint`` covers documents and labels together.
+
+Beside the manifest lies the load report (:mod:`indexing.corpora.report`, ``report.json``: empty values
+and ranges per column, and a loader's counts), and, for a loaded corpus whose source has more than the
+schema holds, ``extras.parquet``: those columns, one row per document by ``id``. Nothing indexes them and
+the fingerprint leaves them out.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +28,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from indexing.corpora.labels import LABEL_SCHEMA, LabeledBatch
+from indexing.corpora.loading import LoadStats
+from indexing.corpora.report import EXTRAS, REPORT, Profile
 from indexing.errors import CorpusError
 from indexing.schema import CorpusSchema, DType
 from indexing.workspace import Workspace, atomic_write_json, staged_dir
@@ -83,18 +90,20 @@ def write_corpus(
     schema: CorpusSchema,
     batches: Iterable[pa.Table | LabeledBatch],
     meta: dict[str, Any],
-    meta_after: Callable[[], dict[str, Any]] | None = None,
+    load: LoadStats | None = None,
 ) -> dict[str, Any]:
     """Write ``batches`` as the workspace corpus of ``schema.domain``, replacing any previous one.
 
     Each batch is checked against the Arrow schema. A :class:`~indexing.corpora.labels.LabeledBatch`
     also writes the label rows of its documents; a corpus has labels when every batch brings them.
     Returns the manifest. Nothing is visible until every part is written; a failure leaves the
-    previous corpus as it was. ``meta_after`` adds manifest entries known only once the batches are
-    consumed, such as a loader's drop counts.
+    previous corpus as it was. ``load`` is the loader's :class:`~indexing.corpora.loading.LoadStats`,
+    read once the batches are consumed: its counts go into the load report, its extras into
+    ``extras.parquet``.
     """
     target = arrow_schema(schema)
     digest = _Fingerprint(target)
+    profile = Profile(schema)
     label_digest = _Fingerprint(LABEL_SCHEMA)
     rows = parts = label_rows = 0
     labeled: bool | None = None
@@ -113,6 +122,7 @@ def write_corpus(
                 continue
             pq.write_table(table, tmp / f"part-{parts:05d}.parquet", compression="zstd")
             digest.update(table)
+            profile.update(table)
             if labels is not None:
                 try:
                     label_table = labels.select(LABEL_SCHEMA.names).cast(LABEL_SCHEMA)
@@ -130,7 +140,6 @@ def write_corpus(
             fingerprint = hashlib.sha256(f"{fingerprint}:{label_meta['fingerprint']}".encode()).hexdigest()[:16]
         manifest = {
             **meta,
-            **(meta_after() if meta_after is not None else {}),
             "domain": schema.domain,
             "table": schema.table,
             "rows": rows,
@@ -138,8 +147,38 @@ def write_corpus(
             "labels": label_meta,
             "fingerprint": fingerprint,
         }
+        report = profile.as_report()
+        if load is not None:
+            report.update(load.as_report())
+        report["extras"] = _write_extras(tmp / EXTRAS, load.extras, rows) if load is not None else None
+        atomic_write_json(tmp / REPORT, report)
         atomic_write_json(tmp / MANIFEST, manifest)
     return manifest
+
+
+def _write_extras(path: Path, extras: pa.Table | None, rows: int) -> list[str] | None:
+    """Write a loader's extra columns; their names, or ``None`` when it has none."""
+    if extras is None:
+        return None
+    if extras.column_names[:1] != ["id"] or extras.num_rows != rows:
+        raise CorpusError(
+            f"extra columns must start with id and hold one row per document ({rows}), "
+            f"got {extras.column_names[:3]} with {extras.num_rows} rows",
+            code="extras",
+        )
+    pq.write_table(extras, path, compression="zstd")
+    return [str(name) for name in extras.column_names[1:]]
+
+
+def read_extras(ws: Workspace, domain: str, ids: Iterable[str] | None = None) -> pa.Table | None:
+    """The extra columns of the workspace corpus (``id`` first), for ``ids`` only when given, or ``None``."""
+    corpus_manifest(ws, domain)
+    path = ws.corpus_dir(domain) / EXTRAS
+    if not path.is_file():
+        return None
+    if ids is None:
+        return pq.read_table(path)
+    return pq.read_table(path, filters=[("id", "in", list(ids))])
 
 
 def corpus_manifest(ws: Workspace, domain: str) -> dict[str, Any]:

@@ -4,6 +4,12 @@ Each loader (:mod:`~indexing.corpora.esci`, :mod:`~indexing.corpora.enron`) stre
 :func:`indexing.corpora.files.write_corpus`, which publishes a corpus only when every row is written. A
 broken record stops the load with a :class:`~indexing.errors.CorpusError` naming the file and line (or the
 message path), so a failed load leaves the previous corpus as it was.
+
+What a loader finds out while it streams, :class:`LoadStats` holds: how many source records it read,
+how many it kept, dropped (by reason; copies of a record already loaded are *deduplicated*, reasons
+starting ``duplicate_``) and derived, plus the columns the corpus schema lacks (``extras``: one row per
+loaded document, keyed by ``id``). :func:`~indexing.corpora.files.write_corpus` writes the counts into
+the corpus's load report and the extras beside the parts; neither is indexed.
 """
 
 from __future__ import annotations
@@ -17,19 +23,33 @@ import pyarrow as pa
 
 from indexing.errors import CorpusError
 
-LOADER_VERSION = "2"
+LOADER_VERSION = "3"
+DUPLICATE = "duplicate_"
+"""Prefix of the drop reasons that are copies of a record already loaded (deduplicated, not lost)."""
 
 
 @dataclass
 class LoadStats:
-    """Filled while a loader streams: rows kept, rows dropped by reason, notes on derived values."""
+    """Filled while a loader streams: records read, rows kept, rows dropped by reason, notes on derived
+    values, and the extra columns of the rows kept (set once the last row is out)."""
 
+    read: int = 0
+    """Source records read (message files, products of the locale); ``read == rows + sum(dropped)``."""
     rows: int = 0
     dropped: Counter[str] = field(default_factory=Counter)
     derived: Counter[str] = field(default_factory=Counter)
+    extras: pa.Table | None = None
+    """Columns the corpus schema lacks, one row per loaded document in id order, with ``id`` first."""
 
-    def as_meta(self) -> dict[str, Any]:
-        return {"rows_loaded": self.rows, "dropped": dict(self.dropped), "derived": dict(self.derived)}
+    def as_report(self) -> dict[str, Any]:
+        """The counts, for the load report: deduplicated copies apart from records dropped for a fault."""
+        return {
+            "read": self.read,
+            "loaded": self.rows,
+            "dropped": {k: v for k, v in sorted(self.dropped.items()) if not k.startswith(DUPLICATE)},
+            "deduplicated": {k: v for k, v in sorted(self.dropped.items()) if k.startswith(DUPLICATE)},
+            "derived": dict(sorted(self.derived.items())),
+        }
 
 
 def check_limit(limit: int | None) -> None:

@@ -15,8 +15,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from indexing.corpora import enron, esci
-from indexing.corpora.enron import iter_enron
+from indexing.corpora import enron, esci, report
+from indexing.corpora.enron import EXTRA_SCHEMA, iter_enron
 from indexing.corpora.esci import iter_esci
 from indexing.corpora.files import arrow_schema, corpus_manifest, iter_corpus, write_corpus
 from indexing.corpora.fixtures import write_enron_fixture, write_esci_fixture
@@ -65,7 +65,11 @@ def test_esci_round_trip(tmp_path: Path) -> None:
     assert all(t.schema.equals(arrow_schema(PRODUCTS)) for t in tables)
     rows = pa.concat_tables(tables).to_pylist()
     assert [r["id"] for r in rows] == [f"P{k:05d}" for k in range(1, 11)]
-    assert stats.rows == 10 and dict(stats.dropped) == {"no_price": 1, "no_reviews": 1}
+    assert stats.rows == 10 and dict(stats.dropped) == {"no_price": 1, "no_reviews": 1} and stats.read == 12
+    assert stats.extras is not None
+    assert stats.extras.column("id").to_pylist() == [r["id"] for r in rows]
+    assert stats.extras.column("asin").to_pylist() == list(fx.asins[:10])
+    assert stats.extras.column("parent_asin").to_pylist()[:2] == ["B100000000", fx.asins[1]]
     source = {d["title"]: d for d in fx.source.to_pylist()}
     for r in rows:
         d = source[r["title"]]
@@ -241,10 +245,10 @@ def test_dates_keep_the_senders_wall_clock_and_the_placeholder_is_dropped(tmp_pa
     assert err.value.code == "empty_load" and "placeholder_date: 1" in err.value.message
 
 
-def test_recipient_is_the_first_to_else_cc_else_bcc(tmp_path: Path) -> None:
+def test_recipient_is_the_first_to_else_cc_else_bcc_and_every_address_is_kept(tmp_path: Path) -> None:
     md = tmp_path / "maildir"
     many = "Tim Belden <tim.belden@enron.com>, john.arnold@enron.com,\n\tmike.grigsby@enron.com"
-    _mail(md, "allen-p/inbox/1.", To=many)
+    _mail(md, "allen-p/inbox/1.", To=many, Cc="Sally.Beck@enron.com", Bcc="sally.beck@enron.com")
     _mail(md, "allen-p/inbox/2.", To="", Cc="Keith.Holst@enron.com, frank.ermis@enron.com")
     _mail(md, "allen-p/inbox/3.", To="", Bcc="jane.tholt@enron.com")
     _mail(md, "allen-p/inbox/4.", To="")
@@ -256,7 +260,21 @@ def test_recipient_is_the_first_to_else_cc_else_bcc(tmp_path: Path) -> None:
         "jane.tholt@enron.com",
         "",
     ]
-    assert dict(stats.derived) == {"recipient_from_cc": 1, "recipient_from_bcc": 1, "recipients_not_kept": 2}
+    assert dict(stats.derived) == {"recipient_from_cc": 1, "recipient_from_bcc": 1, "recipients_not_indexed": 2}
+    assert stats.extras is not None and stats.extras.schema.equals(EXTRA_SCHEMA)
+    extras = stats.extras.to_pylist()
+    assert [e["id"] for e in extras] == [r["id"] for r in rows]
+    assert [(e["to"], e["cc"], e["bcc"]) for e in extras] == [
+        (
+            ["tim.belden@enron.com", "john.arnold@enron.com", "mike.grigsby@enron.com"],
+            ["sally.beck@enron.com"],
+            ["sally.beck@enron.com"],
+        ),
+        ([], ["keith.holst@enron.com", "frank.ermis@enron.com"], []),
+        ([], [], ["jane.tholt@enron.com"]),
+        ([], [], []),
+    ]
+    assert extras[0]["message_id"] == "<allen-p.inbox.1..JavaMail.evans@thyme>"
 
 
 def test_copies_in_notes_views_are_dropped_unless_kept(tmp_path: Path) -> None:
@@ -280,8 +298,22 @@ def test_copies_in_notes_views_are_dropped_unless_kept(tmp_path: Path) -> None:
         ("all_documents", "No id"),
     ]
     assert [r["id"] for r in rows] == [f"E0000{k}" for k in range(1, 6)]
-    assert dict(stats.dropped) == {"duplicate_message": 4}
-    every = _load(iter_enron(md, keep_duplicates=True))
+    assert dict(stats.dropped) == {"duplicate_message": 4} and stats.read == 9
+    assert stats.extras is not None
+    assert [(e["message_id"], e["copies"]) for e in stats.extras.to_pylist()] == [
+        ("<1.JavaMail.evans@thyme>", ["allen-p/inbox", "allen-p/all_documents"]),
+        ("<2.JavaMail.evans@thyme>", ["allen-p/sent", "allen-p/discussion_threads"]),
+        ("", ["allen-p/sent"]),
+        ("<3.JavaMail.evans@thyme>", ["allen-p/california", "allen-p/notes_inbox", "arnold-j/inbox"]),
+        ("", ["allen-p/all_documents"]),
+    ]
+    kept = LoadStats()
+    every = _load(iter_enron(md, keep_duplicates=True, stats=kept))
+    assert kept.extras is not None and kept.extras.column("copies").to_pylist()[4] == [
+        "allen-p/california",
+        "allen-p/notes_inbox",
+        "arnold-j/inbox",
+    ]
     assert [r["folder"] for r in every] == [
         "inbox",
         "sent",
@@ -387,5 +419,5 @@ def test_colors_are_color_words_or_unspecified(tmp_path: Path) -> None:
 
 
 def test_doctests() -> None:
-    results = [doctest.testmod(module) for module in (esci, enron)]
+    results = [doctest.testmod(module) for module in (esci, enron, report)]
     assert sum(r.attempted for r in results) > 0 and all(r.failed == 0 for r in results)
