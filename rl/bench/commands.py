@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from indexing.config import Config
+from indexing.corpora.files import corpus_manifest
 from indexing.schema import DOMAINS, schema_for
 from indexing.workspace import Workspace
 from rl.bench.rewriter import RewriterConfig
@@ -28,7 +29,7 @@ from rl.bench.store import (
 
 
 def _synth(args: argparse.Namespace, cfg: Config) -> int:
-    from rl.bench.synth import SynthConfig, synthesize
+    from rl.bench.synth import SynthConfig, synthesize, unlabeled_note
 
     schema_for(args.domain)
     sizes = {"train": args.train, "test": args.test, "ood": args.ood}
@@ -41,6 +42,9 @@ def _synth(args: argparse.Namespace, cfg: Config) -> int:
     print(f"{args.domain} benchmark: {counts} in {manifest['elapsed_s']:.1f} s "
           f"({manifest['instances_per_s']:.1f} instances/s)")
     print(f"written to {ws.bench_dir(args.domain)}")
+    note = unlabeled_note(args.domain, corpus_manifest(ws, args.domain))
+    if note is not None:
+        print(note)
     return 0
 
 

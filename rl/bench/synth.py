@@ -34,7 +34,7 @@ from typing import Any
 from tqdm import tqdm
 
 from indexing.config import Config
-from indexing.corpora.files import read_labels
+from indexing.corpora.files import has_labels, read_labels
 from indexing.schema import DType, schema_for
 from indexing.workspace import Workspace
 from rl.bench.compile import compile_tree
@@ -151,6 +151,17 @@ class _SplitRun:
         self.stats = SplitStats()
         self.next_attempt: Counter[int] = Counter()
         self.last_accept: Counter[int] = Counter()
+
+    def _why_short(self) -> str:
+        """Why a split runs short: a generated corpus is asked too much; a loaded one has few facets."""
+        if self.judge is not None:
+            return "the corpus and vocabulary cannot say that many different requests: ask for fewer"
+        found = len({key for keys in self.facts.facets.values() for key in keys})
+        return (
+            f"{NO_LABELS}, so a request can name only its structured values and the {found} vocabulary "
+            f"facets its text carries: ask for fewer, or synthesize on a generated corpus "
+            f"(prore corpus build {self.ctx.domain} --size N)"
+        )
 
     def draw(self, level: int, attempt: int) -> tuple[random.Random, int]:
         """The attempt's random stream and the corpus row of its gold document."""
@@ -273,8 +284,7 @@ class _SplitRun:
                     short = ", ".join(f"L{k}: {v}" for k, v in need.items() if v > 0)
                     raise BenchError(
                         f"could not synthesize the {self.ctx.domain} {self.split} split: still short of {short} "
-                        f"after {sum(self.stats.attempts.values())} candidates; the corpus and vocabulary "
-                        "cannot say that many different requests: ask for fewer",
+                        f"after {sum(self.stats.attempts.values())} candidates; {self._why_short()}",
                         code="bench_yield",
                     )
                 yields = {
@@ -375,9 +385,16 @@ def synthesize(
     judge: RelevanceJudge | None = None
     try:
         facts = replace(ctx.facts, dates=corpus_dates(ctx))
+        labels = read_labels(Workspace(cfg.workspace), domain)
+        if labels is None and not any(facts.facets.values()):
+            raise BenchError(
+                f"the {domain} corpus has no label table and its text carries none of the vocabulary's facets, "
+                "so its requests could name only structured values, which seldom single out one document; "
+                f"synthesize on a generated corpus (prore corpus build {domain} --size N)",
+                code="bench_no_facets",
+            )
         # Extractive families search the documents' own phrasings: rank those too.
         ctx.ranks.fill(ctx.engine, ctx.schema, document_phrase_pairs(ctx), progress=scfg.progress)
-        labels = read_labels(Workspace(cfg.workspace), domain)
         if labels is not None:
             handle = ctx.engine.handle
             judge = RelevanceJudge(handle.sql, handle.table, ctx.schema.table, labels)
@@ -432,6 +449,17 @@ def synthesize(
 
 NO_LABELS = "the corpus has no label table (it was loaded from real data, not generated)"
 """Why a benchmark has no relevant sets, as manifests and reports say it."""
+
+
+def unlabeled_note(domain: str, manifest: Mapping[str, Any]) -> str | None:
+    """What synthesis on a corpus without a label table judges and what it cannot (``None`` with labels)."""
+    if has_labels(dict(manifest)):
+        return None
+    return (
+        f"note: the {domain} corpus (source {manifest.get('source', 'unknown')}) has no label table: requests "
+        "are made from its structured values and the vocabulary's facets found in its text, each kept when "
+        "its gold document ranks first; relevant sets (P@k, nDCG) are not computed"
+    )
 
 
 def relevance_summary(splits: Mapping[str, Sequence[Instance]], *, available: bool) -> dict[str, Any]:
