@@ -7,7 +7,7 @@ PROFILE ?= demo
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test lint bench clean help
+.PHONY: setup demo test test-fast lint bench clean help
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed 's/:.*## /\t/'
@@ -32,8 +32,15 @@ $(STAMP): pyproject.toml
 demo: setup  ## build, index and query both corpora on embedded engines (PROFILE=medium: the planner report; PROFILE=paper: full size)
 	PROFILE=$(PROFILE) bash scripts/demo.sh
 
-test: setup  ## run the test suite against the real embedded engines
-	$(BIN)/pytest -q --durations=40
+# pytest-xdist workers: tests that share a session server (vLLM, the Milvus servers) run in one worker
+# (tests/conftest.py, --dist loadgroup); every worker builds its own small indexes. TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
+
+test: setup  ## run the test suite against the real embedded engines (TEST_WORKERS processes, default 2)
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=40
+
+test-fast: setup  ## the edit loop: every test not marked slow or server (no training, servers, Ray or vLLM)
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not slow and not server"
 
 lint: setup  ## ruff, mypy --strict and the import-linter layer contracts
 	$(BIN)/ruff check .

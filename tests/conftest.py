@@ -226,6 +226,19 @@ def write_synthetic_corpus() -> Callable[..., dict[str, Any]]:
     return write
 
 
+XDIST_GROUPS = {"vllm_server": "vllm", "milvus_standalone": "milvus-standalone", "milvus_server": "milvus-lite"}
+"""Session servers that cost a start per test process (vLLM's CPU server, the Milvus standalone server, a
+Milvus Lite gRPC server): under pytest-xdist (``make test``: ``--dist loadgroup``) every test that uses one
+runs in the same worker, so each is started once, not once per worker."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        group = next((g for f, g in XDIST_GROUPS.items() if f in getattr(item, "fixturenames", ())), None)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
 _FINISHED: dict[str, int] = {}
 
 
