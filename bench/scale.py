@@ -679,7 +679,7 @@ def worker(args: argparse.Namespace) -> int:
 
 def embed_rate(embedder: str, sample: int = 256) -> float:
     """Products per second the embedder encodes here (every vector field, as the build embeds them)."""
-    from indexing.build import embed_unique
+    from indexing.chunks import embed_unique
     from indexing.corpora import generate
     from indexing.embedders import make_embedder
 

@@ -19,10 +19,11 @@ The previously published version is kept, and so is every version an open
 
 One build per domain and workspace runs at a time (a file lock); a second one fails at once.
 
-**Engines.** Where the chunks get their vectors is a :class:`ChunkSource`, chosen by ``build.engine``:
-``local`` reads and embeds in this process (:func:`local_chunks`); ``ray`` runs a Ray Data pipeline
-(:mod:`indexing.ray_build`). Everything else, the stores' writes, the journal, BM25, the check and
-the publish, is this module's, so both engines build the same version with the same build key.
+**Engines.** Where the chunks get their vectors is a :class:`~indexing.chunks.ChunkSource`, chosen by
+``build.engine``: ``local`` reads and embeds in this process (:class:`LocalChunks`); ``ray`` runs a Ray
+Data pipeline (:mod:`indexing.ray_build`). Both embed with :mod:`indexing.chunks`, which also defines
+what a source yields. Everything else, the stores' writes, the journal, BM25, the check and the
+publish, is this module's, so both engines build the same version with the same build key.
 """
 
 from __future__ import annotations
@@ -39,16 +40,16 @@ import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
+from indexing.chunks import ChunkSource, EmbeddedChunk, embed_table, embedders_for
 from indexing.config import Config
 from indexing.corpora.files import corpus_manifest, iter_corpus, part_paths
-from indexing.embedders.base import Embedder, Vectors
-from indexing.embedders.registry import embedder_identity, make_embedder
+from indexing.embedders.base import Embedder
+from indexing.embedders.registry import embedder_identity
 from indexing.errors import ConfigError, StoreError
 from indexing.index import (
     BM25_DIR,
@@ -131,51 +132,8 @@ class BuildResult:
         return f"{self.domain}: published {self.version} with {self.rows} docs ({how}){dropped}{kept}"
 
 
-@dataclass(frozen=True)
-class EmbeddedChunk:
-    """Chunk ``index`` of the corpus (see :func:`~indexing.corpora.files.iter_corpus`) with one row of
-    vectors per document for each vector field."""
-
-    index: int
-    table: pa.Table
-    vectors: dict[str, Vectors]
-
-
-class ChunkSource(Protocol):
-    """Yields the embedded chunks from ``start_chunk`` on, in chunk order, each exactly once.
-
-    The build closes the iterator when it stops early, so a source may hold resources (a Ray session)
-    for exactly as long as it is read.
-    """
-
-    def __call__(
-        self, ws: Workspace, schema: CorpusSchema, batch_rows: int, start_chunk: int
-    ) -> Generator[EmbeddedChunk]: ...
-
-
 ENGINES = ("local", "ray")
 """The values of ``build.engine``."""
-
-
-def embedders_for(cfg: Config, schema: CorpusSchema) -> dict[Role, Embedder]:
-    """One embedder per role the schema has (unknown names fail here, before anything is written)."""
-    roles = [r for r in (Role.TEXT, Role.IMAGE) if schema.names(r)]
-    return {r: make_embedder(cfg.embedder, r) for r in roles}
-
-
-def embed_unique(embedder: Embedder, texts: list[str]) -> Vectors:
-    """Rows for ``texts``, encoding each distinct text once (replies share subjects, items share captions)."""
-    slots = {t: i for i, t in enumerate(dict.fromkeys(texts))}
-    unique = embedder.embed(list(slots))
-    return unique[[slots[t] for t in texts]]
-
-
-def embed_table(embedders: dict[Role, Embedder], schema: CorpusSchema, table: pa.Table) -> dict[str, Vectors]:
-    """The vectors of every vector field of ``table``'s rows."""
-    return {
-        f: embed_unique(embedders[schema.field(f).role], table.column(f).to_pylist())
-        for f in schema.vector_fields
-    }
 
 
 @dataclass(frozen=True)

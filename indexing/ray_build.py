@@ -43,7 +43,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from indexing.build import EmbeddedChunk, embed_table, embedders_for
+from indexing.chunks import EmbeddedChunk, embed_table, embedders_for
 from indexing.config import Config, EmbedderConfig
 from indexing.corpora.files import arrow_schema, iter_part, part_chunks, part_paths
 from indexing.embedders.base import Vectors
@@ -123,7 +123,7 @@ class EmbedActor:
 
 @dataclass(frozen=True)
 class RayChunks:
-    """The ``ray`` engine as the build's :class:`~indexing.build.ChunkSource` (see the module docstring)."""
+    """The ``ray`` engine as the build's :class:`~indexing.chunks.ChunkSource` (see the module docstring)."""
 
     embedder: EmbedderConfig
     actors: int

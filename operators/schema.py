@@ -13,7 +13,7 @@ JSON names are the camelCase of the field names (``gpus_per_node`` -> ``gpusPerN
 ... class Demo:
 ...     gpus_per_node: int = spec_field("GPUs on each node.", default=1, minimum=1)
 >>> openapi(Demo)["properties"]["gpusPerNode"]
-{'type': 'integer', 'description': 'GPUs on each node.', 'default': 1, 'minimum': 1}
+{'type': 'integer', 'description': 'GPUs on each node.', 'minimum': 1, 'default': 1}
 >>> load(Demo, {"gpusPerNode": 0}, "spec")
 Traceback (most recent call last):
 ...

@@ -89,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     serving_commands.register(sub)
     rl_commands.register(sub)
     prore_config.register(sub)
-    k8s_commands.register(sub)
+    k8s_commands.register(sub, run=main)
     # The layers register their commands without knowing the global options; add them to each here.
     for command in _command_parsers(parser):
         _add_global_options(command, after_command=True)

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 import shlex
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,20 +41,19 @@ def _read(path: str) -> str:
     return p.read_text()
 
 
-def resolved_command(launch: str) -> str:
-    """The verl command ``prore train launch ...`` (one shell line) prints for its arguments here."""
-    from prore.cli import main  # the CLI module imports this one: import on use
-
+def resolved_command(launch: str, run: Callable[[Sequence[str]], int]) -> str:
+    """The verl command ``prore train launch ...`` (one shell line) prints for its arguments here, run by
+    ``run``: the CLI's own entry point, which hands itself to :func:`register` (it imports this module)."""
     argv = [*shlex.split(launch)[1:], "--print"]
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = main(argv)
+        rc = run(argv)
     if rc != 0:
         raise K8sSpecError(f"prore train launch refused the entrypoint: {err.getvalue().strip()}", code="k8s_launch")
     return out.getvalue().strip()
 
 
-def _render(args: argparse.Namespace, cfg: Config) -> int:
+def _render(args: argparse.Namespace, cfg: Config, *, run: Callable[[Sequence[str]], int]) -> int:
     objects: list[dict[str, Any]] = []
     try:
         for path in args.files:
@@ -64,13 +65,14 @@ def _render(args: argparse.Namespace, cfg: Config) -> int:
         if args.show_command and obj["kind"] == "RayJob":
             launch = next(s for s in obj["spec"]["entrypoint"].split(" && ") if " train launch " in s)
             text += "".join(f"# {line}\n" for line in ["verl command of the entrypoint's prore train launch:",
-                                                         resolved_command(launch)])  # fmt: skip
+                                                         resolved_command(launch, run)])  # fmt: skip
         sys.stdout.write("---\n" + text)
     return 0
 
 
-def register(sub: Any) -> None:
-    """Add ``prore k8s render`` to the ``prore`` parser."""
+def register(sub: Any, run: Callable[[Sequence[str]], int]) -> None:
+    """Add ``prore k8s render`` to the ``prore`` parser; ``run`` runs a ``prore`` command line (the CLI's
+    :func:`~prore.cli.main`), which ``--show-command`` uses to resolve an entrypoint."""
     p = sub.add_parser("k8s", help="Kubernetes: render what the operator creates for a custom resource",
                        description="Tools for the project's custom resources (RetrievalTrainingJob, PlannerService).")  # fmt: skip
     actions = p.add_subparsers(dest="k8s_action", metavar="{render}", required=True)
@@ -83,4 +85,4 @@ def register(sub: Any) -> None:
     r.add_argument("files", nargs="+", metavar="FILE", help="YAML file(s) of RetrievalTrainingJob or PlannerService ('-': stdin)")
     r.add_argument("--show-command", action="store_true",
                    help="after each RayJob, the verl command its prore train launch resolves to")
-    r.set_defaults(handler=_render)
+    r.set_defaults(handler=functools.partial(_render, run=run))

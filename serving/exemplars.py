@@ -94,7 +94,7 @@ def program_shape(program: str) -> str:
 
     >>> program_shape('{"sql": "SELECT id FROM products WHERE brand = \\'Sony\\' AND price < 200 AND id IN <text_1>",'
     ...               ' "retrieval_list": [{"type": "text", "field": "review", "query": "quiet"}]}')
-    "SELECT id FROM products WHERE brand = ? AND price < # AND id IN <text_1> | text:review"
+    'SELECT id FROM products WHERE brand = ? AND price < # AND id IN <text_1> | text:review'
     """
     try:
         data = json.loads(program)

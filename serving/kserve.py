@@ -1,11 +1,11 @@
-"""The project's KServe model: a transformer in front of the planner's predictor.
+"""The project's KServe transformer: its model under KServe's ModelServer, in front of the planner's predictor.
 
 In the cluster one InferenceService is the whole endpoint: the predictor is KServe's Hugging Face runtime
-serving the planner with vLLM (OpenAI routes under ``/openai/v1``), and this model, as the transformer,
-turns NL into a program into results, reaching the predictor through ``predictor_host``.
+serving the planner with vLLM (OpenAI routes under ``/openai/v1``), and the project's model, as the
+transformer, turns NL into a program into results, reaching the predictor through ``predictor_host``.
 
-The model (:class:`ProRetrievalModel`), named by ``--model_name`` (``proretrieval`` by default; in the
-cluster KServe passes the InferenceService's name), answers KServe's v1 route
+The model (:class:`serving.kserve_model.ProRetrievalModel`), named by ``--model_name`` (``proretrieval`` by
+default; in the cluster KServe passes the InferenceService's name), answers KServe's v1 route
 ``POST /v1/models/<name>:predict`` with ``{"instances": [{"query": ..., "domain": ..., "k": ...}]}``;
 each prediction is the query API's search answer (program, candidates, results, timings, fallback). It
 calls the predictor's OpenAI-style route (``/openai/v1/chat/completions``) through
@@ -32,26 +32,15 @@ controller appends to a transformer container need no wrapper.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import logging
-import uuid
-from collections.abc import Mapping
-from typing import Any
 
 import kserve  # type: ignore[import-untyped]
-from kserve.errors import InvalidInput  # type: ignore[import-untyped]
 
 from indexing.config import Config, EmbedderConfig
-from serving.api.app import QueryService, Refused, SearchIn
-from serving.api.settings import ApiSettings
 from serving.engine import Engine
+from serving.kserve_model import ProRetrievalModel
 from serving.planner import OUTPUTS, PlannerSettings, prepare
 from serving.prompt import CARDLESS_PROFILE, PROFILES, Profile, planner_profile
-
-
-class PredictError(InvalidInput):  # type: ignore[misc]
-    """A v1 request the model cannot read (KServe answers 400 with the message)."""
 
 
 def planner_settings(predictor_host: str, *, model: str = "planner", path: str = "/openai/v1",
@@ -64,50 +53,6 @@ def planner_settings(predictor_host: str, *, model: str = "planner", path: str =
     scheme = "https" if use_ssl else "http"
     return PlannerSettings(url=f"{scheme}://{predictor_host}{path}", model=model, timeout_s=timeout_s, profile=profile,
                            output=output, card=card, embedder=embedder)  # fmt: skip
-
-
-class ProRetrievalModel(kserve.Model):  # type: ignore[misc]
-    """NL -> program -> results, with the query API's fallback; one v1 instance is one search."""
-
-    def __init__(self, name: str, engines: Mapping[str, Engine], planner: PlannerSettings | None,
-                 settings: ApiSettings | None = None) -> None:  # fmt: skip
-        super().__init__(name)
-        self.service = QueryService(engines, planner, settings or ApiSettings(warmup=False))
-        self._started: asyncio.Lock | None = None
-        self._running = False
-
-    def load(self) -> bool:
-        self.ready = True
-        return True
-
-    async def _start(self) -> None:
-        if self._started is None:
-            self._started = asyncio.Lock()
-        async with self._started:
-            if not self._running:
-                await self.service.start()
-                self._running = True
-
-    async def predict(self, payload: Any, headers: dict[str, str] | None = None, response_headers: Any = None) -> dict[str, Any]:
-        await self._start()
-        if isinstance(payload, bytes | str):
-            try:
-                payload = json.loads(payload)
-            except ValueError:
-                raise PredictError("the request body is not JSON") from None
-        if not isinstance(payload, dict) or not isinstance(payload.get("instances"), list):
-            raise PredictError('a v1 request is {"instances": [{"query": ..., "domain": ...}, ...]}')
-        out = []
-        for i, instance in enumerate(payload["instances"]):
-            try:
-                body = SearchIn.model_validate(instance)
-                rid = (headers or {}).get("x-request-id") or uuid.uuid4().hex
-                out.append(await self.service.search(rid, body))
-            except Refused as exc:
-                out.append({"error": exc.code, "detail": exc.detail})
-            except ValueError as exc:
-                raise PredictError(f"instances[{i}]: {' '.join(str(exc).split())[:300]}") from None
-        return {"predictions": out}
 
 
 MODEL_NAME = "proretrieval"

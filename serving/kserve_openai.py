@@ -1,6 +1,6 @@
 """The project's KServe model with KServe's own OpenAI-style chat route.
 
-:class:`ProRetrievalChatModel` is :class:`serving.kserve.ProRetrievalModel` (the v1 route) and also one of
+:class:`ProRetrievalChatModel` is :class:`serving.kserve_model.ProRetrievalModel` (the v1 route) and also one of
 KServe's ``OpenAIGenerativeModel`` models, so KServe's ModelServer serves it, under the same name, at
 ``GET /openai/v1/models`` and ``POST /openai/v1/chat/completions`` as well as ``/v1/models/<name>:predict``.
 
@@ -36,8 +36,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from serving.api.app import PlanIn, Refused
-from serving.kserve import ProRetrievalModel
 from serving.kserve_compat import alias_moved_vllm_modules
+from serving.kserve_model import ProRetrievalModel
 from serving.planner import PlannerError, planner_http_status
 
 alias_moved_vllm_modules()

@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-import doctest
 import threading
 
-import indexing.cache
 from indexing.cache import LRU, CacheStats
-
-
-def test_docstring_examples_run() -> None:
-    result = doctest.testmod(indexing.cache)
-    assert result.attempted > 0 and result.failed == 0
 
 
 def test_least_recently_used_goes_first_and_peek_changes_nothing() -> None:

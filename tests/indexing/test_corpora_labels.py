@@ -75,11 +75,3 @@ def test_a_corpus_mixing_labeled_and_plain_batches_is_refused(tmp_path: Path) ->
     with pytest.raises(CorpusError, match="labels"):
         write_corpus(ws, EMAILS, mixed, {})
     assert corpus_manifest(ws, "email") == before
-
-
-def test_doctests() -> None:
-    import doctest
-
-    import indexing.corpora.labels
-
-    assert doctest.testmod(indexing.corpora.labels).failed == 0

@@ -219,15 +219,6 @@ def test_openai_embedder_against_a_served_model() -> None:
     assert out[0] @ out[1] > out[0] @ out[2]
 
 
-@pytest.mark.parametrize("module", ["indexing.embedders.registry", "indexing.embedders.hashing", "indexing.index"])
-def test_docstring_examples_run(module: str) -> None:
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 0 and result.failed == 0
-
-
 def test_identity_is_recorded_and_restored_by_one_pair_of_functions() -> None:
     from indexing.embedders.registry import IDENTITY_FIELDS, embedder_identity, with_identity
 

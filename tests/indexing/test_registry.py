@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import doctest
 import sys
 from pathlib import Path
 
 import pytest
 
-import indexing.registry
 from indexing.embedders import EMBEDDERS
 from indexing.errors import ConfigError, ProReError
 from indexing.registry import Registry
@@ -20,11 +18,6 @@ class Unknown(ProReError):
 
 class Twice(ProReError):
     code = "twice"
-
-
-def test_docstring_examples_run() -> None:
-    result = doctest.testmod(indexing.registry, optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 0 and result.failed == 0
 
 
 def test_embedders_are_one_instance_of_it() -> None:

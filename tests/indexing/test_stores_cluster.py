@@ -3,7 +3,6 @@ equivalent on chDB (the cluster form needs Keeper and remote servers, which chDB
 
 from __future__ import annotations
 
-import doctest
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,6 @@ import pytest
 
 pytest.importorskip("chdb", reason="needs the clickhouse extra")
 
-import indexing.stores.cluster as cluster_module
 from indexing.config import ClickHouseConfig
 from indexing.errors import StoreError
 from indexing.schema import EMAILS, PRODUCTS
@@ -72,7 +70,3 @@ def test_a_custom_sharding_key_and_bad_names() -> None:
         ClusterLayout("prod; DROP")
     with pytest.raises(StoreError, match="does not parse"):
         ClusterLayout("c", sharding_key="cityHash64(")
-
-
-def test_doctests() -> None:
-    assert doctest.testmod(cluster_module).failed == 0

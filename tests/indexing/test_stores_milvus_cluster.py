@@ -3,11 +3,8 @@ real local Milvus server where that server supports the options."""
 
 from __future__ import annotations
 
-import doctest
-
 import pytest
 
-import indexing.stores.milvus_cluster as milvus_cluster
 from indexing.errors import StoreError
 from indexing.schema import EMAILS, PRODUCTS
 from indexing.stores.milvus_cluster import MilvusLayout, build_schema, collection_spec, create_kwargs
@@ -33,10 +30,6 @@ def test_bad_layouts() -> None:
         collection_spec(PRODUCTS, "title", 8, MilvusLayout(partition_keys={"ecommerce": "price"}))
     with pytest.raises(StoreError, match="shards_num and num_partitions must be at least 1"):
         MilvusLayout(shards_num=0)
-
-
-def test_doctests() -> None:
-    assert doctest.testmod(milvus_cluster).failed == 0
 
 
 @pytest.mark.server

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import doctest
-import importlib
 import itertools
 from collections.abc import Callable
 from pathlib import Path
@@ -174,9 +172,3 @@ def test_engines_opened_by_evaluation_use_the_configured_caches(
         assert engine.retriever._searches.maxsize == 7 and engine.retriever._requests.maxsize == 0
     finally:
         ctx.close()
-
-
-@pytest.mark.parametrize("module", ["indexing.config", "serving.settings", "rl.settings", "serving.engine.count"])
-def test_doctests(module: str) -> None:
-    result = doctest.testmod(importlib.import_module(module))
-    assert result.attempted > 0 and result.failed == 0

@@ -3,13 +3,10 @@ relevance statement and visual paraphrase split it relies on."""
 
 from __future__ import annotations
 
-import doctest
 import random
 
 import pytest
 
-import rl.bench.noise
-import rl.bench.relevance
 from indexing.corpora.vocab import product_vocab
 from rl.bench.noise import (
     ABBREVIATIONS,
@@ -70,8 +67,3 @@ def test_visual_terms_carry_their_train_and_ood_paraphrases_in_the_vocabulary() 
         key = f"visual:{term.kind}={term.value}"
         assert book.paraphrases(key, ood=False) == term.query_train
         assert book.paraphrases(key, ood=True) == term.query_ood
-
-
-def test_doctests() -> None:
-    for module in (rl.bench.noise, rl.bench.relevance):
-        assert doctest.testmod(module).failed == 0

@@ -25,7 +25,7 @@ from serving.exemplars import (
     program_shape,
     shots_for,
 )
-from tests.rl.train_support import DOMAINS, TINY, train_bench  # noqa: F401  (fixture)
+from tests.rl.train_support import DOMAINS, TINY
 
 
 def _job(bench: Workspace, cfg: Config, out: Path, k: int = 3) -> SftJob:
@@ -42,7 +42,7 @@ def _shots(row: dict[str, object]) -> list[tuple[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def exemplar_rows(train_bench: Workspace, small_index_cfg: Config, tmp_path_factory: pytest.TempPathFactory):  # noqa: F811
+def exemplar_rows(train_bench: Workspace, small_index_cfg: Config, tmp_path_factory: pytest.TempPathFactory):
     job = _job(train_bench, small_index_cfg, tmp_path_factory.mktemp("ex"))
     train, _ = instances(job)
     index = exemplar_index(job, train)
@@ -73,7 +73,7 @@ def test_exemplars_prefer_diverse_program_shapes(exemplar_rows) -> None:
     assert sum(d == 3 for d in distinct) / len(distinct) > 0.9
 
 
-def test_nothing_of_the_ood_wording_reaches_a_training_prompt_or_an_exemplar(exemplar_rows, train_bench: Workspace,  # noqa: F811
+def test_nothing_of_the_ood_wording_reaches_a_training_prompt_or_an_exemplar(exemplar_rows, train_bench: Workspace,
                                                                               small_index_cfg: Config) -> None:  # fmt: skip
     _, index, train, train_rows, val_rows = exemplar_rows
     texts = [m["content"] for r in train_rows + val_rows for m in r["prompt"] + r["completion"]]
@@ -137,7 +137,7 @@ def test_shapes_mask_literals_and_keep_entries() -> None:
         program_shape("not json")
 
 
-def test_sft_with_exemplars_ships_its_index_and_the_planner_reads_it(train_bench: Workspace,  # noqa: F811
+def test_sft_with_exemplars_ships_its_index_and_the_planner_reads_it(train_bench: Workspace,
                                                                      small_index_cfg: Config, tmp_path: Path) -> None:  # fmt: skip
     from rl.eval.methods import MethodContext, get_method
     from rl.eval.runner import evaluate

@@ -44,11 +44,11 @@ from rl.train.planner import (
 )
 from serving.dsl.grounding import Grounding
 from tests.processes import VLLM_SERVER, served
-from tests.rl.train_support import TINY, train_bench  # noqa: F401  (fixture)
+from tests.rl.train_support import TINY
 
 
 @pytest.fixture(scope="session")
-def tiny_planner(train_bench: Workspace, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811
+def tiny_planner(train_bench: Workspace, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("planner") / "sft"
     assert main(["--workspace", str(train_bench.root), "train", "sft", *TINY, "--max-steps", "3", "--out", str(out)]) == 0
     return out / "final"
@@ -81,7 +81,7 @@ def _check_run(run: object, instances: list[object]) -> None:
     assert sum(r.scores["exec"] for r in results) == len(results) - len(errors)
 
 
-def test_planner_method_generates_executes_and_scores(small_index_cfg: Config, train_bench: Workspace,  # noqa: F811
+def test_planner_method_generates_executes_and_scores(small_index_cfg: Config, train_bench: Workspace,
                                                        tiny_planner: Path) -> None:  # fmt: skip
     instances = list(load_split(train_bench, "ecommerce", "test"))
     ctx = MethodContext(small_index_cfg, "ecommerce")
@@ -133,7 +133,7 @@ def test_planner_method_generates_executes_and_scores(small_index_cfg: Config, t
         assert not core.is_alive(), "closing the context stops vLLM's engine core"
 
 
-def test_execution_guided_decoding_resamples_only_what_failed(small_index_cfg: Config, train_bench: Workspace,  # noqa: F811
+def test_execution_guided_decoding_resamples_only_what_failed(small_index_cfg: Config, train_bench: Workspace,
                                                               tiny_planner: Path) -> None:  # fmt: skip
     instances = list(load_split(train_bench, "ecommerce", "test"))
     ctx = MethodContext(small_index_cfg, "ecommerce")
@@ -159,7 +159,7 @@ def test_execution_guided_decoding_resamples_only_what_failed(small_index_cfg: C
         ctx.close()
 
 
-def test_the_program_grammar_admits_every_gold_program(train_bench: Workspace) -> None:  # noqa: F811
+def test_the_program_grammar_admits_every_gold_program(train_bench: Workspace) -> None:
     import xgrammar
 
     from indexing.schema import schema_for
@@ -228,7 +228,7 @@ def failure_breakdown_of(outcomes: list[object]) -> dict[str, int]:
                               for i, o in enumerate(outcomes)])  # fmt: skip
 
 
-def test_few_shot_exemplars_cover_every_modality_group(train_bench: Workspace) -> None:  # noqa: F811
+def test_few_shot_exemplars_cover_every_modality_group(train_bench: Workspace) -> None:
     train = list(load_split(train_bench, "ecommerce", "train"))
     shots = pick_exemplars(train)
     assert len(shots) == N_SHOTS
@@ -236,7 +236,7 @@ def test_few_shot_exemplars_cover_every_modality_group(train_bench: Workspace) -
     assert {modality_group(i.modalities) for i in chosen} == {modality_group(i.modalities) for i in train}
 
 
-def test_llm_method_runs_few_shot_against_a_vllm_server(small_index_cfg: Config, train_bench: Workspace,  # noqa: F811
+def test_llm_method_runs_few_shot_against_a_vllm_server(small_index_cfg: Config, train_bench: Workspace,
                                                         vllm_server: str) -> None:  # fmt: skip
     instances = list(load_split(train_bench, "ecommerce", "test"))[:3]
     spec = get_method(f"llm:{vllm_server}")

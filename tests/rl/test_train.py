@@ -16,7 +16,7 @@ from rl.train.config import load_defaults
 from rl.train.logs import read_metrics
 from rl.train.model import SIZES, approx_parameters, build_model, parameter_count
 from rl.train.tokenizer import SPLITS, Split, check_round_trip, load_tokenizer, train_tokenizer
-from tests.rl.train_support import DOMAINS, TINY, train_bench  # noqa: F401  (fixture)
+from tests.rl.train_support import DOMAINS, TINY
 
 
 def test_defaults_are_the_papers_where_stated() -> None:
@@ -59,7 +59,7 @@ def test_a_defaults_file_missing_a_key_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("split", SPLITS)
-def test_tokenizer_round_trips_every_program_exactly(train_bench: Workspace, split: Split) -> None:  # noqa: F811
+def test_tokenizer_round_trips_every_program_exactly(train_bench: Workspace, split: Split) -> None:
     programs = [i.program for d in DOMAINS for s in ("train", "test", "ood") for i in load_split(train_bench, d, s)]
     tricky = ['{"sql": "SELECT id FROM products WHERE brand = \'Levi\'\'s\' AND price < 19.99", "retrieval_list": []}',
               '{"sql": "SELECT id FROM emails WHERE sender ILIKE \'%Ünïcødé%\'", "retrieval_list": []}',
@@ -70,7 +70,7 @@ def test_tokenizer_round_trips_every_program_exactly(train_bench: Workspace, spl
     assert len(ids) < len(programs[0]) / 2, "merges make a program much shorter than its bytes"
 
 
-def test_the_words_split_makes_a_request_phrase_the_same_tokens_in_the_program(train_bench: Workspace) -> None:  # noqa: F811
+def test_the_words_split_makes_a_request_phrase_the_same_tokens_in_the_program(train_bench: Workspace) -> None:
     insts = [i for d in DOMAINS for i in load_split(train_bench, d, "train")]
     texts = [t for i in insts for t in (i.nl, i.program)]
     phrase = next(e["query"] for i in insts for e in json.loads(i.program)["retrieval_list"]
@@ -107,7 +107,7 @@ def test_model_sizes_match_their_documented_parameter_counts() -> None:
     assert round(approx_parameters(SIZES["s"], vocab_size=4096) / 1e6, 1) == 5.0
 
 
-def test_sft_keeps_the_checkpoint_with_the_lowest_validation_loss(train_bench: Workspace, tmp_path: Path,  # noqa: F811
+def test_sft_keeps_the_checkpoint_with_the_lowest_validation_loss(train_bench: Workspace, tmp_path: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     out = tmp_path / "sft"
     rc = main(["--workspace", str(train_bench.root), "train", "sft", *TINY, "--max-steps", "9", "--out", str(out),
@@ -131,7 +131,7 @@ def test_sft_keeps_the_checkpoint_with_the_lowest_validation_loss(train_bench: W
     assert "training curves" in capsys.readouterr().out
 
 
-def test_sft_refuses_chats_whose_program_falls_past_max_length(train_bench: Workspace, tmp_path: Path) -> None:  # noqa: F811
+def test_sft_refuses_chats_whose_program_falls_past_max_length(train_bench: Workspace, tmp_path: Path) -> None:
     from rl.train.config import replace
     from rl.train.sft import SftJob, run_sft
 
@@ -144,7 +144,7 @@ def test_sft_refuses_chats_whose_program_falls_past_max_length(train_bench: Work
     assert not (tmp_path / "sft" / "final").exists()
 
 
-def test_offset_gives_training_requests_the_limited_run_never_saw(train_bench: Workspace, tmp_path: Path) -> None:  # noqa: F811
+def test_offset_gives_training_requests_the_limited_run_never_saw(train_bench: Workspace, tmp_path: Path) -> None:
     from rl.train.sft import SftJob, rows
 
     def job(**kw: int) -> SftJob:

@@ -25,14 +25,14 @@ from rl.train.prompt_filter import (
     saved_filter,
 )
 from rl.train.rewards import LAYER_NAMES, LayeredReward, in_process, layers
-from tests.rl.train_support import TINY, train_bench  # noqa: F401  (fixture)
+from tests.rl.train_support import TINY
 
 RL_FLAGS = ["--max-steps", "2", "--prompts-per-step", "2", "--num-generations", "2", "--max-completion-length", "24",
             "--limit", "8", "--logging-steps", "1", "--save-steps", "1"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
-def sft_model(train_bench: Workspace, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811
+def sft_model(train_bench: Workspace, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("grpo-init") / "sft"
     assert main(["--workspace", str(train_bench.root), "train", "sft", *TINY, "--max-steps", "3", "--out", str(out)]) == 0
     return out / "final"
@@ -59,7 +59,7 @@ def test_the_four_layers_sum_to_the_layered_reward() -> None:
 
 
 @pytest.mark.parametrize("algorithm", ["grpo", "dapo"])
-def test_rl_logs_every_reward_term_kl_and_clipping(small_index_cfg: Config, train_bench: Workspace,  # noqa: F811
+def test_rl_logs_every_reward_term_kl_and_clipping(small_index_cfg: Config, train_bench: Workspace,
                                                     sft_model: Path, tmp_path: Path, algorithm: str) -> None:  # fmt: skip
     out = tmp_path / algorithm
     offset = {"grpo": 0, "dapo": 8}[algorithm]  # DAPO on requests the SFT model's first 8 did not include
@@ -86,7 +86,7 @@ def test_rl_logs_every_reward_term_kl_and_clipping(small_index_cfg: Config, trai
     assert json.loads((out / "final" / "planner.json").read_text())["execution_credit"] == run["params"]["execution_credit"]
 
 
-def test_grpo_scores_through_the_reward_service(small_index_cfg: Config, train_bench: Workspace,  # noqa: F811
+def test_grpo_scores_through_the_reward_service(small_index_cfg: Config, train_bench: Workspace,
                                                 sft_model: Path, tmp_path: Path) -> None:  # fmt: skip
     scorer = RewardScorer.open(small_index_cfg, ["ecommerce"])
     server = ServerThread(create_app(ServiceSettings(domains=("ecommerce",)), scorer), port=0).start()
@@ -103,7 +103,7 @@ def test_grpo_scores_through_the_reward_service(small_index_cfg: Config, train_b
     assert all(r["rewards/format/mean"] >= r["rewards/execution/mean"] for r in steps)
 
 
-def test_num_iterations_reuses_each_generation_batch(small_index_cfg: Config, train_bench: Workspace,  # noqa: F811
+def test_num_iterations_reuses_each_generation_batch(small_index_cfg: Config, train_bench: Workspace,
                                                      sft_model: Path, tmp_path: Path) -> None:  # fmt: skip
     """With TRL's mu = 2 the second optimizer step trains on the first step's completions again (the
     policy ratio then differs from 1, so the clip can act); the recipe records mu."""
@@ -120,7 +120,7 @@ def test_num_iterations_reuses_each_generation_batch(small_index_cfg: Config, tr
     assert "clip_ratio/region_mean" in second and "kl" in second  # and trained on the reused batch
 
 
-def test_prompt_filter_keeps_the_groups_whose_rewards_differ(small_index_cfg: Config, train_bench: Workspace,  # noqa: F811
+def test_prompt_filter_keeps_the_groups_whose_rewards_differ(small_index_cfg: Config, train_bench: Workspace,
                                                             tmp_path: Path) -> None:  # fmt: skip
     """Scored by the real reward on the engine: a group of gold programs is solved, a group of junk
     unsolved, and the mixed groups are kept; a group whose only difference is a wrong program that
@@ -151,7 +151,7 @@ def test_prompt_filter_keeps_the_groups_whose_rewards_differ(small_index_cfg: Co
 
 
 def test_filtered_rl_samples_the_initial_model_and_refuses_an_empty_pool(small_index_cfg: Config,
-                                                                         train_bench: Workspace, sft_model: Path,  # noqa: F811
+                                                                         train_bench: Workspace, sft_model: Path,
                                                                          tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     """`--filter-prompts` samples G completions per prompt from --init through vLLM and scores them with
     the run's reward. The three-step planner writes no program that earns a reward, so no group differs
@@ -169,7 +169,7 @@ def test_filtered_rl_samples_the_initial_model_and_refuses_an_empty_pool(small_i
     assert not list(out.glob("checkpoint-*")) and not (out / "final").exists()
 
 
-def test_filter_needs_an_initial_model(small_index_cfg: Config, train_bench: Workspace, tmp_path: Path,  # noqa: F811
+def test_filter_needs_an_initial_model(small_index_cfg: Config, train_bench: Workspace, tmp_path: Path,
                                        capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     rc = main(["--workspace", str(small_index_cfg.workspace), "train", "grpo", "--bench", str(train_bench.root),
                "--domain", "ecommerce", "--size", "xs", *RL_FLAGS, "--filter-prompts", "--out", str(tmp_path / "x")])  # fmt: skip
@@ -177,7 +177,7 @@ def test_filter_needs_an_initial_model(small_index_cfg: Config, train_bench: Wor
 
 
 def test_filtered_rl_trains_on_the_kept_prompts_and_reuses_its_filter(small_index_cfg: Config,
-                                                                      train_bench: Workspace, sft_model: Path,  # noqa: F811
+                                                                      train_bench: Workspace, sft_model: Path,
                                                                       tmp_path: Path,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     """A run that finds its filter recorded for the same model, pool and sampling (a resumed run) samples

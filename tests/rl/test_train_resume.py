@@ -12,7 +12,7 @@ from pathlib import Path
 
 from indexing.workspace import Workspace
 from rl.train.logs import checkpoints, read_metrics
-from tests.rl.train_support import TINY, train_bench  # noqa: F401  (fixture)
+from tests.rl.train_support import TINY
 
 STEPS = 12
 
@@ -22,7 +22,7 @@ def _sft(ws: Workspace, out: Path) -> list[str]:
             "--max-steps", str(STEPS), "--out", str(out), "--domain", "ecommerce"]  # fmt: skip
 
 
-def test_a_killed_sft_run_resumes_with_exact_step_counts(train_bench: Workspace, tmp_path: Path) -> None:  # noqa: F811
+def test_a_killed_sft_run_resumes_with_exact_step_counts(train_bench: Workspace, tmp_path: Path) -> None:
     out = tmp_path / "run"
     env = {**os.environ, "PRORE_TRAIN_THREADS": "1"}
     proc = subprocess.Popen(_sft(train_bench, out), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

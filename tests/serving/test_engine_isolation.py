@@ -9,7 +9,6 @@ then reach the engine as unclassified store failures, as a code a later ClickHou
 
 from __future__ import annotations
 
-import doctest
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,7 +18,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import indexing.stores.clickhouse_faults as faults
-import serving.engine.sqlrun as sqlrun
 from indexing.config import Config
 from indexing.errors import ProReError, StoreFailure
 from indexing.index import IndexHandle, open_index
@@ -193,8 +191,3 @@ def test_good_programs_get_their_own_results_in_any_hostile_batch(
             assert got == _alone[p.sql], p.sql
         else:
             assert isinstance(got, ExecutionResult | ProReError) and not getattr(got, "retryable", False)
-
-
-@pytest.mark.parametrize("module", [sqlrun, faults])
-def test_docstring_examples(module: Any) -> None:
-    assert doctest.testmod(module, optionflags=doctest.ELLIPSIS).failed == 0

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import doctest
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -28,7 +27,7 @@ from indexing.stores.milvus import MilvusStore, epoch_seconds
 from indexing.workspace import Workspace
 from serving.dsl import DslLimits, Program, Retrieval
 from serving.dsl.placeholders import mark_placeholders
-from serving.engine import Engine, adaptive, pushdown
+from serving.engine import Engine
 from serving.engine.pushdown import pushdown_filters, to_milvus
 from serving.engine.retrieval import RetrievalRequest
 from serving.settings import PlanningOptions, ServingSettings
@@ -494,9 +493,3 @@ def test_dates_in_the_mirror_are_utc_epoch_seconds() -> None:
     assert (
         to_milvus(where("release_date = '2024-01-01'"), PRODUCTS) == f"release_date == {epoch_seconds(day)}"
     )
-
-
-@pytest.mark.parametrize("module", [pushdown, adaptive], ids=lambda m: m.__name__)
-def test_docstring_examples(module: Any) -> None:
-    result = doctest.testmod(module)
-    assert result.failed == 0 and result.attempted > 0
