@@ -43,7 +43,8 @@ import kserve  # type: ignore[import-untyped]
 from kserve.errors import InvalidInput  # type: ignore[import-untyped]
 
 from indexing.config import Config, EmbedderConfig
-from serving.api.app import QueryService, Refused, SearchIn
+from serving.api.schemas import SearchIn
+from serving.api.service import QueryService, Refused
 from serving.api.settings import ApiSettings
 from serving.engine import Engine
 from serving.planner import OUTPUTS, PlannerSettings, prepare
