@@ -51,7 +51,7 @@ EXAMPLES: Mapping[str, tuple[str, ...]] = {
         "messages with an attachment about the quarterly budget",
     ),
 }
-"""Example requests, shown by the playground and ``GET /v1/examples``."""
+"""Example requests per corpus, answered by ``GET /v1/examples`` (the playground's page holds a copy)."""
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     s: {"model": ErrorOut} for s in (401, 413, 422, 429, 503, 504)
