@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 PRORE=".venv/bin/prore --config ${DEMO_CONFIG:-scripts/demo.yaml}"
 PROFILE="${PROFILE:-demo}"
 case "$PROFILE" in
-  demo)   PRODUCTS=1000; EMAILS=1000; TRAIN=300;   TEST=300;  OOD=150;  SPLITS="test" ;;
+  demo)   PRODUCTS=1000; EMAILS=1000; TRAIN=3000;  TEST=300;  OOD=150;  SPLITS="test" ;;
   medium) PRODUCTS=1000; EMAILS=1000; TRAIN=6000;  TEST=1000; OOD=500;  SPLITS="test ood" ;;
   paper)  PRODUCTS=3000; EMAILS=5000; TRAIN=20000; TEST=3000; OOD=1000; SPLITS="test ood" ;;
   *) echo "error profile: unknown PROFILE=$PROFILE (demo|medium|paper)" >&2; exit 2 ;;

@@ -2,8 +2,9 @@
 # The training part of `make demo`: train a small planner by SFT for a few minutes, run a short GRPO on it,
 # evaluate both next to the baselines on each domain's test split and print the comparisons.
 # Expects the corpora, indexes, benchmarks and baseline runs that scripts/demo.sh makes first.
-# PROFILE=demo (default): one 5M-parameter planner for both corpora (as `prore serve` serves one planner for
-#   every domain; the prompt carries the corpus schema), 300 SFT steps and 10 GRPO steps: minutes, not quality.
+# PROFILE=demo (default): one 1.5M-parameter planner (size t) for both corpora (as `prore serve` serves one
+#   planner for every domain; the prompt carries the corpus schema), 1,000 SFT steps at lr 5e-3 and 10 GRPO
+#   steps: the recipe that learned most per minute in the quick-demo ablation (README).
 # PROFILE=medium: one planner for both corpora trained on the medium splits, SFT_STEPS (default 3000) SFT steps,
 #   then RL_STEPS (default 50) GRPO and as many DAPO steps from it; all three evaluated on test and OOD.
 # GUIDED_SAMPLES (medium and paper: 8; demo: 0, off) also evaluates the SFT planner with execution-guided
@@ -22,7 +23,7 @@ WS="${PRORE_WORKSPACE:-workspace}"
 RUNS="$WS/runs"
 # Each training set is name:domains.
 case "$PROFILE" in
-  demo)   SFT=(--max-steps 300 --eval-steps 100); RL=(--max-steps 10 --save-steps 5); LIMIT=(--limit 100); ALGOS="grpo"
+  demo)   SFT=(--size t --lr 5e-3 --max-steps 1000 --eval-steps 250); RL=(--max-steps 10 --save-steps 5); LIMIT=(--limit 100); ALGOS="grpo"
           SETS=("both:ecommerce email"); SPLITS="test"; GUIDED="${GUIDED_SAMPLES:-0}"; GRAMMAR="${GRAMMAR:-0}"
           FILTER="${FILTER:-0}" ;;
   medium) SFT=(--max-steps "${SFT_STEPS:-3000}" --eval-steps 500); RL=(--max-steps "${RL_STEPS:-50}" --save-steps 25)

@@ -2,7 +2,7 @@
 
 :class:`ProRetrievalModel` answers ``POST /v1/models/<name>:predict`` with
 ``{"instances": [{"query": ..., "domain": ..., "k": ...}]}``; each prediction is the query API's search answer
-(program, candidates, results, timings, fallback) from :class:`serving.api.app.QueryService`. It is served by
+(program, candidates, results, timings, fallback) from :class:`serving.api.service.QueryService`. It is served by
 :mod:`serving.kserve` (``python -m serving.kserve``), and :class:`serving.kserve_openai.ProRetrievalChatModel`
 extends it with KServe's OpenAI-style chat route; both import it from here.
 """
@@ -18,7 +18,8 @@ from typing import Any
 import kserve  # type: ignore[import-untyped]
 from kserve.errors import InvalidInput  # type: ignore[import-untyped]
 
-from serving.api.app import QueryService, Refused, SearchIn
+from serving.api.schemas import SearchIn
+from serving.api.service import QueryService, Refused
 from serving.api.settings import ApiSettings
 from serving.engine import Engine
 from serving.planner import PlannerSettings

@@ -35,7 +35,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from serving.api.app import PlanIn, Refused
+from serving.api.schemas import PlanIn
+from serving.api.service import Refused
 from serving.kserve_compat import alias_moved_vllm_modules
 from serving.kserve_model import ProRetrievalModel
 from serving.planner import PlannerError, planner_http_status

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import doctest
 import gzip
 import json
 import shutil
@@ -15,7 +14,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from indexing.corpora import enron, esci, report
 from indexing.corpora.enron import EXTRA_SCHEMA, iter_enron
 from indexing.corpora.esci import iter_esci
 from indexing.corpora.files import arrow_schema, corpus_manifest, iter_corpus, write_corpus
@@ -416,8 +414,3 @@ def test_colors_are_color_words_or_unspecified(tmp_path: Path) -> None:
     assert rows[0]["image"] == f"product photo of {rows[0]['title']}"
     assert rows[4]["image"] == f"product photo of a navy {rows[4]['title']}"
     assert stats.derived["color_not_a_color"] == 3
-
-
-def test_doctests() -> None:
-    results = [doctest.testmod(module) for module in (esci, enron, report)]
-    assert sum(r.attempted for r in results) > 0 and all(r.failed == 0 for r in results)

@@ -13,8 +13,9 @@ import httpx
 import pytest
 
 from indexing.config import Config
-from serving.api.app import create_app, fallback_program
+from serving.api.app import create_app
 from serving.api.server import ServerThread
+from serving.api.service import fallback_program
 from serving.api.settings import ApiSettings
 from serving.engine import Engine
 from serving.planner import PlannerSettings
