@@ -232,6 +232,7 @@ Milvus Lite gRPC server): under pytest-xdist (``make test``: ``--dist loadgroup`
 runs in the same worker, so each is started once, not once per worker."""
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         group = next((g for f, g in XDIST_GROUPS.items() if f in getattr(item, "fixturenames", ())), None)

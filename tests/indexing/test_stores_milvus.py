@@ -35,9 +35,11 @@ DIM = 64
 
 DEPLOYMENTS = [
     "lite",
-    pytest.param("lite-server", marks=pytest.mark.server),
-    pytest.param("standalone", marks=pytest.mark.server),
+    pytest.param("lite-server", marks=[pytest.mark.server, pytest.mark.xdist_group("milvus-lite")]),
+    pytest.param("standalone", marks=[pytest.mark.server, pytest.mark.xdist_group("milvus-standalone")]),
 ]
+"""The servers are reached through ``request.getfixturevalue``, which the conftest's grouping by fixture name
+cannot see, so their parameters carry the group themselves."""
 
 
 def _store(
