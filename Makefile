@@ -40,7 +40,7 @@ TEST_WORKERS ?= 0
 test: setup  ## run the test suite against the real embedded engines (TEST_WORKERS xdist processes, default 0)
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=40
 
-test-fast: setup  ## the edit loop: every test not marked slow or server (no training, servers, Ray or vLLM)
+test-fast: setup  ## the edit loop: every test not marked slow or server
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not slow and not server"
 
 lint: setup  ## ruff, mypy --strict and the import-linter layer contracts

@@ -228,8 +228,9 @@ def write_synthetic_corpus() -> Callable[..., dict[str, Any]]:
 
 XDIST_GROUPS = {"vllm_server": "vllm", "milvus_standalone": "milvus-standalone", "milvus_server": "milvus-lite"}
 """Session servers that cost a start per test process (vLLM's CPU server, the Milvus standalone server, a
-Milvus Lite gRPC server): under pytest-xdist (``make test``: ``--dist loadgroup``) every test that uses one
-runs in the same worker, so each is started once, not once per worker."""
+Milvus Lite gRPC server): meant to keep every test that uses one on the same worker under pytest-xdist
+(``make test TEST_WORKERS=2``, ``--dist loadgroup``). Measured, the marks were not honoured (no ``@group``
+suffix on the node ids, two standalone servers colliding), which is why ``TEST_WORKERS`` defaults to 0."""
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
