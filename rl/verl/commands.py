@@ -1,6 +1,6 @@
 """``prore train``: datasets and launch commands for training the planner.
 
-    prore train export {ecommerce|email} [--profile full|short] [--val-fraction F] [--exemplars K | --exemplars-from PLANNER]
+    prore train export {ecommerce|email} [--profile full|short|compact | --planner DIR] [--val-fraction F] [--exemplars K]
     prore train launch {sft|grpo|dapo} [--domain D] [--model M] [--gpus-per-node G] [--nodes N] ... [--print]
 
 The group is registered by :func:`register_train`; later trainers add their actions to the parser it returns.
@@ -25,15 +25,33 @@ from rl.verl.recipes import ALGORITHMS
 
 def _export(args: argparse.Namespace, cfg: Config) -> int:
     ws = Workspace(cfg.workspace)
-    config = ExportConfig(profile=args.profile, val_fraction=args.val_fraction, exemplars=args.exemplars,
-                          exemplars_from=Path(args.exemplars_from) if args.exemplars_from else None,
-                          embedder=cfg.embedder)  # fmt: skip
+    profile, exemplars_from = args.profile or "full", None
+    if args.planner is not None:  # the prompt the planner was trained on: its card's profile and exemplars
+        from serving.exemplars import card_exemplars
+        from serving.prompt import read_card
+
+        if args.profile is not None:
+            raise TrainError("give --profile or --planner (whose card names the profile), not both", code="train_profile")
+        card = read_card(args.planner)
+        profile = card["profile"]
+        exemplars_from = Path(args.planner) if card_exemplars(card) is not None else None
+    config = ExportConfig(profile=profile, val_fraction=args.val_fraction, exemplars=args.exemplars,
+                          exemplars_from=exemplars_from, embedder=cfg.embedder)  # fmt: skip
     manifest = export(ws, args.domain, config)
     rows = ", ".join(f"{k} {v}" for k, v in manifest["rows"].items())
     ex = manifest["exemplars"]
     shots = f", {ex['k']} exemplars per prompt from index {ex['version']}" if ex else ""
     print(f"{args.domain} training data ({manifest['profile']} prompt{shots}): {rows}")
     print(f"written to {train_dir(ws, args.domain)}")
+    return 0
+
+
+def _from_verl(args: argparse.Namespace, cfg: Config) -> int:
+    from rl.verl.checkpoint import import_planner
+
+    out = import_planner(Path(args.checkpoint_dir), Path(args.init), Path(args.out), step=args.step,
+                         algorithm=args.algorithm)  # fmt: skip
+    print(f"planner written to {out} (use --method planner:{out})")
     return 0
 
 
@@ -74,7 +92,7 @@ def _launch(args: argparse.Namespace, cfg: Config) -> int:
 
 
 def register_train(sub: Any) -> Any:
-    """Add ``prore train export`` and ``prore train launch``; returns the group's sub-parsers for more actions."""
+    """Add ``prore train export``, ``launch`` and ``from-verl``; returns the group's sub-parsers for more actions."""
     p = sub.add_parser(
         "train",
         help="export training data and launch verl training (SFT, GRPO, DAPO)",
@@ -91,15 +109,17 @@ def register_train(sub: Any) -> Any:
         "extra_info) and sft/{train,val}.parquet (messages) under <workspace>/train/<domain>.",
     )
     e.add_argument("domain", help="corpus domain: " + " or ".join(DOMAINS))
-    e.add_argument("--profile", choices=PROFILES, default="full",
-                   help="prompt profile: full (every rule, for Qwen3-4B/8B) or short (small local models)")
+    e.add_argument("--profile", choices=PROFILES, default=None,
+                   help="prompt profile: full (every rule, for Qwen3-4B/8B; the default), short, or compact (the "
+                   "local planners' default); it must be the one the trained model reads")
+    e.add_argument("--planner", metavar="DIR",
+                   help="build every prompt as this planner's card says (RL after SFT): its profile, and its "
+                   "exemplar index and k when it names one")
     e.add_argument("--val-fraction", type=float, default=ExportConfig.val_fraction, metavar="F",
                    help=f"share of the train split held out for validation (default {ExportConfig.val_fraction})")
     e.add_argument("--exemplars", type=int, default=0, metavar="K",
                    help="K exemplars per prompt from a new index of the export's train rows (serving.exemplars), "
                    "written beside the parquet; 0: none (default)")  # fmt: skip
-    e.add_argument("--exemplars-from", metavar="PLANNER",
-                   help="build every prompt with the exemplar index and k of this planner's card (RL after SFT)")
     e.set_defaults(handler=_export)
 
     d = LaunchParams()
@@ -134,4 +154,18 @@ def register_train(sub: Any) -> Any:
     x.add_argument("--python", default=d.python, help=f"interpreter of the entrypoint (default {d.python})")
     x.add_argument("--set", action="append", metavar="KEY=VALUE", help="one more Hydra override (repeatable)")
     x.set_defaults(handler=_launch)
+
+    f = actions.add_parser(
+        "from-verl",
+        help="turn a verl checkpoint step into a planner directory (planner:PATH, prore serve)",
+        description="Copy the actor's Hugging Face model of one verl checkpoint step (saved with hf_model in "
+        "actor_rollout_ref.actor.checkpoint.save_contents) into a model directory, with the planner card of the "
+        "model the run started from (prompt profile, exemplar index), the algorithm and the step.",
+    )
+    f.add_argument("checkpoint_dir", help="the run's verl checkpoint directory (trainer.default_local_dir)")
+    f.add_argument("--init", required=True, metavar="DIR", help="the model the verl run started from (its card)")
+    f.add_argument("--out", required=True, metavar="DIR", help="the planner directory to write (replaced whole)")
+    f.add_argument("--step", type=int, help="checkpoint step (default: the newest verl recorded)")
+    f.add_argument("--algorithm", choices=("grpo", "dapo"), default="grpo", help="the recipe the run used (default grpo)")
+    f.set_defaults(handler=_from_verl)
     return actions

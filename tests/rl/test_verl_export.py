@@ -96,6 +96,19 @@ def test_cli_export_and_its_errors(bench: Workspace, small_index_cfg: Config, ca
     assert "error train_val: val_fraction must be between 0 and 1" in capsys.readouterr().err
 
 
+def test_cli_export_builds_the_prompt_a_planners_card_names(bench: Workspace, small_index_cfg: Config,
+                                                              capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:  # fmt: skip
+    """RL after SFT: ``--planner DIR`` takes the profile from the card, so verl's prompts are the SFT model's."""
+    planner = tmp_path / "planner"
+    planner.mkdir()
+    (planner / "planner.json").write_text(json.dumps({"profile": "compact", "domains": ["email"], "algorithm": "sft"}))
+    assert main(["--workspace", str(bench.root), "train", "export", "email", "--planner", str(planner)]) == 0
+    assert "(compact prompt)" in capsys.readouterr().out
+    assert main(["--workspace", str(bench.root), "train", "export", "email", "--planner", str(planner),
+                 "--profile", "short"]) == 2  # fmt: skip
+    assert "error train_profile: give --profile or --planner" in capsys.readouterr().err
+
+
 def test_launch_print_is_the_argv_of_the_recipe(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["--workspace", str(tmp_path), "train", "launch", "dapo", "--print", "--model", "/m/qwen3 8b",
                  "--gpus-per-node", "4", "--nodes", "2", "--reward-url", "http://reward:8300",
