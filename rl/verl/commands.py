@@ -17,7 +17,7 @@ from indexing.config import Config
 from indexing.schema import DOMAINS, schema_for
 from indexing.workspace import Workspace
 from rl.errors import TrainError
-from rl.prompt import PROFILES
+from rl.prompt import PROFILES, Profile
 from rl.verl.export import ExportConfig, export, train_dir
 from rl.verl.launch import LaunchParams, argv, command_line
 from rl.verl.recipes import ALGORITHMS
@@ -25,15 +25,16 @@ from rl.verl.recipes import ALGORITHMS
 
 def _export(args: argparse.Namespace, cfg: Config) -> int:
     ws = Workspace(cfg.workspace)
-    profile, exemplars_from = args.profile or "full", None
+    profile: Profile = args.profile or "full"
+    exemplars_from: Path | None = None
     if args.planner is not None:  # the prompt the planner was trained on: its card's profile and exemplars
         from serving.exemplars import card_exemplars
-        from serving.prompt import read_card
+        from serving.prompt import card_profile, read_card
 
         if args.profile is not None:
             raise TrainError("give --profile or --planner (whose card names the profile), not both", code="train_profile")
         card = read_card(args.planner)
-        profile = card["profile"]
+        profile = card_profile(args.planner)
         exemplars_from = Path(args.planner) if card_exemplars(card) is not None else None
     config = ExportConfig(profile=profile, val_fraction=args.val_fraction, exemplars=args.exemplars,
                           exemplars_from=exemplars_from, embedder=cfg.embedder)  # fmt: skip

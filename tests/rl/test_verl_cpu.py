@@ -1,13 +1,20 @@
-"""verl's real trainer (``verl.trainer.main_ppo``, its default V1 trainer with TransferQueue) for two GRPO
-steps on CPU in local Ray, on a tiny Qwen3 built from a config, with the project's recipe overrides and
-its CPU plugin (``prore train launch grpo --cpu``: :mod:`rl.verl.cpu`), the rollouts scored by the reward
-service on a loopback port (real HTTP, real chDB and Milvus Lite behind it).
+"""verl's real trainer (``verl.trainer.main_ppo``, its default V1 trainer with TransferQueue) on CPU in local
+Ray, with the project's recipe overrides and its CPU plugin (``prore train launch grpo --cpu``:
+:mod:`rl.verl.cpu`), the rollouts scored by the reward service on a loopback port (real HTTP, real chDB and
+Milvus Lite behind it):
+
+- two GRPO steps on a tiny Qwen3 built from a config (every reward 0: it shows that verl runs);
+- DAPO from a planner the project's local SFT trained (``prore train sft`` in ``.venv``), which learns: rewards
+  differ within groups, so advantages, the policy loss and the gradient are not zero and the weights move;
+  the run stops with a checkpoint, resumes from it with the next step, and ``prore train from-verl`` turns
+  the checkpoint into a planner directory.
 
 Runs in .venv-verl (``make test-verl``); skipped elsewhere.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -29,6 +36,11 @@ from rl.verl.launch import CPU_ENV, LaunchParams, argv  # noqa: E402
 from tests.rl.verl_support import served_export, tiny_qwen3  # noqa: E402
 
 DOMAIN = "ecommerce"
+ROOT = Path(__file__).resolve().parents[2]
+MAIN_PRORE = ROOT / ".venv" / "bin" / "prore"
+"""The project's CLI in the main environment, where the local trainer (TRL) lives. TRL cannot join
+``.venv-verl``: verl 0.9.1 imports ``AutoModelForCausalLMWithValueHead`` from any TRL it finds, and TRL 1.16
+no longer has it, so every verl worker fails at start."""
 TINY = ("data.train_batch_size=4", "actor_rollout_ref.rollout.n=2", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
         "data.max_prompt_length=1024", "data.max_response_length=32", "trainer.total_training_steps=2",
         "trainer.val_before_train=false", "trainer.save_freq=-1", "trainer.test_freq=-1")  # fmt: skip
@@ -100,3 +112,80 @@ def test_verl_loads_the_plugin_from_its_external_module_hook() -> None:
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split() == ["cpu", "gloo", "cpu", "FSDPEngineWithLMHead", "HFServerAdapter", "HFReplica"]
+
+
+LEARN = ("data.train_batch_size=4", "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
+         "actor_rollout_ref.actor.optim.lr=1e-4", "data.max_prompt_length=1024", "data.max_response_length=96",
+         "trainer.val_before_train=false", "trainer.test_freq=-1", "trainer.save_freq=2",
+         "trainer.logger=[console,file]",
+         "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]")  # fmt: skip
+"""4 prompts a step, G = 4, 96 response tokens, a checkpoint (with the Hugging Face model) every 2 steps."""
+
+
+@pytest.fixture(scope="module")
+def sft_planner(setup: dict[str, Any]) -> Path:
+    """A small planner trained by the project's local SFT on the benchmark the reward service scores, with
+    the export's prompt profile: the model a cluster's RL starts from."""
+    if not MAIN_PRORE.is_file():
+        pytest.skip("the local SFT runs in .venv (`make setup`), beside .venv-verl")
+    out = setup["root"] / "sft"
+    cmd = [str(MAIN_PRORE), "--workspace", str(setup["root"] / "ws"), "train", "sft", "--domain", DOMAIN,
+           "--size", "xs", "--profile", "short", "--lr", "5e-3", "--max-steps", "150", "--eval-steps", "150",
+           "--out", str(out)]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env={**env, "PRORE_TRAIN_THREADS": "2"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    return out / "final"
+
+
+def _dapo(setup: dict[str, Any], model: Path, steps: int, log: Path) -> subprocess.CompletedProcess[str]:
+    p = LaunchParams(model=str(model), data_dir=str(setup["out"]), n_gpus_per_node=1, micro_batch=4,
+                     checkpoint_dir=str(setup["root"] / "dapo-ckpt"), experiment="dapo", reward_url=setup["url"],
+                     python=sys.executable, extra=(*LEARN, f"trainer.total_training_steps={steps}"), cpu=True)  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    run = subprocess.run(argv("dapo", p), capture_output=True, text=True, timeout=1200, cwd=setup["root"],
+                         env={**env, "VERL_FILE_LOGGER_PATH": str(log)})  # fmt: skip
+    (log.with_suffix(".log")).write_text(run.stdout + "\n--- stderr ---\n" + run.stderr)
+    assert run.returncode == 0, run.stdout[-3000:] + "\n--- stderr ---\n" + run.stderr[-5000:]
+    return run
+
+
+def _steps(log: Path) -> dict[int, dict[str, float]]:
+    """verl's file-logger records: step to metrics."""
+    return {r["step"]: r["data"] for r in map(json.loads, log.read_text().splitlines())}
+
+
+def test_dapo_from_an_sft_planner_learns_checkpoints_and_resumes(setup: dict[str, Any], sft_planner: Path) -> None:
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    from rl.verl.checkpoint import checkpoint_steps, import_planner
+    from serving.prompt import read_card
+
+    root: Path = setup["root"]
+    _dapo(setup, sft_planner, 2, root / "dapo-1-2.jsonl")
+    logged = _steps(root / "dapo-1-2.jsonl")
+    assert sorted(logged) == [1, 2]
+    for step, m in logged.items():
+        # rewards differ within a group: advantages of both signs, a policy loss and a gradient
+        assert m["critic/score/max"] > m["critic/score/min"], (step, m["critic/score/max"])
+        assert m["critic/advantages/max"] > 0 > m["critic/advantages/min"], step
+        assert m["actor/pg_loss"] != 0 and m["actor/grad_norm"] > 0, (step, m["actor/pg_loss"], m["actor/grad_norm"])
+        assert "critic/score/mean" in m  # the reward's mean over the step's groups
+    ckpt = root / "dapo-ckpt" / "dapo"
+    assert checkpoint_steps(ckpt) == [2]
+
+    # launched again with one more step, verl resumes from step 2's checkpoint and logs only step 3
+    _dapo(setup, sft_planner, 3, root / "dapo-3.jsonl")
+    assert sorted(_steps(root / "dapo-3.jsonl")) == [3]
+    assert checkpoint_steps(ckpt) == [2, 3]
+
+    planner = import_planner(ckpt, sft_planner, root / "dapo-planner", algorithm="dapo")
+    card = read_card(planner)
+    assert (card["profile"], card["algorithm"], card["verl_step"]) == ("short", "dapo", 3)
+    before, after = load_file(sft_planner / "model.safetensors"), load_file(planner / "model.safetensors")
+    moved = [k for k in before if k in after and not torch.equal(before[k], after[k])]
+    assert moved and set(before) <= set(after) | {"lm_head.weight"}, (len(moved), sorted(set(before) - set(after))[:3])
+    model = AutoModelForCausalLM.from_pretrained(planner)  # loads as the planner path loads it
+    assert model.config.vocab_size == AutoModelForCausalLM.from_pretrained(sft_planner).config.vocab_size
