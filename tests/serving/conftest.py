@@ -12,16 +12,12 @@ import dataclasses
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from fastapi import Request
 
 from indexing.stores.server import free_port
 from tests.processes import VLLM_SERVER, served
-
-PLANNER_NAME = "planner"
-
+from tests.serving.planner_support import PLANNER_NAME, ScriptedPlanner
 
 
 @pytest.fixture(scope="session")
@@ -68,62 +64,6 @@ def vllm_server(planner_checkpoint: Path, tmp_path_factory: pytest.TempPathFacto
 def dead_url() -> str:
     """An OpenAI-style base URL where nothing listens (a port bound and closed just now)."""
     return f"http://127.0.0.1:{free_port()}/v1"
-
-
-class ScriptedPlanner:
-    """A real OpenAI-compatible HTTP server (FastAPI on uvicorn, loopback) that answers every chat
-    completion with ``completion``, or with HTTP ``status`` when set, after ``delay_s``.
-
-    A call with ``n`` > 1 (execution-guided decoding's samples) gets ``samples`` instead.
-
-    It stands for a trained planner in tests of what the API does with a given completion; the client,
-    the HTTP path and the parsing are the real ones.
-    """
-
-    def __init__(self) -> None:
-        from fastapi import FastAPI
-        from fastapi.responses import JSONResponse
-
-        from serving.api.server import ServerThread
-
-        self.completion = ""
-        self.models = [PLANNER_NAME]
-        """The model ids ``/v1/models`` lists."""
-        self.samples: list[str] = [""]
-        """What a call with ``n`` > 1 answers, cycled to ``n`` choices (sent in reverse index order)."""
-        self.status = 200
-        self.delay_s = 0.0
-        self.calls = 0
-        self.bodies: list[dict[str, Any]] = []
-        app = FastAPI()
-
-        @app.get("/v1/models")
-        async def models() -> dict[str, Any]:
-            return {"object": "list", "data": [{"id": name, "object": "model"} for name in self.models]}
-
-        @app.post("/v1/chat/completions")
-        async def chat(request: Request) -> JSONResponse:
-            import asyncio
-
-            self.calls += 1
-            self.bodies.append(await request.json())
-            if self.delay_s:
-                await asyncio.sleep(self.delay_s)
-            if self.status != 200:
-                return JSONResponse({"error": "scripted"}, status_code=self.status)
-            n = int(self.bodies[-1].get("n") or 1)
-            texts = [self.completion] if n == 1 else [self.samples[i % len(self.samples)] for i in range(n)]
-            return JSONResponse(
-                {"id": "c", "object": "chat.completion", "model": PLANNER_NAME,
-                 "choices": [{"index": i, "finish_reason": "stop", "message": {"role": "assistant", "content": t}}
-                             for i, t in reversed(list(enumerate(texts)))]}
-            )  # fmt: skip
-
-        self.server = ServerThread(app).start()
-        self.url = self.server.url + "/v1"
-
-    def stop(self) -> None:
-        self.server.stop()
 
 
 @pytest.fixture(scope="session")

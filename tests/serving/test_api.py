@@ -19,7 +19,7 @@ from serving.api.service import fallback_program
 from serving.api.settings import ApiSettings
 from serving.engine import Engine
 from serving.planner import PlannerSettings
-from tests.serving.conftest import ScriptedPlanner
+from tests.serving.planner_support import ScriptedPlanner
 
 GOOD = {
     "sql": "SELECT id FROM products WHERE price < 200 AND id IN <text_1>",

@@ -17,7 +17,7 @@ from serving.api.server import ServerThread
 from serving.api.settings import ApiSettings
 from serving.engine import Engine
 from serving.planner import PlannerSettings
-from tests.serving.conftest import ScriptedPlanner
+from tests.serving.planner_support import ScriptedPlanner
 
 schemathesis = pytest.importorskip("schemathesis", reason="pip install schemathesis")
 from hypothesis import HealthCheck, settings  # noqa: E402

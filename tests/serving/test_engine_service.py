@@ -15,7 +15,7 @@ from indexing.config import Config
 from indexing.errors import ProReError
 from serving.dsl import Program, ValidationError
 from serving.engine import DeadlineExceeded, Engine, ExecutionResult
-from tests.serving.test_engine_batch import docs, mixed_batch, ordered, plain, programs, same
+from tests.serving.batch_support import docs, mixed_batch, ordered, plain, programs, same
 
 
 @pytest.fixture(scope="module")

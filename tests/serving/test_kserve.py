@@ -23,7 +23,7 @@ from serving.dsl import parse_program
 from serving.planner import read_program
 from serving.prompt import EXAMPLE_PROGRAMS
 from tests.processes import served
-from tests.serving.conftest import PLANNER_NAME, ScriptedPlanner
+from tests.serving.planner_support import PLANNER_NAME, ScriptedPlanner
 
 pytest.importorskip("kserve", reason="pip install kserve")
 

@@ -21,7 +21,7 @@ from serving.planner import (
     read_program,
     repair_completion,
 )
-from tests.serving.conftest import PLANNER_NAME, ScriptedPlanner
+from tests.serving.planner_support import PLANNER_NAME, ScriptedPlanner
 
 GOOD = '{"sql": "SELECT id FROM products WHERE id IN <text_1>", "retrieval_list": [{"type": "text", "field": "review", "query": "great sound"}]}'
 

@@ -21,7 +21,7 @@ from serving.api.server import ServerThread
 from serving.api.settings import ApiSettings
 from serving.engine import Engine
 from serving.planner import PlannerSettings
-from tests.serving.conftest import ScriptedPlanner
+from tests.serving.planner_support import ScriptedPlanner
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
