@@ -109,7 +109,10 @@ def _message_files(root: Path) -> list[Path]:
     """Message paths in load order: mailbox by mailbox, folders in preference order, natural order within."""
     files = []
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if not d.startswith(".") and d != "tmp"]
+        # A Maildir's tmp/ (beside its cur/ and new/) holds deliveries still being written; a mail folder
+        # that a user named "tmp" is mail like any other.
+        maildir_tmp = {"cur", "new"} <= set(dirnames)
+        dirnames[:] = [d for d in dirnames if not d.startswith(".") and not (d == "tmp" and maildir_tmp)]
         files += [Path(dirpath, f).relative_to(root) for f in filenames if not f.startswith(".")]
     return sorted(
         files, key=lambda rel: (_natural(Path(rel.parts[0])), _preference(_folder(rel)), _natural(rel))

@@ -206,6 +206,15 @@ def test_release_root_is_refused_naming_the_maildir(tmp_path: Path) -> None:
     assert _load(iter_enron(release / "maildir"))[0]["folder"] == "_sent_mail"
 
 
+def test_a_folder_named_tmp_is_mail_and_a_maildirs_tmp_is_not(tmp_path: Path) -> None:
+    _mail(tmp_path, "allen-p/tmp/1.")  # a user's folder called tmp
+    _mail(tmp_path, "allen-p/inbox/1.")
+    for box in ("cur", "new", "tmp"):  # a Maildir: tmp/ holds half-delivered messages
+        _mail(tmp_path, f"beck-s/mail/{box}/1.")
+    rows = _load(iter_enron(tmp_path))
+    assert sorted(r["folder"] for r in rows) == ["inbox", "mail", "mail", "tmp"]  # cur/ and new/ are the folder "mail"
+
+
 def test_crlf_bodies_get_newlines(tmp_path: Path) -> None:
     md = tmp_path / "maildir"
     _mail(md, "allen-p/inbox/1.", "Tim,\n\nHere is our forecast.\nPhillip\n", crlf=True, Subject="Forecast")
