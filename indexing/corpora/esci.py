@@ -317,11 +317,8 @@ def _esci_rows(
                 continue
             if not isinstance(pid, str) or not pid:
                 raise CorpusError(f"{products}: row {row_no}: product_id is empty", code="bad_record")
-            if pid in candidates:
-                stats.read += 1
-                stats.dropped["duplicate_product"] += 1
-                continue
-            candidates[pid] = row_no
+            if pid not in candidates:  # a repeat is counted where the second pass meets it (within --limit)
+                candidates[pid] = row_no
     if not candidates:
         raise CorpusError(f"{products}: no products with locale {locale!r}", code="bad_source")
     joined = _read_reviews(reviews, candidates)
@@ -335,9 +332,12 @@ def _esci_rows(
             break
         row_no += 1
         pid = row["product_id"]
-        if candidates.get(pid) != row_no:
-            continue  # another locale, or a duplicate
+        if row["product_locale"] != locale:
+            continue
         stats.read += 1
+        if candidates.get(pid) != row_no:  # a product listed again
+            stats.dropped["duplicate_product"] += 1
+            continue
         r = joined.get(pid)
         if r is None:
             stats.dropped["no_reviews"] += 1

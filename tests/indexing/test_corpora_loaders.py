@@ -94,6 +94,19 @@ def test_esci_limit_gzip_and_missing_meta(tmp_path: Path) -> None:
     assert err.value.code == "bad_argument"
 
 
+def test_esci_counts_only_the_duplicates_it_reads_within_the_limit(tmp_path: Path) -> None:
+    fx = write_esci_fixture(tmp_path, n=8)
+    table = pq.read_table(fx.products)
+    listed = pa.concat_tables([table.slice(0, 2), table.slice(0, 1), table.slice(2), table.slice(5, 1)])
+    pq.write_table(listed, fx.products)  # product 0 again after the second row; product 5 again at the end
+    stats = LoadStats()
+    rows = _load(iter_esci(fx.products, fx.reviews, fx.meta, limit=3, stats=stats))
+    assert len(rows) == 3 and stats.dropped["duplicate_product"] == 1  # the repeat at the end is past the limit
+    stats = LoadStats()
+    _load(iter_esci(fx.products, fx.reviews, fx.meta, stats=stats))
+    assert stats.dropped["duplicate_product"] == 2
+
+
 @pytest.mark.parametrize("kind", ["json", "field", "column"])
 def test_broken_esci_names_file_and_line_and_keeps_previous_corpus(tmp_path: Path, kind: str) -> None:
     ws = Workspace(tmp_path / "ws")
