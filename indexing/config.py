@@ -71,6 +71,10 @@ class ClickHouseConfig:
     """Per-query cap on result rows (ClickHouse ``max_result_rows``)."""
     max_memory_usage: int = 2_000_000_000
     """Per-query memory cap in bytes (ClickHouse ``max_memory_usage``)."""
+    request_timeout_s: float | None = None
+    """Seconds a request to a ClickHouse server waits for its answer before the store is unavailable
+    (clickhouse-connect's ``send_receive_timeout``, whose own default is 300 s); ``None``: twice
+    ``max_execution_time_s``, at least 30 s. Not used by embedded chDB."""
     index_granularity: int = 256
     """Rows per granule of a new corpus table (MergeTree ``index_granularity``; ClickHouse's default is
     8192). The primary key (``id``) skips the granules that hold none of a program's ids, so a program's

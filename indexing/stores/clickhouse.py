@@ -424,11 +424,12 @@ class ClickHouseServerStore(_ClickHouseBase):
         self.url = url
         cc: Any = require("clickhouse_connect", "clickhouse")
         try:
-            # A server that stops answering fails a request after twice the query's own time limit
-            # (at least 30 s), not after clickhouse-connect's default 300 s.
+            # A server that stops answering fails a request after request_timeout_s, by default twice the
+            # query's own time limit (at least 30 s), not after clickhouse-connect's default 300 s.
+            timeout = self.cfg.request_timeout_s
             options: dict[str, Any] = {
                 "connect_timeout": 10,
-                "send_receive_timeout": max(30.0, 2 * self.cfg.max_execution_time_s),
+                "send_receive_timeout": max(30.0, 2 * self.cfg.max_execution_time_s) if timeout is None else timeout,
             }
             if not url.startswith("chdb:"):
                 # Bound id sets go in the request body, not the URL: a batch's can pass the server's

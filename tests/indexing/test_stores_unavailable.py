@@ -57,7 +57,8 @@ def _closed_port() -> int:
 
 def _cfg(port: int) -> Config:
     return Config(
-        clickhouse=ClickHouseConfig(url=f"http://default:@127.0.0.1:{port}", max_execution_time_s=1.0)
+        clickhouse=ClickHouseConfig(url=f"http://default:@127.0.0.1:{port}", max_execution_time_s=1.0,
+                                    request_timeout_s=2.0)
     )
 
 
@@ -67,7 +68,7 @@ def test_a_closed_port_is_unavailable() -> None:
     assert err.value.retryable and "ClickHouse" in err.value.message
 
 
-@pytest.mark.timeout(120)  # clickhouse-connect's own read timeout is 300 s
+@pytest.mark.timeout(120)  # clickhouse-connect's own read timeout is 300 s; the store's here is 2 s
 def test_a_server_that_does_not_answer_is_unavailable_after_the_request_timeout(silent_port: int) -> None:
     with pytest.raises(StoreUnavailable) as err:
         make_sql_store(_cfg(silent_port))
