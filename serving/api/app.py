@@ -21,7 +21,8 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
+from html import escape
 from importlib import resources
 from typing import Any
 
@@ -51,15 +52,30 @@ EXAMPLES: Mapping[str, tuple[str, ...]] = {
         "messages with an attachment about the quarterly budget",
     ),
 }
-"""Example requests per corpus, answered by ``GET /v1/examples`` (the playground's page holds a copy)."""
+"""Example requests per corpus, answered by ``GET /v1/examples`` and written into the playground's page."""
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     s: {"model": ErrorOut} for s in (401, 413, 422, 429, 503, 504)
 }
 
 
-def _page() -> str:
-    return resources.files("serving.web").joinpath("index.html").read_text(encoding="utf-8")
+DOMAIN_LABELS = {"ecommerce": "ecommerce (products)", "email": "email"}
+"""How the playground's corpus menu names each corpus."""
+
+
+def _page(domains: Iterable[str]) -> str:
+    """The playground for the served corpora: their menu entries and example requests (:data:`EXAMPLES`),
+    so the page offers only what the server can answer.
+
+    >>> page = _page(["email"])
+    >>> '<option value="email">email</option>' in page, "ecommerce" in page.split("<script>")[0]
+    (True, False)
+    """
+    served = list(domains)
+    html = resources.files("serving.web").joinpath("index.html").read_text(encoding="utf-8")
+    options = "".join(f'<option value="{d}">{escape(DOMAIN_LABELS.get(d, d))}</option>' for d in served)
+    examples = json.dumps({d: list(EXAMPLES.get(d, ())) for d in served}).replace("</", "<\\/")
+    return html.replace("<!--DOMAINS-->", options).replace("/*EXAMPLES*/{}", examples)
 
 
 def create_app(engines: Mapping[str, Engine], planner: PlannerSettings | None = None, settings: ApiSettings | None = None) -> FastAPI:
@@ -99,7 +115,7 @@ def create_app(engines: Mapping[str, Engine], planner: PlannerSettings | None = 
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page() -> HTMLResponse:
-        return HTMLResponse(_page())
+        return HTMLResponse(_page(service.engines))
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:

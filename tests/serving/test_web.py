@@ -109,3 +109,19 @@ def test_dead_planner_shows_the_fallback_badge_and_examples_work(
         page.close()
         server.stop()
     assert (tmp_path / "fallback.png").stat().st_size > 0
+
+
+def test_the_page_offers_only_the_served_corpora(browser: Any, engines: dict[str, Engine]) -> None:
+    """A server of one corpus: its menu and example buttons name that corpus only (an email example on an
+    ecommerce-only server would answer 422 unknown_domain)."""
+    dead = PlannerSettings(url=f"http://127.0.0.1:{free_port()}/v1", model="m", retries=0)
+    server = _serve({"ecommerce": engines["ecommerce"]}, dead)
+    page = browser.new_page()
+    try:
+        page.goto(server.url + "/")
+        assert page.locator("#domain option").evaluate_all("os => os.map(o => o.value)") == ["ecommerce"]
+        assert page.locator("button.example[data-domain=email]").count() == 0
+        assert page.locator("button.example[data-domain=ecommerce]").count() == 2
+    finally:
+        page.close()
+        server.stop()
