@@ -5,8 +5,11 @@ replica) and the hybrid worker's rollout *adapter* pushes the actor's weights to
 update. verl ships servers only for vLLM, SGLang and TensorRT-LLM, none of which runs here on CPU, so:
 
 - :class:`HFServer` is the server: a Ray actor holding a ``transformers`` causal LM that answers
-  ``generate(prompt_ids, sampling_params)`` with :class:`verl.workers.rollout.replica.TokenOutput`, one
-  request at a time (``model.generate`` under a lock, in a thread so the actor keeps answering).
+  ``generate(prompt_ids, sampling_params)`` with :class:`verl.workers.rollout.replica.TokenOutput`. verl's
+  agent loop sends one request per rollout, all of a step's at once; the server gathers the requests that
+  arrive within :data:`BATCH_WINDOW_S` (up to :data:`MAX_BATCH`) and answers those with the same sampling
+  parameters in one left-padded ``model.generate`` (in a thread, so the actor keeps answering). Each
+  rollout keeps its own token budget and ends at its first end-of-sequence token.
 - :class:`HFReplica` is its :class:`~verl.workers.rollout.replica.RolloutReplica` (launches the server).
 - :class:`HFServerAdapter` is the worker-side :class:`~verl.workers.rollout.base.BaseRollout`: verl's
   ``naive`` checkpoint engine calls its ``update_weights`` with the actor's full tensors
@@ -29,6 +32,10 @@ from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
 NAME = "hf"
 """The rollout name (``actor_rollout_ref.rollout.name``)."""
+BATCH_WINDOW_S = 0.02
+"""How long the server waits for more requests before it generates a batch."""
+MAX_BATCH = 64
+"""Most rollouts generated together (a step's rollouts are batch x G; 64 keeps padding waste small)."""
 
 
 def server_name(replica_rank: int, suffix: str = "") -> str:
@@ -56,7 +63,11 @@ class HFServer:
         self.pad = tok.pad_token_id if tok.pad_token_id is not None else self.eos[0]
         self.global_steps: int | None = None
         self.weight_updates = 0
-        self._lock = asyncio.Lock()
+        self.batches: list[int] = []
+        """The size of every batch generated (what :meth:`stats` reports)."""
+        self._printed = 0
+        self._pending: list[tuple[list[int], dict[str, Any], asyncio.Future[list[int]]]] = []
+        self._drainer: asyncio.Task[None] | None = None
 
     def ready(self) -> bool:
         return True
@@ -74,45 +85,79 @@ class HFServer:
         self.weight_updates += 1
         if global_steps is not None:
             self.global_steps = global_steps
+        since = self.batches[self._printed:]
+        self._printed = len(self.batches)
         print(f"hf rollout {self.replica_rank}: loaded {len(own)} tensors from the actor "
-              f"(sync {self.weight_updates}, global step {global_steps})", flush=True)  # fmt: skip
+              f"(sync {self.weight_updates}, global step {global_steps}); since the last sync "
+              f"{sum(since)} rollouts in {len(since)} batches", flush=True)  # fmt: skip
         return len(state)
 
-    def _generate(self, prompt_ids: list[int], params: dict[str, Any]) -> list[int]:
+    def _budget(self, prompt_len: int, params: dict[str, Any]) -> int:
         cfg = self.config
         budget = params.get("max_tokens") or params.get("max_new_tokens") or cfg.response_length
-        budget = max(0, min(int(budget), cfg.response_length, cfg.prompt_length + cfg.response_length - len(prompt_ids)))
-        if budget == 0:
-            return []
+        room = int(cfg.prompt_length) + int(cfg.response_length) - prompt_len
+        return max(0, min(int(budget), int(cfg.response_length), room))
+
+    def _generate_batch(self, prompts: list[list[int]], params: dict[str, Any]) -> list[list[int]]:
+        """One left-padded ``model.generate`` of ``prompts`` under one set of sampling parameters."""
+        budgets = [self._budget(len(p), params) for p in prompts]
+        if max(budgets) == 0:
+            return [[] for _ in prompts]
         temperature = float(params.get("temperature", 1.0) or 0.0)
-        sample = temperature > 0
-        kwargs: dict[str, Any] = {"do_sample": sample}
-        if sample:
+        kwargs: dict[str, Any] = {"do_sample": temperature > 0}
+        if temperature > 0:
             top_k = int(params.get("top_k", -1))
             kwargs.update(temperature=temperature, top_p=float(params.get("top_p", 1.0)),
                           top_k=top_k if top_k > 0 else 0)  # fmt: skip
-        ids = torch.tensor([prompt_ids])
+        width = max(len(p) for p in prompts)
+        ids = torch.tensor([[self.pad] * (width - len(p)) + p for p in prompts])
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
         with torch.no_grad():
-            out = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=budget,
+            out = self.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max(budgets),
                                       eos_token_id=self.eos, pad_token_id=self.pad,
                                       repetition_penalty=float(params.get("repetition_penalty", 1.0)), **kwargs)  # fmt: skip
-        tokens: list[int] = out[0, len(prompt_ids):].tolist()
-        for n, t in enumerate(tokens):  # up to and including the first end-of-sequence token
-            if t in self.eos:
-                return tokens[: n + 1]
-        return tokens
+        answers = []
+        for row, budget in zip(out[:, width:].tolist(), budgets, strict=True):
+            tokens: list[int] = row[:budget]
+            end = next((n for n, t in enumerate(tokens) if t in self.eos), None)  # up to the first end token
+            answers.append(tokens if end is None else tokens[: end + 1])
+        return answers
+
+    async def _drain(self) -> None:
+        """Generate what is pending, batch by batch, until nothing is."""
+        while self._pending:
+            await asyncio.sleep(BATCH_WINDOW_S)  # the rest of the step's requests arrive
+            batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+            groups: dict[str, list[tuple[list[int], dict[str, Any], asyncio.Future[list[int]]]]] = {}
+            for item in batch:
+                groups.setdefault(repr(sorted(item[1].items())), []).append(item)
+            for items in groups.values():
+                self.batches.append(len(items))
+                try:
+                    answers = await asyncio.to_thread(self._generate_batch, [i[0] for i in items], items[0][1])
+                except Exception as exc:  # every request of the batch gets the failure
+                    for _, _, fut in items:
+                        if not fut.done():
+                            fut.set_exception(exc)
+                    continue
+                for (_, _, fut), tokens in zip(items, answers, strict=True):
+                    if not fut.done():
+                        fut.set_result(tokens)
 
     async def generate(self, prompt_ids: Any, sampling_params: dict[str, Any], request_id: str,
                        **kwargs: Any) -> TokenOutput:  # fmt: skip
         if any(kwargs.get(k) for k in ("image_data", "video_data", "audio_data")):
             raise NotImplementedError("the hf CPU rollout generates text only")
         ids = [int(x) for x in (prompt_ids.tolist() if hasattr(prompt_ids, "tolist") else prompt_ids)]
-        async with self._lock:
-            tokens = await asyncio.to_thread(self._generate, ids, dict(sampling_params))
+        fut: asyncio.Future[list[int]] = asyncio.get_running_loop().create_future()
+        self._pending.append((ids, dict(sampling_params), fut))
+        if self._drainer is None or self._drainer.done():
+            self._drainer = asyncio.create_task(self._drain())
+        tokens = await fut
         return TokenOutput(token_ids=tokens, stop_reason="completed", extra_fields={"global_steps": self.global_steps})
 
     def stats(self) -> dict[str, Any]:
-        return {"weight_updates": self.weight_updates, "global_steps": self.global_steps}
+        return {"weight_updates": self.weight_updates, "global_steps": self.global_steps, "batches": list(self.batches)}
 
     # The control calls verl makes on a server; nothing to free or resume on CPU.
     async def set_global_steps(self, global_steps: int) -> None:
