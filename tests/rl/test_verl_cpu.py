@@ -74,21 +74,24 @@ def test_the_cpu_overrides_pass_verls_validation() -> None:
 
 def test_verl_loads_the_plugin_from_its_external_module_hook() -> None:
     """A fresh interpreter: ``import verl`` with ``VERL_USE_EXTERNAL_MODULES`` leaves verl on the CPU
-    platform with FSDP2 engines for ``cpu`` and the ``hf`` rollout in both of its registries."""
+    platform with FSDP2 engines for ``cpu``, the ``hf`` rollout in both of its registries, and the replay
+    buffer polling every 0.1 s (:mod:`rl.verl.cpu.patches`)."""
     probe = (
         "import verl\n"
         "from verl.utils.device import get_device_name, get_nccl_backend, get_device_id\n"
         "from verl.workers.engine.base import EngineRegistry\n"
         "from verl.workers.rollout.base import get_rollout_class\n"
         "from verl.workers.rollout.replica import get_rollout_replica_class\n"
+        "from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer\n"
         "print(get_device_name(), get_nccl_backend(), get_device_id(),\n"
         "      EngineRegistry.get_engine_cls('language_model', 'fsdp2').__name__,\n"
-        "      get_rollout_class('hf', 'async').__name__, get_rollout_replica_class('hf').__name__)\n"
+        "      get_rollout_class('hf', 'async').__name__, get_rollout_replica_class('hf').__name__,\n"
+        "      ReplayBuffer.__init__.__kwdefaults__['poll_interval'])\n"
     )
     env = {**os.environ, "VERL_USE_EXTERNAL_MODULES": CPU_ENV.split("=", 1)[1]}
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split() == ["cpu", "gloo", "cpu", "FSDPEngineWithLMHead", "HFServerAdapter", "HFReplica"]
+    assert out.stdout.split() == ["cpu", "gloo", "cpu", "FSDPEngineWithLMHead", "HFServerAdapter", "HFReplica", "0.1"]
 
 
 LEARN = ("data.train_batch_size=4", "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.actor.ppo_mini_batch_size=4",

@@ -11,8 +11,8 @@ task runner and workers) import this package right after verl's own ``__init__``
 - the ``hf`` rollout (:mod:`rl.verl.cpu.rollout`): a transformers server per replica
   (``RolloutReplicaRegistry``) and its weight-sync adapter (``_ROLLOUT_REGISTRY``).
 
-What verl offers no extension point for is patched in one place, :mod:`rl.verl.cpu.patches` (one
-patch: the process group's backend string).
+What verl offers no extension point for is patched in one place, :mod:`rl.verl.cpu.patches` (the
+process group's backend string, the reference policy's pinned offload, the replay buffer's 2 s poll).
 
 It imports verl, so it lives only in ``.venv-verl``; nothing in the main package imports it.
 ``prore train launch grpo --cpu`` adds the environment variable and the overrides
