@@ -47,7 +47,7 @@ RECIPE=(--set "data.train_batch_size=$PROMPTS" --set "actor_rollout_ref.rollout.
         --set "actor_rollout_ref.actor.ppo_mini_batch_size=$PROMPTS" --set "actor_rollout_ref.actor.optim.lr=$LR"
         --set data.max_prompt_length=1024 --set data.max_response_length=128
         --set trainer.val_before_train=false --set trainer.test_freq=-1 --set "trainer.save_freq=$RESUME_AT"
-        --set "trainer.logger=[console,file]"
+        --set "trainer.logger=[console,file]" --set "hydra.run.dir=$OUT/hydra"
         --set "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]")
 launch() {  # $1: the last step; verl's file logger writes a new file per launch, joined afterwards
   VERL_FILE_LOGGER_PATH="$OUT/verl-grpo/metrics-to-$1.jsonl" .venv-verl/bin/prore --config "${DEMO_CONFIG:-scripts/demo.yaml}" \
