@@ -103,12 +103,12 @@ def test_mismatched_runs_are_refused_or_flagged(ws: Workspace, other: Any, field
 def test_evaluate_records_what_the_run_was_computed_on(tmp_path: Path) -> None:
     from rl.eval.methods import MethodSpec, Outcome
     from rl.eval.runner import evaluate
-    from tests.rl.test_eval_report import _instances
+    from tests.rl.eval_support import instances
 
     def first(ctx: Any, batch: Sequence[Any], k: int) -> list[Outcome]:
         return [Outcome.ranked([inst.gold_id]) for inst in batch]
 
-    insts = _instances(6)
+    insts = instances(6)
     cfg = Config(workspace=tmp_path / "ws")
     bench = {"version": "v0002", "fingerprint": "f00d", "seed": 3, "index_version": "v0001", "corpus_fingerprint": "c"}
     run = evaluate(cfg, "email", MethodSpec("first", first, ""), insts, split="ood", k=5, batch_size=2,

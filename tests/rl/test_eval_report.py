@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -29,24 +28,7 @@ from rl.eval.report import (
     write_run,
 )
 from rl.eval.runner import evaluate, modality_group
-
-
-@dataclass(frozen=True)
-class Inst:
-    qid: str
-    nl: str
-    program: str
-    gold_id: str
-    level: str
-    modalities: tuple[str, ...]
-
-
-def _instances(n: int) -> list[Inst]:
-    mods = [("structured",), ("structured", "text"), ("image", "structured"), ("image", "text")]
-    return [
-        Inst(f"q{i:03d}", f"request {i}", "{}", f"P{i:05d}", ("L1", "L2", "L3")[i % 3], mods[i % 4])
-        for i in range(n)
-    ]
+from tests.rl.eval_support import instances
 
 
 def _gold_at(position: int) -> MethodSpec:
@@ -123,7 +105,7 @@ def test_modality_groups() -> None:
 
 
 def test_scores_match_positions_and_failures(cfg: Config) -> None:
-    insts = _instances(21)
+    insts = instances(21)
     run = evaluate(cfg, "ecommerce", _gold_at(2), insts, k=20, batch_size=4, progress=False)
     failed = [r for r in run.results if r.error is not None]
     assert [r.qid for r in failed] == ["q006", "q013", "q020"]
@@ -135,13 +117,13 @@ def test_scores_match_positions_and_failures(cfg: Config) -> None:
 
 
 def test_gold_below_cutoff_is_a_miss(cfg: Config) -> None:
-    run = evaluate(cfg, "email", _gold_at(5), _instances(3), k=4, progress=False)
+    run = evaluate(cfg, "email", _gold_at(5), instances(3), k=4, progress=False)
     assert all(r.rank is None and r.scores["mrr"] == 0.0 for r in run.results)
 
 
 def test_bad_arguments(cfg: Config) -> None:
     with pytest.raises(EvalError):
-        evaluate(cfg, "ecommerce", _gold_at(1), _instances(2), k=2, progress=False)
+        evaluate(cfg, "ecommerce", _gold_at(1), instances(2), k=2, progress=False)
     with pytest.raises(EvalError):
         evaluate(cfg, "ecommerce", _gold_at(1), [], progress=False)
 
@@ -149,7 +131,7 @@ def test_bad_arguments(cfg: Config) -> None:
         return []
 
     with pytest.raises(EvalError, match="returned 0 outcomes"):
-        evaluate(cfg, "ecommerce", MethodSpec("short", short, ""), _instances(2), progress=False)
+        evaluate(cfg, "ecommerce", MethodSpec("short", short, ""), instances(2), progress=False)
 
 
 def _png_ok(path: Path) -> None:
@@ -161,7 +143,7 @@ def _png_ok(path: Path) -> None:
 
 def test_report_files_and_summary(cfg: Config) -> None:
     ws = Workspace(cfg.workspace)
-    run = evaluate(cfg, "ecommerce", _gold_at(1), _instances(40), split="test", progress=False)
+    run = evaluate(cfg, "ecommerce", _gold_at(1), instances(40), split="test", progress=False)
     run_dir = write_run(ws, run, resamples=200)
     for name in (SUMMARY, TABLE, QUERIES, LEVEL_PNG, MODALITY_PNG):
         assert (run_dir / name).is_file(), name
@@ -189,7 +171,7 @@ def test_report_files_and_summary(cfg: Config) -> None:
 
 def test_compare_latest_runs(cfg: Config) -> None:
     ws = Workspace(cfg.workspace)
-    insts = _instances(30)
+    insts = instances(30)
     dirs = []
     for pos in (1, 2, 1):
         run = evaluate(cfg, "email", _gold_at(pos), insts, split="ood", progress=False)

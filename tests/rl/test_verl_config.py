@@ -17,38 +17,18 @@ from tests.rl.verl_support import require_verl
 
 verl = require_verl()
 
-from hydra import compose, initialize_config_dir  # noqa: E402
-from omegaconf import DictConfig, OmegaConf  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
 
 from indexing.config import Config  # noqa: E402
 from indexing.workspace import Workspace  # noqa: E402
 from rl.verl import reward_fn  # noqa: E402
 from rl.verl.export import ExportConfig, export, train_dir  # noqa: E402
-from rl.verl.launch import PPO_MODULE, SFT_MODULE, SFT_RAY_MODULE, LaunchParams, argv  # noqa: E402
+from rl.verl.launch import LaunchParams, argv  # noqa: E402
 from rl.verl.recipes import REWARD_URL_KEY, resolve  # noqa: E402
 from serving.engine import Engine  # noqa: E402
-from tests.rl.verl_support import synth_bench, tiny_qwen3  # noqa: E402
+from tests.rl.verl_support import compose_argv, synth_bench, tiny_qwen3  # noqa: E402
 
-CONFIG_DIR = Path(verl.__file__).parent / "trainer" / "config"
-CONFIG_NAMES = {PPO_MODULE: "ppo_trainer", SFT_MODULE: "sft_trainer_engine", SFT_RAY_MODULE: "sft_trainer_engine"}
 CASES = [("grpo", {}), ("dapo", {}), ("dapo", {"dynamic_sampling": True}), ("sft", {})]
-
-
-def _hydra_config_name(module: str) -> str:
-    """The config name the entrypoint's own ``@hydra.main`` declares (read from verl, not assumed)."""
-    import importlib
-
-    src = inspect.getsource(importlib.import_module(module))
-    name = CONFIG_NAMES[module]
-    assert f'config_name="{name}"' in src, f"{module} no longer composes {name}"
-    return name
-
-
-def compose_argv(cmd: list[str]) -> DictConfig:
-    """Compose the config an ``argv`` of :func:`rl.verl.launch.argv` would run with, as verl's entrypoint does."""
-    module = cmd[cmd.index("-m") + 1]
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
-        return compose(config_name=_hydra_config_name(module), overrides=cmd[cmd.index("-m") + 2 :])
 
 
 def _params(**kw: Any) -> LaunchParams:

@@ -32,7 +32,7 @@ require_verl()
 
 from indexing.config import Config  # noqa: E402
 from rl.verl.launch import CPU_ENV, LaunchParams, argv  # noqa: E402
-from tests.rl.verl_support import served_export  # noqa: E402
+from tests.rl.verl_support import compose_argv, served_export  # noqa: E402
 
 DOMAIN = "ecommerce"
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,7 +65,6 @@ def _scored(url: str) -> float:
 def test_the_cpu_overrides_pass_verls_validation() -> None:
     from verl.utils.config import validate_config
 
-    from tests.rl.test_verl_config import compose_argv
 
     cfg = compose_argv(argv("grpo", LaunchParams(model="/m", n_gpus_per_node=1, micro_batch=2, cpu=True, extra=TINY)))
     validate_config(cfg, use_reference_policy=True, use_critic=False)

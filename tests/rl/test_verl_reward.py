@@ -33,8 +33,7 @@ from rl.reward.service import ServerThread, create_app  # noqa: E402
 from rl.reward.settings import URL_ENV, ServiceSettings  # noqa: E402
 from rl.verl.launch import LaunchParams, argv  # noqa: E402
 from rl.verl.reward_fn import compute_score  # noqa: E402
-from tests.rl.test_verl_config import compose_argv  # noqa: E402
-from tests.rl.verl_support import served_export, tiny_qwen3  # noqa: E402
+from tests.rl.verl_support import compose_argv, served_export, tiny_qwen3  # noqa: E402
 
 DOMAIN = "ecommerce"
 

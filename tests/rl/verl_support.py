@@ -122,3 +122,24 @@ def tiny_qwen3(out: Path, texts: list[str], *, vocab: int = 1024, with_model: bo
         )  # fmt: skip
         Qwen3ForCausalLM(cfg).save_pretrained(out)
     return out
+
+
+def compose_argv(cmd: list[str]) -> Any:
+    """The config (an OmegaConf ``DictConfig``) an ``argv`` of :func:`rl.verl.launch.argv` would run with,
+    composed by Hydra from verl's own config files as its entrypoint does; the config name is read from the
+    entrypoint's ``@hydra.main``, not assumed."""
+    import importlib
+    import inspect
+
+    import verl
+    from hydra import compose, initialize_config_dir
+
+    from rl.verl.launch import PPO_MODULE, SFT_MODULE, SFT_RAY_MODULE
+
+    names = {PPO_MODULE: "ppo_trainer", SFT_MODULE: "sft_trainer_engine", SFT_RAY_MODULE: "sft_trainer_engine"}
+    module = cmd[cmd.index("-m") + 1]
+    name = names[module]
+    assert f'config_name="{name}"' in inspect.getsource(importlib.import_module(module)), f"{module} no longer composes {name}"
+    config_dir = Path(verl.__file__).parent / "trainer" / "config"
+    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+        return compose(config_name=name, overrides=cmd[cmd.index("-m") + 2 :])
