@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -21,18 +21,9 @@ from rl.eval.errors import OracleMismatch
 from rl.eval.methods import MethodContext, get_method
 from rl.eval.runner import evaluate
 from serving.dsl import parse_program
+from tests.rl.eval_support import Inst
 
 K = 10
-
-
-@dataclass(frozen=True)
-class Inst:
-    qid: str
-    nl: str
-    program: str
-    gold_id: str
-    level: str
-    modalities: tuple[str, ...]
 
 
 def _quote(value: str) -> str:
