@@ -7,7 +7,7 @@ PROFILE ?= demo
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup demo test test-fast lint bench clean help
+.PHONY: setup demo test test-fast lint bench clean help images
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed 's/:.*## /\t/'
@@ -43,10 +43,18 @@ test: setup  ## run the test suite against the real embedded engines (TEST_WORKE
 test-fast: setup  ## the edit loop: every test not marked slow or server
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not slow and not server"
 
-lint: setup  ## ruff, mypy --strict and the import-linter layer contracts
+lint: setup  ## ruff, mypy --strict, the import-linter layer contracts and hadolint on the Containerfile
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/hadolint Containerfile
+
+# The images of the chart and the operator, with buildah (Debian's package, installed here if missing), tagged
+# with Chart.yaml's appVersion; then their smoke test. REGISTRY, BASE, TARGETS, VLLM: see scripts/images.sh.
+images: setup  ## build the app, transformer, operator and train images with buildah, then smoke-test them
+	command -v buildah && command -v mmdebstrap || (apt-get update && apt-get install -y buildah mmdebstrap)
+	PY=$(BIN)/python bash scripts/images.sh
+	$(BIN)/pytest -q tests/charts/test_images.py
 
 bench: setup  ## run the benchmarks under bench/ (tables on stdout, JSON under bench/results)
 	$(BIN)/python bench/index_build.py

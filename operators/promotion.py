@@ -126,6 +126,27 @@ def transformer_args(spec: PlannerServiceSpec, settings: OperatorSettings) -> li
     return args
 
 
+STORE_CREDENTIAL_KEYS = ("CLICKHOUSE_USER", "CLICKHOUSE_PASSWORD", "MILVUS_USER", "MILVUS_PASSWORD", "MILVUS_TOKEN")
+"""The variables the project's store clients read credentials from (``indexing.stores.credentials``)."""
+
+
+def credential_env(settings: OperatorSettings) -> list[dict[str, Any]]:
+    """The store credentials as variables from the settings' Secret (each key optional); none without one.
+
+    >>> credential_env(OperatorSettings(credentials_secret="stores-reader"))[0]
+    {'name': 'CLICKHOUSE_USER', 'valueFrom': {'secretKeyRef': {'name': 'stores-reader', 'key': 'CLICKHOUSE_USER', 'optional': True}}}
+    >>> credential_env(OperatorSettings())
+    []
+    """
+    if not settings.credentials_secret:
+        return []
+    secret = settings.credentials_secret
+    return [
+        {"name": key, "valueFrom": {"secretKeyRef": {"name": secret, "key": key, "optional": True}}}
+        for key in STORE_CREDENTIAL_KEYS
+    ]
+
+
 def _transformer(spec: PlannerServiceSpec, settings: OperatorSettings) -> dict[str, Any]:
     # KServe's ModelServer routes: /v2/health/ready answers 503 until every model is ready.
     ready = {"httpGet": {"path": "/v2/health/ready", "port": KSERVE_HTTP_PORT}, "periodSeconds": 10}
@@ -138,7 +159,7 @@ def _transformer(spec: PlannerServiceSpec, settings: OperatorSettings) -> dict[s
             "image": spec.transformer_image or settings.transformer_image,
             "command": list(settings.transformer_command),
             "args": transformer_args(spec, settings),
-            "env": [{"name": k, "value": v} for k, v in TRANSFORMER_ENV.items()],
+            "env": [{"name": k, "value": v} for k, v in TRANSFORMER_ENV.items()] + credential_env(settings),
             "ports": [{"name": "http", "containerPort": KSERVE_HTTP_PORT, "protocol": "TCP"}],
             "readinessProbe": ready,
             "livenessProbe": live,

@@ -21,7 +21,7 @@ class OperatorSettings:
 
     training_image: str = "ghcr.io/proretrieval/proretrieval-train:0.1.0"
     """Image of the Ray head and workers: Ray, verl, vLLM and this project (its ``prore`` command)."""
-    transformer_image: str = "ghcr.io/proretrieval/proretrieval:0.1.0"
+    transformer_image: str = "ghcr.io/proretrieval/proretrieval-transformer:0.1.0"
     """Image of the planner endpoint's transformer (the project with ``'.[kserve]'``: ``serving.kserve``)."""
     s3_image: str = "amazon/aws-cli:2.27.0"
     """Image of the init container that copies an ``s3://`` base model into each Ray node."""
@@ -44,6 +44,11 @@ class OperatorSettings:
     milvus_uri: str = ""
     """Milvus URI the transformer queries (its ``--milvus_uri``; the chart's ``stores.milvusUri``). Empty gives
     no argument: embedded Milvus Lite in the workspace."""
+    credentials_secret: str = ""
+    """Secret of the read-only store user (the chart's ``stores.credentials.querySecret``): the transformer
+    reads its ``CLICKHOUSE_USER``, ``CLICKHOUSE_PASSWORD``, ``MILVUS_USER``, ``MILVUS_PASSWORD`` and
+    ``MILVUS_TOKEN`` keys (each optional) as variables. Empty: no credentials. A PlannerService in another
+    namespace needs a Secret of that name there."""
     hf_runtime: str = "kserve-huggingfaceserver"
     """ClusterServingRuntime of the predictor: KServe's Hugging Face server, vLLM backend on GPUs."""
     workspace_mount: str = "/mnt/workspace"

@@ -15,7 +15,7 @@ Where ``vllm`` is installed, ``python -m serving.kserve`` serves
 :class:`serving.kserve_openai.ProRetrievalChatModel` instead: the same model, under the same name, also on
 KServe's own OpenAI-style routes
 (``GET /openai/v1/models``, ``POST /openai/v1/chat/completions``: the last user message in, the planner's
-validated program out). KServe 0.21's OpenAI types import vLLM module paths that vLLM 0.32 moved;
+validated program out). KServe 0.20's OpenAI types import vLLM module paths that vLLM 0.32 moved;
 :mod:`serving.kserve_compat` aliases them. Without ``vllm`` it serves the v1 route only, and says so.
 
 Run it (``pip install '.[kserve]'``; ``'.[kserve,train]'`` for the OpenAI route)::

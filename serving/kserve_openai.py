@@ -21,7 +21,7 @@ model cannot read (no user message, a non-text part, streaming, ``n`` over 1) is
 ``bad_chat``; one that is not a chat-completions request at all is FastAPI's 422. Token usage is not
 counted (zeros). ``/openai/v1/completions`` answers 400: send a chat.
 
-Importing this module applies :mod:`serving.kserve_compat` (KServe 0.21's OpenAI types import vLLM paths
+Importing this module applies :mod:`serving.kserve_compat` (KServe 0.20's OpenAI types import vLLM paths
 that vLLM 0.32 moved), so it needs ``vllm`` beside ``kserve`` (``pip install '.[kserve,train]'``).
 """
 

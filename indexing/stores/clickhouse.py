@@ -29,6 +29,7 @@ from indexing.errors import ConfigError, StoreError, StoreUnavailable, require
 from indexing.logs import drop_messages
 from indexing.schema import CorpusSchema, DType, Field
 from indexing.stores.clickhouse_faults import first_line, sql_error
+from indexing.stores.credentials import Credentials
 from indexing.workspace import Workspace
 
 CLICKHOUSE_TYPES: dict[DType, str] = {
@@ -435,7 +436,11 @@ class ClickHouseServerStore(_ClickHouseBase):
                 # Bound id sets go in the request body, not the URL: a batch's can pass the server's
                 # http_max_uri_size (1 MiB).
                 options["form_encode_query_params"] = True
-            self._client = cc.get_client(dsn=url, **{**options, **client_args})
+            # The user and password come from CLICKHOUSE_USER / CLICKHOUSE_PASSWORD (a Secret on Kubernetes).
+            creds = Credentials.from_env("CLICKHOUSE").clickhouse_args(url)
+            self._client = cc.get_client(dsn=url, **{**options, **creds, **client_args})
+        except ConfigError:
+            raise
         except Exception as exc:
             raise StoreUnavailable(
                 f"cannot connect to ClickHouse at {_redact(url)}: {first_line(exc)}"

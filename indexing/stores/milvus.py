@@ -53,6 +53,7 @@ from indexing.config import Config, MilvusConfig
 from indexing.errors import ConfigError, StoreError, StoreUnavailable, require
 from indexing.schema import CorpusSchema, DType
 from indexing.stores.base import Hit, Vectors
+from indexing.stores.credentials import Credentials
 from indexing.workspace import Workspace
 
 # Milvus Lite 3 builds these itself; the faiss-backed ones need faiss-cpu (checked at run time).
@@ -160,7 +161,11 @@ class _Connection:
         options = {"grpc.keepalive_time_ms": 600_000, "grpc.keepalive_permit_without_calls": False}
         # A server connection is this store's own (not pymilvus' shared one), so that reconnecting
         # replaces it without touching other clients of the process.
-        extra = {} if is_lite(self.uri) else {"dedicated": True}
+        # A server's user and password come from MILVUS_USER / MILVUS_PASSWORD or MILVUS_TOKEN (a Secret on
+        # Kubernetes); Milvus Lite has no users.
+        extra: dict[str, Any] = {}
+        if not is_lite(self.uri):
+            extra = {"dedicated": True, **Credentials.from_env("MILVUS").milvus_args()}
         try:
             return pymilvus.MilvusClient(uri=self.uri, grpc_options=options, timeout=self.timeout_s, **extra)
         except Exception as exc:

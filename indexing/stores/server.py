@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from indexing.errors import ConfigError, StoreError, StoreUnavailable, require
+from indexing.stores.credentials import Credentials
 from indexing.workspace import atomic_write_json
 
 SERVER_DIR = "milvus-server"
@@ -103,8 +104,13 @@ def status(directory: Path) -> ServerStatus:
     return ServerStatus(directory, running=True, pid=pid, port=int(state["port"]))
 
 
-def start(directory: Path, *, port: int | None = None, timeout_s: float = 180.0) -> ServerStatus:
+def start(
+    directory: Path, *, port: int | None = None, timeout_s: float = 180.0, authorization: bool = False
+) -> ServerStatus:
     """Start the server of ``directory`` on ``port`` and wait until it answers; a running one is kept.
+
+    ``authorization`` turns Milvus' user authentication on (its first user is ``root``, password ``Milvus``):
+    every client then needs ``MILVUS_USER`` and ``MILVUS_PASSWORD``, as against a cluster's Milvus.
 
     ``port`` ``None`` takes :data:`DEFAULT_PORT`, or a free port if that one is taken. Raises
     :class:`~indexing.errors.ConfigError` for a port in use, :class:`~indexing.errors.StoreUnavailable`
@@ -126,7 +132,7 @@ def start(directory: Path, *, port: int | None = None, timeout_s: float = 180.0)
         raise ConfigError(f"port {port} is in use; choose another with --port")
     directory = directory.resolve()
     directory.mkdir(parents=True, exist_ok=True)
-    proc = _spawn(milvus, directory, port)
+    proc = _spawn(milvus, directory, port, authorization=authorization)
     _CHILDREN[proc.pid] = proc
     (directory / PID_FILE).write_text(f"{proc.pid}\n")
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -185,7 +191,8 @@ def wait_ready(uri: str, *, timeout_s: float = 180.0, pid: int | None = None) ->
         try:
             with socket.create_connection((host or "127.0.0.1", int(port)), timeout=1):
                 pass
-            client = pymilvus.MilvusClient(uri=uri, timeout=2, dedicated=True)
+            creds = Credentials.from_env("MILVUS").milvus_args()
+            client = pymilvus.MilvusClient(uri=uri, timeout=2, dedicated=True, **creds)
             try:
                 client.list_collections(timeout=2)
                 return
@@ -208,11 +215,12 @@ def free_port() -> int:
         return port
 
 
-def _spawn(milvus: Any, directory: Path, port: int) -> subprocess.Popen[bytes]:
+def _spawn(milvus: Any, directory: Path, port: int, *, authorization: bool = False) -> subprocess.Popen[bytes]:
     """The server as a detached process (its own session), as ``milvus.MilvusServer.start`` runs it."""
     server = milvus.MilvusServer()
     server.set_base_dir(str(directory))
     server.listen_port = port
+    server.config.set("common.security.authorizationEnabled", authorization)
     server.config.set("common.session.ttl", SESSION_TTL_S)
     # A standalone query node waits this long for its segments to move elsewhere (default 30 min).
     server.config.set("common.gracefulStopTimeout", GRACEFUL_STOP_S)

@@ -82,3 +82,38 @@ def test_milvus_modes() -> None:
     assert dev["spec"]["mode"] == "standalone"
     assert prod["spec"]["mode"] == "cluster"
     assert prod["spec"]["components"]["queryNode"]["replicas"] >= 2 and prod["spec"]["components"]["proxy"]["replicas"] >= 2
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_query_paths_read_on_a_read_only_profile_that_admits_the_engines_limits(env: str) -> None:
+    """The reader's profile forbids writes but lets the engine set its per-query limits (readonly 2, not 1),
+    its defaults are the engine's, and its constraints admit them; each user's password is a Secret's."""
+    from indexing.config import ClickHouseConfig
+
+    _, chi = _docs(env, "clickhouse.yaml")
+    users, profiles = chi["spec"]["configuration"]["users"], chi["spec"]["configuration"]["profiles"]
+    assert users["proretrieval_reader/profile"] == "proretrieval_readonly"
+    assert users["proretrieval_writer/profile"] == "default"
+    for user, secret in (("proretrieval_reader", "proretrieval-stores-reader"),
+                         ("proretrieval_writer", "proretrieval-stores-writer")):  # fmt: skip
+        ref = users[f"{user}/password_sha256_hex"]["valueFrom"]["secretKeyRef"]
+        assert ref == {"name": secret, "key": "CLICKHOUSE_PASSWORD_SHA256"}
+    assert not any("password" in key and not isinstance(value, dict) for key, value in users.items())
+    assert profiles["proretrieval_readonly/readonly"] == 2
+    cfg = ClickHouseConfig()
+    for setting, engine in (("max_execution_time", cfg.max_execution_time_s), ("max_rows_to_read", cfg.max_rows_to_read),
+                            ("max_result_rows", cfg.max_result_rows), ("max_memory_usage", cfg.max_memory_usage)):  # fmt: skip
+        assert profiles[f"proretrieval_readonly/{setting}"] == engine, setting
+        assert engine <= profiles[f"proretrieval_readonly/constraints/{setting}/max"], setting
+
+
+def test_the_python_clients_are_the_pinned_releases() -> None:
+    """The KServe SDK whose ModelServer the transformer is tested under is the KServe release the platform
+    installs (pyproject's exact pin against releases.yaml), whose CRDs the manifests are validated against."""
+    import tomllib
+    from importlib.metadata import version
+
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    pins = {r["chart"]: str(r["version"]).lstrip("v") for r in RELEASES}
+    assert extras["kserve"] == [f"kserve=={pins['kserve-resources']}"]
+    assert version("kserve") == pins["kserve-resources"]  # what the tests ran under

@@ -3,8 +3,12 @@ of the rendered object for given values, as KubeRay's chart tests do."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+import yaml
+
+from indexing.stores.credentials import ENV_KEYS
 from tests.charts.chart import container, one, production_values, render
 
 RUN_AS = {"runAsNonRoot": True, "readOnlyRootFilesystem": True}
@@ -33,12 +37,13 @@ def test_reward_deployment() -> None:
 
 def test_reward_deployment__stores_and_fixed_replicas() -> None:
     values = {"reward": {"autoscaling": {"enabled": False}, "replicas": 3},
-              "stores": {"clickhouseUrl": "http://ch:8123", "milvusUri": "http://mv:19530", "credentialsSecret": "s"}}
+              "stores": {"clickhouseUrl": "http://ch:8123", "milvusUri": "http://mv:19530",
+                         "credentials": {"querySecret": "reader"}}}
     d = one(render(values), "reward-deployment.yaml")
     c = container(d)
     assert d["spec"]["replicas"] == 3
     assert "--clickhouse-url=http://ch:8123" in c["args"] and "--milvus-uri=http://mv:19530" in c["args"]
-    assert c["envFrom"] == [{"secretRef": {"name": "s"}}]
+    assert _secret_refs(c) == {k: "reader" for k in ENV_KEYS}
 
 
 def test_reward_service() -> None:
@@ -119,6 +124,49 @@ def test_operator_deployment() -> None:
 
 def _operator_env(values: dict[str, Any] | None = None) -> dict[str, str]:
     return {e["name"]: e["value"] for e in container(one(render(values), "operator-deployment.yaml"))["env"]}
+
+
+def _secret_refs(c: dict[str, Any]) -> dict[str, str]:
+    """Variable -> the Secret it is read from (each key optional), for a container's env."""
+    refs = {}
+    for e in c.get("env", []):
+        ref = e.get("valueFrom", {}).get("secretKeyRef")
+        if ref:
+            assert ref["key"] == e["name"] and ref["optional"] is True, e
+            refs[e["name"]] = ref["name"]
+    return refs
+
+
+def test_store_credentials__only_from_secrets() -> None:
+    """Every component that talks to the stores reads its user and password from its named Secret; no rendered
+    object holds a credential as a value, and the planner endpoints' transformers get the query Secret."""
+    from operators.promotion import STORE_CREDENTIAL_KEYS
+    from operators.settings import OperatorSettings
+
+    assert STORE_CREDENTIAL_KEYS == ENV_KEYS  # the operator repeats the stores' list (it imports no product code)
+    production = production_values()
+    secrets = production["stores"]["credentials"]
+    rendered = render(production)
+    for template, secret in (("api-deployment.yaml", secrets["querySecret"]),
+                             ("reward-deployment.yaml", secrets["querySecret"]),
+                             ("indexing-job.yaml", secrets["indexingSecret"])):  # fmt: skip
+        obj = one(rendered, template)
+        assert _secret_refs(container(obj)) == {k: secret for k in ENV_KEYS}, template
+    assert secrets["querySecret"] != secrets["indexingSecret"]  # the writer's password never reaches a query path
+    settings = OperatorSettings.from_env(_operator_env(production))
+    assert settings.credentials_secret == secrets["querySecret"]
+    # no credential as a plain value anywhere, with the defaults or the production values
+    for values in ({}, production):
+        for template, docs in render(values).items():
+            assert all(d["kind"] != "Secret" for d in docs), template
+            text = yaml.safe_dump_all(docs)
+            assert not re.search(r"(?i)password\s*[:=]\s*[^\s{]", text.replace("secretKeyRef", "")), template
+            for d in docs:
+                for c in d.get("spec", {}).get("template", {}).get("spec", {}).get("containers", []):
+                    for e in c.get("env", []):
+                        if re.search(r"(PASSWORD|_TOKEN|SECRET_KEY|API_KEY)$", e["name"]):
+                            assert "value" not in e, (template, e["name"])
+    assert _secret_refs(container(one(render(), "api-deployment.yaml"))) == {}  # none named, none read
 
 
 def test_operator_deployment__workspace_and_stores() -> None:

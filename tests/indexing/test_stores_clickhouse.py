@@ -15,7 +15,7 @@ pytest.importorskip("chdb", reason="needs the clickhouse extra")
 pytest.importorskip("clickhouse_connect", reason="needs the clickhouse extra")
 
 from indexing.config import ClickHouseConfig, Config
-from indexing.errors import StoreError
+from indexing.errors import ConfigError, StoreError
 from indexing.schema import EMAILS, PRODUCTS
 from indexing.stores.clickhouse import (
     ChdbStore,
@@ -149,3 +149,16 @@ def test_factory_picks_by_config(chdb_path: Path, tmp_path: Path) -> None:
     with pytest.raises(StoreError) as err:
         make_sql_store(Config(workspace=tmp_path))  # would need <tmp_path>/chdb: a second path
     assert err.value.code == "chdb_path"
+
+
+def test_server_credentials_come_from_the_environment(chdb_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CLICKHOUSE_USER / CLICKHOUSE_PASSWORD reach clickhouse-connect (chDB has no users and ignores them); a
+    password without a user is a one-line configuration error that names no password."""
+    monkeypatch.setenv("CLICKHOUSE_USER", "reader")
+    monkeypatch.setenv("CLICKHOUSE_PASSWORD", "s3cret")
+    store = ClickHouseServerStore(f"chdb://{chdb_path.resolve()}")
+    assert store.query("SELECT 1 AS one") == [(1,)]
+    monkeypatch.delenv("CLICKHOUSE_USER")
+    with pytest.raises(ConfigError) as err:
+        ClickHouseServerStore("http://127.0.0.1:1")
+    assert str(err.value) == "CLICKHOUSE_PASSWORD is set without CLICKHOUSE_USER"

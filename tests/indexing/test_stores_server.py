@@ -129,3 +129,31 @@ def test_status_of_a_workspace_without_a_server(tmp_path: Any) -> None:
     assert not info.running and info.uri is None
     assert info.summary() == f"Milvus server: stopped ({server.server_dir(tmp_path)})"
     assert dataclasses.asdict(info)["running"] is False
+
+
+def test_a_server_with_authentication_takes_the_credentials_from_the_environment(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store's user and password come from MILVUS_USER / MILVUS_PASSWORD (a Secret on Kubernetes)."""
+    from indexing.errors import StoreError
+    from indexing.stores.milvus import MilvusStore
+
+    monkeypatch.setenv("MILVUS_USER", "root")
+    monkeypatch.setenv("MILVUS_PASSWORD", "Milvus")  # the first user of a new server with authentication
+    directory = tmp_path / "milvus-server"
+    state = server.start(directory, port=server.free_port(), authorization=True)
+    try:
+        uri = f"http://127.0.0.1:{state.port}"
+        store = MilvusStore(uri, MilvusConfig())
+        assert store.list_collections() == []
+        store.close()
+        monkeypatch.setenv("MILVUS_PASSWORD", "not-the-password")
+        with pytest.raises(StoreError) as wrong:
+            MilvusStore(uri, MilvusConfig()).list_collections()
+        assert "not-the-password" not in str(wrong.value) and "\n" not in str(wrong.value)
+        monkeypatch.delenv("MILVUS_USER")
+        monkeypatch.delenv("MILVUS_PASSWORD")
+        with pytest.raises(StoreError):
+            MilvusStore(uri, MilvusConfig()).list_collections()
+    finally:
+        server.stop(directory)

@@ -205,3 +205,14 @@ def test_the_store_flags_compose_the_config_as_prores_do(tmp_path: Path, capsys:
     assert main([f"--config={cfg_file}", f"--workspace={settings.workspace_mount}", f"--clickhouse-url={CLICKHOUSE}",
                  f"--milvus-uri={MILVUS}", "config"]) == 0  # fmt: skip
     assert yaml.safe_load(capsys.readouterr().out) == as_mapping(ours)
+
+
+def test_the_transformer_reads_the_store_credentials_from_the_query_secret() -> None:
+    _, isvc = _endpoint(settings=OperatorSettings(credentials_secret="proretrieval-stores-reader"))
+    env = isvc["spec"]["transformer"]["containers"][0]["env"]
+    refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in env if "valueFrom" in e}
+    assert set(refs) == {"CLICKHOUSE_USER", "CLICKHOUSE_PASSWORD", "MILVUS_USER", "MILVUS_PASSWORD", "MILVUS_TOKEN"}
+    assert all(r["name"] == "proretrieval-stores-reader" and r["optional"] for r in refs.values())
+    validate(isvc)
+    _, plain = _endpoint()
+    assert not [e for e in plain["spec"]["transformer"]["containers"][0]["env"] if "valueFrom" in e]

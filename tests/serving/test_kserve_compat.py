@@ -1,4 +1,4 @@
-"""serving.kserve_compat: the old vLLM module paths KServe 0.21 imports are aliased to vLLM 0.32's own
+"""serving.kserve_compat: the old vLLM module paths KServe 0.20 imports are aliased to vLLM 0.32's own
 modules and classes, only where they are missing, and every vLLM import of KServe's OpenAI routes resolves."""
 
 from __future__ import annotations
@@ -42,14 +42,14 @@ def unaliased() -> Iterator[None]:
 
 def test_this_vllm_lacks_the_old_paths_and_has_the_new(unaliased: None) -> None:
     if any(importable(old) for old in OLD):
-        pytest.skip("this vLLM still has the paths KServe 0.21 imports; the shim has nothing to do")
+        pytest.skip("this vLLM still has the paths KServe 0.20 imports; the shim has nothing to do")
     assert all(importable(new) for names in SPLIT.values() for new in names.values())
     assert all(importable(new) for new in MOVED.values())
 
 
 def test_aliases_the_missing_paths_to_vllms_own_classes(unaliased: None) -> None:
     if any(importable(old) for old in OLD):
-        pytest.skip("this vLLM still has the paths KServe 0.21 imports")
+        pytest.skip("this vLLM still has the paths KServe 0.20 imports")
     assert alias_moved_vllm_modules() == OLD
     split = sys.modules["vllm.entrypoints.openai.engine.protocol"]
     for name, new in SPLIT["vllm.entrypoints.openai.engine.protocol"].items():
@@ -83,7 +83,7 @@ def test_leaves_an_old_path_that_imports_alone(unaliased: None, monkeypatch: pyt
 
 def test_aliases_nothing_where_the_new_path_is_missing_too(unaliased: None, monkeypatch: pytest.MonkeyPatch) -> None:
     if any(importable(old) for old in OLD):
-        pytest.skip("this vLLM still has the paths KServe 0.21 imports")
+        pytest.skip("this vLLM still has the paths KServe 0.20 imports")
     monkeypatch.setattr(kserve_compat, "MOVED", {"vllm.entrypoints.chat_utils": "vllm.no_such_module"})
     monkeypatch.setattr(kserve_compat, "SPLIT", {"vllm.entrypoints.openai.engine.protocol": {"DeltaMessage": "vllm.nope"}})
     assert kserve_compat.alias_moved_vllm_modules() == ()
@@ -104,7 +104,7 @@ def _kserve_vllm_imports() -> list[tuple[str, str]]:
 def test_every_vllm_import_of_kserve_resolves_to_vllms_own_class() -> None:
     alias_moved_vllm_modules()
     imports = _kserve_vllm_imports()
-    assert ("vllm.entrypoints.openai.engine.protocol", "DeltaMessage") in imports  # KServe 0.21's paths
+    assert ("vllm.entrypoints.openai.engine.protocol", "DeltaMessage") in imports  # KServe 0.20's paths
     for module, name in imports:
         value = getattr(importlib.import_module(module), name)
         if module in SPLIT:

@@ -72,12 +72,19 @@ app.kubernetes.io/component: {{ .component }}
   value: "false"
 {{- end -}}
 
-{{/* envFrom of the store credentials, when a secret is named. */}}
-{{- define "proretrieval.envFrom" -}}
-{{- with .Values.stores.credentialsSecret }}
-envFrom:
-  - secretRef:
-      name: {{ . }}
+{{/* Store credentials as variables from a named Secret (each key optional), never as values: call with the
+Secret's name; an empty name gives nothing. The keys are indexing.stores.credentials.ENV_KEYS. */}}
+{{- define "proretrieval.credentialsEnv" -}}
+{{- $secret := . -}}
+{{- if $secret }}
+{{- range list "CLICKHOUSE_USER" "CLICKHOUSE_PASSWORD" "MILVUS_USER" "MILVUS_PASSWORD" "MILVUS_TOKEN" }}
+- name: {{ . }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: {{ . }}
+      optional: true
+{{- end }}
 {{- end }}
 {{- end -}}
 

@@ -1,0 +1,104 @@
+"""Smoke test of the images `make images` builds (Containerfile), run inside each image with `buildah run`.
+
+Each image's entrypoint answers ``--help``, it runs as the chart's non-root user, its tag is Chart.yaml's
+appVersion and it is the name the chart and the operator use. Marked slow; an image that `make images`
+has not built on this machine is skipped with that reason, so the suite runs where buildah or the images
+are absent (CI does not build them: about half an hour of the two cores).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from operators.settings import OperatorSettings
+from tests.charts.chart import CHART
+
+pytestmark = pytest.mark.slow
+
+BUILDAH = ["buildah", "--storage-driver", "vfs"]
+VERSION = str(yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"])
+VALUES = yaml.safe_load((CHART / "values.yaml").read_text())
+RUN_AS = VALUES["podSecurityContext"]["runAsUser"]
+
+
+def _image_names() -> dict[str, str]:
+    """The image of each Containerfile target, as the chart's values and the operator's defaults name it."""
+    settings = OperatorSettings()
+    return {
+        "app": f"{VALUES['image']['repository']}:{VERSION}",
+        "transformer": settings.transformer_image,
+        "operator": f"{VALUES['operator']['image']['repository']}:{VERSION}",
+        "train": settings.training_image,
+    }
+
+
+IMAGES = _image_names()
+
+
+def _buildah(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*BUILDAH, *args], capture_output=True, text=True, timeout=timeout, check=False)
+
+
+@pytest.fixture(params=sorted(IMAGES))
+def image(request: pytest.FixtureRequest) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """A working container of one built image: (target, container, the image's OCI config)."""
+    if shutil.which("buildah") is None:
+        pytest.skip("buildah is not installed (make images installs nothing; apt-get install buildah)")
+    target, name = request.param, IMAGES[request.param]
+    found = _buildah("inspect", "--type", "image", name)
+    if found.returncode != 0:
+        pytest.skip(f"{name} is not built here: run `make images` first")
+    config = json.loads(found.stdout)["OCIv1"]["config"]
+    ctr = _buildah("from", "--pull-never", name).stdout.strip()
+    try:
+        yield target, ctr, config
+    finally:
+        _buildah("rm", ctr)
+
+
+def _run(ctr: str, *cmd: str) -> subprocess.CompletedProcess[str]:
+    return _buildah("run", "--isolation", "chroot", ctr, "--", *cmd)
+
+
+def test_every_image_is_tagged_with_the_charts_app_version() -> None:
+    assert VERSION
+    for target, name in IMAGES.items():
+        assert name.endswith(f":{VERSION}"), (target, name)
+
+
+def test_the_entrypoint_answers_help_as_the_non_root_user(image: tuple[str, str, dict[str, Any]]) -> None:
+    target, ctr, config = image
+    assert config.get("User") == f"{RUN_AS}:{RUN_AS}", config.get("User")
+    command = [*(config.get("Entrypoint") or []), *(config.get("Cmd") or [])]
+    assert "--help" in command, command
+    ran = _run(ctr, *command)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert "usage" in ran.stdout.lower(), ran.stdout[:500]
+    uid = _run(ctr, "python", "-c", "import os; print(os.getuid(), os.getgid())")
+    assert uid.stdout.split() == [str(RUN_AS), str(RUN_AS)], (target, uid.stdout, uid.stderr[-500:])
+
+
+def test_the_app_image_embeds_with_its_own_minilm_offline() -> None:
+    name = IMAGES["app"]
+    if shutil.which("buildah") is None or _buildah("inspect", "--type", "image", name).returncode != 0:
+        pytest.skip(f"{name} is not built here: run `make images` first")
+    ctr = _buildah("from", "--pull-never", name).stdout.strip()
+    try:
+        code = (
+            "from indexing.config import EmbedderConfig; from indexing.embedders.registry import make_embedder;"
+            "from indexing.schema import Role; import numpy as np;"
+            "v = make_embedder(EmbedderConfig(), Role.TEXT).embed(['noise cancelling headphones']);"
+            "print(v.shape[1], round(float(np.linalg.norm(v[0])), 3))"
+        )
+        ran = _run(ctr, "python", "-c", code)
+        assert ran.returncode == 0, ran.stderr[-2000:]
+        assert ran.stdout.split()[-2:] == ["384", "1.0"], ran.stdout
+    finally:
+        _buildah("rm", ctr)
