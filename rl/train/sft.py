@@ -7,6 +7,7 @@ paper's rule). An interrupted run resumes from its latest complete checkpoint.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -64,6 +65,9 @@ class SftJob:
     max_minutes: float | None = None
     """Stop after this many minutes of training (equal-wall-clock ablations); None: at ``max_steps``/epochs."""
     init_embeddings: InitEmbeddings = "random"
+    deepspeed: str | None = None
+    """DeepSpeed ZeRO through accelerate: ``zero2``, ``zero3`` (rl/train/deepspeed) or a JSON config; ``None``
+    trains without it. A run not started by a launcher is a world of one (on CPU, DeepSpeed's gloo backend)."""
     """How a new model's token embeddings start: ``random``, or ``minilm`` (:mod:`rl.train.warm_start`:
     each token from MiniLM's WordPiece embeddings of its text). Ignored with ``init``."""
 
@@ -145,6 +149,7 @@ def sft_trainer(job: SftJob, index: ExemplarIndex | None = None, **overrides: An
         "completion_only_loss": True,
         "packing": False,
         "train_sampling_strategy": "group_by_length" if p.group_by_length else "random",
+        **_deepspeed_options(job.deepspeed),
         **overrides,
     }
     trainer = SFTTrainer(model=model, args=SFTConfig(**options), train_dataset=to_dataset(train_rows),
@@ -155,6 +160,16 @@ def sft_trainer(job: SftJob, index: ExemplarIndex | None = None, **overrides: An
                          f"within max_length {options['max_length']}; raise sft.max_length or use a shorter "
                          "prompt profile", code="train_max_length")  # fmt: skip
     return trainer, tok, train_rows
+
+
+def _deepspeed_options(name: str | None) -> dict[str, Any]:
+    """The ``SFTConfig`` options of a DeepSpeed run (none without one); a world of one where no launcher ran."""
+    if name is None:
+        return {}
+    from rl.train.deepspeed import resolve, single_process_env
+
+    os.environ.update(single_process_env())
+    return {"deepspeed": str(resolve(name))}
 
 
 def run_sft(job: SftJob) -> dict[str, Any]:
@@ -177,6 +192,10 @@ def run_sft(job: SftJob) -> dict[str, Any]:
     extra: dict[str, Any] = {}
     if job.init is None:
         extra["init_embeddings"] = job.init_embeddings
+    if job.deepspeed is not None:
+        from rl.train.deepspeed import resolve, stage
+
+        extra["deepspeed"] = {"config": job.deepspeed, "zero_stage": stage(resolve(job.deepspeed))}
     if index is not None:
         index.save(final)
         extra["exemplars"] = index.card(job.exemplars)

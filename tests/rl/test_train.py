@@ -163,3 +163,32 @@ def test_offset_gives_training_requests_the_limited_run_never_saw(train_bench: W
     with pytest.raises(TrainError) as err:
         rows(job(offset=10_000))
     assert err.value.code == "train_window" and "skips all" in err.value.one_line()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config", ["zero2", "zero3"])
+def test_sft_trains_under_deepspeed_zero_on_cpu(config: str, train_bench: Workspace, tmp_path: Path) -> None:
+    """`prore train sft --deepspeed zeroN`: DeepSpeed's own engine (CPU accelerator, a world of one over gloo)
+    trains the tiny planner a few steps; its checkpoints are ZeRO's (sharded optimizer states), and the final
+    model, gathered from the shards, loads as a planner. Run as the README's command in its own process, so that
+    its process group cannot leak into other tests."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("deepspeed", reason="needs the deepspeed extra")
+    from rl.train.model import load_model
+
+    out = tmp_path / config
+    cmd = [sys.executable, "-m", "prore", "--workspace", str(train_bench.root), "train", "sft", *TINY,
+           "--max-steps", "4", "--eval-steps", "2", "--lr", "3e-3", "--deepspeed", config, "--out", str(out)]  # fmt: skip
+    ran = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["steps"] == 4 and summary["train_loss"] > 0
+    losses = [r["loss"] for r in read_metrics(out) if "loss" in r]
+    assert len(losses) == 4 and losses[-1] < losses[0]
+    states = sorted(p.name for p in (out / "checkpoint-4" / "global_step4").iterdir())
+    assert any("zero_pp_rank_0" in name and name.endswith("optim_states.pt") for name in states), states
+    assert read_card(out / "final")["deepspeed"] == {"config": config, "zero_stage": int(config[-1])}
+    model = load_model(out / "final")
+    assert parameter_count(model) == summary["parameters"]
