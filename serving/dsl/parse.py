@@ -174,7 +174,16 @@ def _json_type(value: object) -> str:
 
 
 def _join(path: str, key: object) -> str:
-    return f"{path}.{key}" if path else str(key)
+    """``path.key``; a key that is not a plain name (a model may write any string) is quoted, so that a path
+    never carries a newline or another control character into a one-line error.
+
+    >>> _join("retrieval_list[1]", "rerank"), _join("retrieval_list[1]", "re rank")
+    ('retrieval_list[1].rerank', "retrieval_list[1].'re rank'")
+    """
+    name = str(key)
+    if not name.isidentifier():
+        name = repr(name)
+    return f"{path}.{name}" if path else name
 
 
 def _check_keys(

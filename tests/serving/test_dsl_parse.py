@@ -161,3 +161,17 @@ def test_error_one_line_and_dict() -> None:
         "position": 30,
     }
     assert DslError("x", code=Code.MISSING_ID_SET).one_line() == "error missing_id_set: x"
+
+
+def test_an_unknown_key_with_a_newline_stays_on_one_line() -> None:
+    """Found by hypothesis in CI: a model's key such as 'rera\\nk' reached the error's path unescaped."""
+    import json as _json
+
+    from serving.dsl.errors import FormatError
+    from serving.dsl.parse import parse_program
+
+    text = _json.dumps({"sql": "SELECT id FROM products WHERE id IN <text_1>",
+                        "retrieval_list": [{"type": "text", "field": "title", "query": "x", "rera\nk": 1}]})  # fmt: skip
+    with pytest.raises(FormatError) as err:
+        parse_program(text)
+    assert err.value.code == "unknown_key" and "\n" not in err.value.one_line()
