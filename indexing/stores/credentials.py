@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from indexing.errors import ConfigError
@@ -42,8 +42,8 @@ class Credentials:
     """A store's user and password (or token), as the environment gives them."""
 
     user: str | None = None
-    password: str | None = field(default=None, repr=False)
-    token: str | None = field(default=None, repr=False)
+    password: str | None = None
+    token: str | None = None
 
     def __repr__(self) -> str:
         hidden = ", password='***'" if self.password else ""

@@ -183,6 +183,7 @@ def wait_ready(uri: str, *, timeout_s: float = 180.0, pid: int | None = None) ->
     logging.getLogger("pymilvus").setLevel(logging.CRITICAL)
     host_port = uri.split("://", 1)[-1]
     host, _, port = host_port.rpartition(":")
+    creds = Credentials.from_env("MILVUS").milvus_args()
     deadline = time.monotonic() + timeout_s
     last = "no answer"
     while True:
@@ -191,7 +192,6 @@ def wait_ready(uri: str, *, timeout_s: float = 180.0, pid: int | None = None) ->
         try:
             with socket.create_connection((host or "127.0.0.1", int(port)), timeout=1):
                 pass
-            creds = Credentials.from_env("MILVUS").milvus_args()
             client = pymilvus.MilvusClient(uri=uri, timeout=2, dedicated=True, **creds)
             try:
                 client.list_collections(timeout=2)

@@ -65,11 +65,11 @@ class SftJob:
     max_minutes: float | None = None
     """Stop after this many minutes of training (equal-wall-clock ablations); None: at ``max_steps``/epochs."""
     init_embeddings: InitEmbeddings = "random"
+    """How a new model's token embeddings start: ``random``, or ``minilm`` (:mod:`rl.train.warm_start`:
+    each token from MiniLM's WordPiece embeddings of its text). Ignored with ``init``."""
     deepspeed: str | None = None
     """DeepSpeed ZeRO through accelerate: ``zero2``, ``zero3`` (rl/train/deepspeed) or a JSON config; ``None``
     trains without it. A run not started by a launcher is a world of one (on CPU, DeepSpeed's gloo backend)."""
-    """How a new model's token embeddings start: ``random``, or ``minilm`` (:mod:`rl.train.warm_start`:
-    each token from MiniLM's WordPiece embeddings of its text). Ignored with ``init``."""
 
 
 def instances(job: SftJob) -> tuple[list[Instance], list[Instance]]:
