@@ -19,6 +19,13 @@ whether both paths gave every rollout the same score. Prints a table; writes
 ``bench/results/reward.json``. ``--quick`` uses a 1,000-product corpus and 64 prompts for the
 one-by-one loop (the service still scores all 8,192).
 
+**SFT-sampled rollouts** (``--planner DIR --planner-workspace W``, a second set beside the synthetic mix):
+512 train requests of ``W``'s benchmark, 16 samples each at temperature 1.0 from the planner, decoded as a
+rollout worker decodes them (the planner card's prompt, free decoding, vLLM's CPU build). Duplicates and
+near-duplicates then occur as they do in a training step. The gold id of each request is what its gold
+program ranks first on the bench's own index, so the same rollouts score on the 1,000-product and the
+3,000-product corpora alike.
+
 Both paths run once per vector store deployment (``--milvus``, default both, side by side): Milvus
 Lite in the workspace (the zero-setup default) and the local Milvus server (``prore stores up``,
 started in the workspace for the run), each with its own index of the same corpus (FLAT, so the
@@ -214,6 +221,51 @@ def build_rollouts(workspace: Path, size: int, seed: int) -> dict[str, Any]:
     }
 
 
+def build_sampled(workspace: Path, size: int, seed: int, planner: Path, planner_workspace: Path) -> dict[str, Any]:
+    """512 train requests of ``planner_workspace``'s benchmark, 16 samples each from ``planner`` at temperature
+    1.0, with each request's gold id read from the bench's own index (its gold program's first result)."""
+    from indexing.config import load_config
+    from rl.bench.store import load_split
+    from rl.eval.methods import MethodContext
+    from rl.train.planner import generate
+    from serving.dsl import parse_program
+    from serving.engine import Engine, ExecutionResult
+
+    ensure_index(workspace, size)
+    from indexing.workspace import Workspace
+
+    instances = load_split(Workspace(planner_workspace), DOMAIN, "train")
+    rng = random.Random(seed)
+    picked = rng.sample(instances, min(PROMPTS, len(instances)))
+    eng = Engine.open(config(workspace), DOMAIN)
+    golds = eng.execute_many([parse_program(inst.program) for inst in picked], k=20)
+    eng.close()
+    chosen = [(inst, g.ids[0]) for inst, g in zip(picked, golds, strict=True)
+              if isinstance(g, ExecutionResult) and g.ids][:PROMPTS]  # fmt: skip
+    if len(chosen) < PROMPTS:
+        raise SystemExit(f"error sampled_rollouts: only {len(chosen)} of {PROMPTS} train requests have a gold "
+                         "result on the bench's index; synthesize a larger train split")  # fmt: skip
+    ctx = MethodContext(load_config(workspace=planner_workspace), DOMAIN)
+    start = time.perf_counter()
+    try:
+        samples = generate(ctx, str(planner), [inst.nl for inst, _ in chosen], n=SAMPLES, temperature=1.0)
+    finally:
+        ctx.close()
+    elapsed = time.perf_counter() - start
+    rollouts = [{"completion": c.text, "domain": DOMAIN, "gold_id": gold, "prompt": n}
+                for n, ((_, gold), got) in enumerate(zip(chosen, samples, strict=True)) for c in got]  # fmt: skip
+    completions = [r["completion"] for r in rollouts]
+    per_prompt = [len({r["completion"] for r in rollouts if r["prompt"] == n}) for n in range(len(chosen))]
+    return {
+        "source": f"{SAMPLES} samples per request from the planner {planner.name} (temperature 1.0)",
+        "rollouts": rollouts,
+        "distinct_completions": len(set(completions)),
+        "distinct_per_prompt_median": statistics.median(per_prompt),
+        "sampling_s": elapsed,
+        "corpus_docs": size,
+    }
+
+
 # -- the one-by-one loop (a child process) ----------------------------------------------------------
 
 
@@ -304,7 +356,9 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def run_clients(url: str, rollouts: Sequence[dict[str, Any]], in_flight: int) -> dict[str, Any]:
+async def run_clients(
+    url: str, rollouts: Sequence[dict[str, Any]], in_flight: int, batch_ms: float = 0.0
+) -> dict[str, Any]:
     from rl.reward.client import RewardClient
 
     latencies: list[float] = []
@@ -323,7 +377,7 @@ async def run_clients(url: str, rollouts: Sequence[dict[str, Any]], in_flight: i
 
         await asyncio.gather(*(one(i) for i in range(c, len(rollouts), CLIENTS)))
 
-    clients = [RewardClient(url, max_connections=in_flight) for _ in range(CLIENTS)]
+    clients = [RewardClient(url, max_connections=in_flight, batch_window_ms=batch_ms) for _ in range(CLIENTS)]
     start = time.perf_counter()
     await asyncio.gather(*(worker(c, client) for c, client in enumerate(clients)))
     elapsed = time.perf_counter() - start
@@ -347,7 +401,12 @@ def scrape(url: str) -> dict[str, float]:
 
 
 def service_run(
-    workspace: Path, rollouts: list[dict[str, Any]], in_flight: int, window_ms: float, workers: int = 1
+    workspace: Path,
+    rollouts: list[dict[str, Any]],
+    in_flight: int,
+    window_ms: float,
+    workers: int = 1,
+    batch_ms: float = 0.0,
 ) -> dict[str, Any]:
     import httpx
 
@@ -373,7 +432,7 @@ def service_run(
                 raise SystemExit("the reward service did not get ready within 300 s")
             time.sleep(0.2)
         service_cpu, client_cpu = cpu_seconds(proc.pid), cpu_seconds(os.getpid())
-        out = asyncio.run(run_clients(url, rollouts, in_flight))
+        out = asyncio.run(run_clients(url, rollouts, in_flight, batch_ms))
         # The clients share these cores with the service here; on a cluster verl's workers are elsewhere.
         service_after, client_after = cpu_seconds(proc.pid), cpu_seconds(os.getpid())
         if None not in (service_cpu, service_after, client_cpu, client_after):
@@ -412,11 +471,20 @@ def summary(run: dict[str, Any], n: int) -> dict[str, Any]:
 
 
 def table(results: dict[str, Any]) -> str:
+    """Every rollout set's table, then the machine."""
+    out = [set_table(name, run, results) for name, run in results["sets"].items()]
+    m = results["machine"]
+    out.append(f"client process peak memory: {results['client_peak_rss_mb']:.0f} MB\n"
+               f"machine: {m['cores']} cores, {m['cpu']}, load {m['load_avg_1m_at_start']:.1f}")  # fmt: skip
+    return "\n\n".join(out)
+
+
+def set_table(name: str, results: dict[str, Any], common: dict[str, Any]) -> str:
     r0 = results["rollouts"]
-    lines = [f"{PROMPTS} prompts x {SAMPLES} samples = {PROMPTS * SAMPLES} rollouts from {r0['source']} "
+    lines = [f"[{name}] {PROMPTS} prompts x {SAMPLES} samples = {PROMPTS * SAMPLES} rollouts from {r0['source']} "
              f"({r0['distinct_completions']} distinct completions, {r0['corpus_docs']} docs); MiniLM query "
-             f"embedder on {results.get('minilm_backend', 'torch')}",
-             f"{'Milvus':<8} {'path':<22} {'items':>6} {'seconds':>8} {'programs/s':>11} {'p50 ms':>8} {'p99 ms':>9} "
+             f"embedder on {common.get('minilm_backend', 'torch')}",
+             f"{'Milvus':<8} {'path':<36} {'items':>6} {'seconds':>8} {'programs/s':>11} {'p50 ms':>8} {'p99 ms':>9} "
              f"{'peak MB':>8}"]  # fmt: skip
     notes: list[str] = []
     for deployment, d in results["deployments"].items():
@@ -424,11 +492,11 @@ def table(results: dict[str, Any]) -> str:
             notes.append(f"{deployment}: not measured ({d.get('skipped')})")
             continue
         s, o = d["service"], d["one_by_one"]
-        rows = [(f"service, {CLIENTS} cl., {w} wkr", r) for w, r in d["service_by_workers"].items()]
+        rows = [(f"service, {label}", r) for label, r in d["service_by_variant"].items()]
         for label, r in (*rows, ("one by one", o)):
-            lines.append(f"{deployment:<8} {label:<22} {r['n']:>6} {r['elapsed_s']:>8.2f} {r['programs_per_s']:>11.1f} "
+            lines.append(f"{deployment:<8} {label:<36} {r['n']:>6} {r['elapsed_s']:>8.2f} {r['programs_per_s']:>11.1f} "
                          f"{r['p50_ms']:>8.2f} {r['p99_ms']:>9.2f} {r['peak_rss_mb'] or 0:>8.0f}")  # fmt: skip
-        notes.append(f"{deployment}: ratio (programs/s, service with {d['engine_workers']} worker(s) / one by one) "
+        notes.append(f"{deployment}: ratio (programs/s, service {d['fastest_service']} / one by one) "
                      f"{d['ratio']:.1f}x; same scores: "
                      f"{d['agree']}; {s['batches']:.0f} batches of {s['mean_batch_items']:.1f} items "
                      f"({s['mean_batch_requests']:.1f} requests) on average, {s['batch_seconds_sum']:.2f} s in the "
@@ -447,33 +515,30 @@ def table(results: dict[str, Any]) -> str:
     if "server_vs_lite" in results:
         x = results["server_vs_lite"]
         lines.append(f"server / lite (programs/s): service {x['service']:.2f}x, one by one {x['one_by_one']:.2f}x")
-    lines.append(f"client process peak memory: {results['client_peak_rss_mb']:.0f} MB")
     for goal, (value, target, met) in results["goals"].items():
         lines.append(
             f"goal {goal:<36} target {target:>6.1f}  reached {value:>8.2f}  {'met' if met else 'NOT met'}"
         )
-    m = results["machine"]
-    lines.append(f"machine: {m['cores']} cores, {m['cpu']}, load {m['load_avg_1m_at_start']:.1f}")
     return "\n".join(lines)
 
 
 def measure(
-    deployment: str, workspace: Path, rollouts: list[dict[str, Any]], docs: int, loop_prompts: int,
-    args: argparse.Namespace,
+    deployment: str, workspace: Path, rollouts_file: Path, rollouts: list[dict[str, Any]], docs: int,
+    loop_prompts: int, args: argparse.Namespace,
 ) -> dict[str, Any]:
     """Both paths on one deployment's index (built first, unless present): the service, then one by one."""
     me = [sys.executable, str(Path(__file__).resolve())]
-    rollouts_file = args.workspace / f"products-{docs}" / "rollouts.json"
     common = ["--workspace", str(workspace), "--rollouts", str(rollouts_file), "--seed", str(args.seed)]
     print(f"{deployment}: the index (reused when present)", file=sys.stderr)
     start = time.perf_counter()
     subprocess.run([*me, "--child", "index", "--docs", str(docs), *common], check=True)
     out: dict[str, Any] = {"index_s": time.perf_counter() - start}
-    services: dict[int, dict[str, Any]] = {}
+    services: dict[str, dict[str, Any]] = {}
     for workers in args.engine_workers:
-        print(f"{deployment}: service, {len(rollouts)} rollouts, {CLIENTS} clients, {workers} engine worker(s)",
-              file=sys.stderr)  # fmt: skip
-        services[workers] = service_run(workspace, rollouts, args.in_flight, args.window_ms, workers)
+        for batch_ms in args.client_batch_ms:
+            label = f"{workers} wkr, cl. batch {batch_ms:g} ms"
+            print(f"{deployment}: service, {len(rollouts)} rollouts, {CLIENTS} clients, {label}", file=sys.stderr)
+            services[label] = service_run(workspace, rollouts, args.in_flight, args.window_ms, workers, batch_ms)
     fastest = min(services, key=lambda w: services[w]["elapsed_s"])
     print(f"{deployment}: one by one, {loop_prompts * SAMPLES} rollouts", file=sys.stderr)
     loop_out = subprocess.run([*me, "--child", "loop", "--loop-prompts", str(loop_prompts), *common],
@@ -487,9 +552,9 @@ def measure(
     out["agree"] = all(
         run["keys"][i] == loop["keys"][j] for run in services.values() for j, i in enumerate(subset)
     )
-    out["engine_workers"] = fastest
-    out["service_by_workers"] = {str(w): summary(run, len(rollouts)) for w, run in services.items()}
-    out["service"] = out["service_by_workers"][str(fastest)]
+    out["fastest_service"] = fastest
+    out["service_by_variant"] = {label: summary(run, len(rollouts)) for label, run in services.items()}
+    out["service"] = out["service_by_variant"][fastest]
     out["one_by_one"] = summary(loop, loop["n"])
     out["ratio"] = out["service"]["programs_per_s"] / out["one_by_one"]["programs_per_s"]
     return out
@@ -498,6 +563,9 @@ def measure(
 def child(mode: str, args: argparse.Namespace) -> int:
     if mode == "build":
         data = build_rollouts(args.workspace, args.docs, args.seed)
+        args.rollouts.write_text(json.dumps(data))
+    elif mode == "sample":
+        data = build_sampled(args.workspace, args.docs, args.seed, args.planner, args.planner_workspace)
         args.rollouts.write_text(json.dumps(data))
     elif mode == "index":
         ensure_index(args.workspace, args.docs)
@@ -511,7 +579,7 @@ def child(mode: str, args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument(
-        "--quick", action="store_true", help="a 1,000-product corpus; the one-by-one loop on 64 prompts"
+        "--quick", action="store_true", help="a 1,000-product corpus (default: 3,000, the paper's)"
     )
     parser.add_argument(
         "--workspace", type=Path, default=DEFAULT_WORKSPACE, help="where the corpus and index live"
@@ -538,9 +606,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--engine-workers", type=lambda v: [int(w) for w in v.split(",") if w.strip()], default=[1],
         help="the service's engine threads, side by side (a comma list, for example 1,2; default 1)",
     )
-    parser.add_argument("--child", choices=("build", "index", "loop", "stages"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--client-batch-ms",
+        type=lambda v: [float(w) for w in v.split(",") if w.strip()],
+        default=[0.0, 2.0],
+        help="the clients' batching window, side by side (0: one request per sample, as verl's loop sends them; "
+        "default 0,2)",
+    )
+    parser.add_argument(
+        "--planner", type=Path, default=None,
+        help="a trained planner directory: add SFT-sampled rollouts (16 samples per train request at temperature "
+        "1.0) beside the synthetic mix; needs --planner-workspace",
+    )
+    parser.add_argument(
+        "--planner-workspace", type=Path, default=None,
+        help="the workspace whose ecommerce benchmark train split gives the planner's requests (make demo's)",
+    )
+    parser.add_argument(
+        "--loop-prompts", type=int, default=PROMPTS,
+        help=f"prompts the one-by-one loop scores (default {PROMPTS}: all {PROMPTS * SAMPLES} rollouts)",
+    )
+    parser.add_argument("--child", choices=("build", "sample", "index", "loop", "stages"), help=argparse.SUPPRESS)
     parser.add_argument("--docs", type=int, default=0, help=argparse.SUPPRESS)
-    parser.add_argument("--loop-prompts", type=int, default=PROMPTS, help=argparse.SUPPRESS)
     parser.add_argument("--rollouts", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     unknown = sorted(set(args.milvus) - set(DEPLOYMENTS))
@@ -550,22 +637,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.child:
         return child(args.child, args)
 
+    if (args.planner is None) != (args.planner_workspace is None):
+        parser.error("--planner and --planner-workspace go together")
     docs = 1000 if args.quick else 3000
-    loop_prompts = 64 if args.quick else PROMPTS
     base = args.workspace / f"products-{docs}"
     base.mkdir(parents=True, exist_ok=True)
-    rollouts_file = base / "rollouts.json"
     me = [sys.executable, str(Path(__file__).resolve())]
-    print("building the corpus, index and rollouts (reused when present)", file=sys.stderr)
     os.environ.pop(MILVUS_ENV, None)
-    subprocess.run([*me, "--child", "build", "--docs", str(docs), "--workspace", str(base),
-                    "--rollouts", str(rollouts_file), "--seed", str(args.seed)], check=True)  # fmt: skip
+    sets = {"synthetic": ("build", base / f"rollouts-s{args.seed}.json", [])}
+    if args.planner is not None:
+        sets["sft-sampled"] = ("sample", base / f"rollouts-sft-s{args.seed}.json", [
+            "--planner", str(args.planner.resolve()), "--planner-workspace", str(args.planner_workspace.resolve())])  # fmt: skip
+    results: dict[str, Any] = {"quick": args.quick, "machine": machine(), "in_flight_per_client": args.in_flight,
+                               "window_ms": args.window_ms, "minilm_backend": args.minilm_backend, "sets": {}}  # fmt: skip
+    for name, (mode, rollouts_file, extra) in sets.items():
+        print(f"[{name}] building the corpus, index and rollouts (reused when present)", file=sys.stderr)
+        if not rollouts_file.is_file():
+            subprocess.run([*me, "--child", mode, "--docs", str(docs), "--workspace", str(base),
+                            "--rollouts", str(rollouts_file), "--seed", str(args.seed), *extra], check=True)  # fmt: skip
+        results["sets"][name] = measure_set(args, base, rollouts_file, docs)
+    results["client_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    print(table(results))
+    print(f"wrote {args.out}")
+    return 0
+
+
+def measure_set(args: argparse.Namespace, base: Path, rollouts_file: Path, docs: int) -> dict[str, Any]:
+    """One rollout set on every deployment, side by side, and its goals."""
     data = json.loads(rollouts_file.read_text())
     rollouts = data["rollouts"]
-    results: dict[str, Any] = {"quick": args.quick, "machine": machine(), "in_flight_per_client": args.in_flight,
-                               "window_ms": args.window_ms, "minilm_backend": args.minilm_backend}  # fmt: skip
-    results["rollouts"] = {k: v for k, v in data.items() if k != "rollouts"}
-    results["deployments"] = {}
+    loop_prompts = min(args.loop_prompts, PROMPTS)
+    results: dict[str, Any] = {"rollouts": {k: v for k, v in data.items() if k != "rollouts"}, "deployments": {}}
     for deployment in args.milvus:
         workspace = base if deployment == "lite" else args.workspace / f"products-{docs}-{deployment}"
         workspace.mkdir(parents=True, exist_ok=True)
@@ -577,7 +681,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 continue
             os.environ[MILVUS_ENV] = uri
         try:
-            results["deployments"][deployment] = measure(deployment, workspace, rollouts, docs, loop_prompts, args)
+            results["deployments"][deployment] = measure(
+                deployment, workspace, rollouts_file, rollouts, docs, loop_prompts, args
+            )
         finally:
             os.environ.pop(MILVUS_ENV, None)
             if deployment == "server":
@@ -593,17 +699,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             / measured["lite"]["one_by_one"]["programs_per_s"],
         }
     best = min(measured, key=lambda d: measured[d]["service"]["elapsed_s"])
-    results["client_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     step_s, ratio = measured[best]["service"]["elapsed_s"], measured[best]["ratio"]
     results["goals"] = {
         f"step seconds (8,192 rollouts; {best})": (step_s, GOALS["step_s"], step_s <= GOALS["step_s"]),
         f"x one by one ({best})": (ratio, GOALS["ratio_vs_one_by_one"], ratio >= GOALS["ratio_vs_one_by_one"]),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2, default=str) + "\n")
-    print(table(results))
-    print(f"wrote {args.out}")
-    return 0
+    return results
 
 
 if __name__ == "__main__":

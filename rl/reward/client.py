@@ -80,6 +80,8 @@ class RewardClient:
         backoff_s: float = 0.05,
         max_backoff_s: float = 5.0,
         max_connections: int = 64,
+        batch_window_ms: float = 0.0,
+        max_batch_items: int = 256,
     ) -> None:
         url = base_url or os.environ.get(URL_ENV)
         if not url:
@@ -88,6 +90,12 @@ class RewardClient:
             raise RewardError(f"max_attempts must be positive, got {max_attempts}", code="bad_reward_config")
         if max_connections < 1:
             raise RewardError(f"max_connections must be positive, got {max_connections}", code="bad_reward_config")
+        if batch_window_ms < 0 or max_batch_items < 1:
+            raise RewardError(
+                f"batch_window_ms must be >= 0 and max_batch_items positive, got {batch_window_ms} and "
+                f"{max_batch_items}",
+                code="bad_reward_config",
+            )
         self.base_url = url.rstrip("/")
         self.max_attempts = max_attempts
         self.backoff_s = backoff_s
@@ -96,6 +104,11 @@ class RewardClient:
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
+        self.batch_window_s = batch_window_ms / 1000
+        self.max_batch_items = max_batch_items
+        self._pending: list[tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._sending: set[asyncio.Task[None]] = set()
 
     def _http(self) -> aiohttp.ClientSession:
         # Made on first use: an aiohttp session belongs to the event loop that is running when it is made.
@@ -111,6 +124,10 @@ class RewardClient:
         await self.aclose()
 
     async def aclose(self) -> None:
+        """Send what is waiting for its batch, wait for every batch in flight, then close the connections."""
+        self._flush()
+        while self._sending:
+            await asyncio.gather(*self._sending, return_exceptions=True)
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -173,13 +190,59 @@ class RewardClient:
                 item[key] = value
         if relevant is not None:
             item["relevant"] = list(relevant)
-        return (await self.score([item]))[0]
+        if self.batch_window_s <= 0:
+            return (await self.score([item]))[0]
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending.append((item, future))
+        if len(self._pending) >= self.max_batch_items:
+            self._flush()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self.batch_window_s, self._flush)
+        return await future
+
+    def _flush(self) -> None:
+        """Send the items waiting for a batch as one request (a task; its callers await their futures)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        batch, self._pending = self._pending, []
+        if batch:
+            task = asyncio.get_running_loop().create_task(self._send(batch))
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
+
+    async def _send(self, batch: Sequence[tuple[dict[str, Any], asyncio.Future[dict[str, Any]]]]) -> None:
+        try:
+            results = await self.score([item for item, _ in batch])
+        except RewardError as exc:
+            if len(batch) == 1 or isinstance(exc, RewardUnavailable):
+                _settle([f for _, f in batch], exc)
+                return
+            # A refusal names one bad item, and would fail its neighbours: each item goes alone.
+            await asyncio.gather(*(self._send([one]) for one in batch))
+            return
+        except BaseException as exc:  # cancelled, or a bug: no caller may wait forever
+            _settle([f for _, f in batch], exc)
+            raise
+        for (_, future), result in zip(batch, results, strict=True):
+            if not future.done():
+                future.set_result(result)
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         # Jitter spreads callers that were refused together, so they do not come back together.
         if retry_after is not None:
             return retry_after + random.uniform(0, self.backoff_s)
         return random.uniform(0, min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1)))
+
+
+def _settle(futures: Sequence[asyncio.Future[Any]], exc: BaseException) -> None:
+    for future in futures:
+        if future.done():
+            continue
+        if isinstance(exc, asyncio.CancelledError):
+            future.cancel()
+        else:
+            future.set_exception(exc)
 
 
 def _reason(body: bytes, phrase: str | None) -> tuple[str, str]:

@@ -129,6 +129,29 @@ def test_concurrent_clients_are_coalesced(
     assert metric(m, "reward_engine_cache_hit_rate", domain=DOMAIN, cache="programs") > 0.0
 
 
+def test_client_batching_sends_one_request_per_window_and_isolates_a_bad_item(
+    service: Running, scorer: RewardScorer, rollouts: list[dict[str, Any]]
+) -> None:
+    bad = {"completion": "{}", "domain": "recipes", "gold_id": "x"}  # a domain the service does not serve
+
+    async def main() -> tuple[list[Any], RewardClient]:
+        async with RewardClient(service.url, batch_window_ms=50.0, max_batch_items=32) as client:
+            calls = [client.score_one(**i) for i in rollouts[:20]]
+            calls.append(client.score_one(**bad))
+            calls += [client.score_one(**i) for i in rollouts[20:]]
+            return await asyncio.gather(*calls, return_exceptions=True), client
+
+    got, client = asyncio.run(main())
+    refused = got.pop(20)
+    assert isinstance(refused, RewardError) and refused.code == "unknown_domain"
+    assert [wire_key(r) for r in got] == reference(scorer, rollouts)
+    m = service.metrics()
+    # 49 calls in windows of at most 32 items: two requests; the one holding the bad item is refused (400)
+    # and its 32 items go again one by one, so the 31 good ones still get their scores.
+    assert metric(m, "reward_requests_total", status="200") == 1 + 31
+    assert client.stats.attempts == 2 + 32
+
+
 def test_two_engine_workers_give_the_same_scores(scorer: RewardScorer, rollouts: list[dict[str, Any]]) -> None:
     # A small batch size makes several batches, so two run at once on the two engine threads.
     running = Running(scorer, window_ms=1.0, engine_workers=2, max_batch_items=6)
