@@ -257,7 +257,7 @@ def build_sampled(workspace: Path, size: int, seed: int, planner: Path, planner_
     completions = [r["completion"] for r in rollouts]
     per_prompt = [len({r["completion"] for r in rollouts if r["prompt"] == n}) for n in range(len(chosen))]
     return {
-        "source": f"{SAMPLES} samples per request from the planner {planner.name} (temperature 1.0)",
+        "source": f"{SAMPLES} samples per request from the planner {planner.parent.name}/{planner.name} (temperature 1.0)",
         "rollouts": rollouts,
         "distinct_completions": len(set(completions)),
         "distinct_per_prompt_median": statistics.median(per_prompt),
@@ -502,6 +502,10 @@ def set_table(name: str, results: dict[str, Any], common: dict[str, Any]) -> str
                      f"({s['mean_batch_requests']:.1f} requests) on average, {s['batch_seconds_sum']:.2f} s in the "
                      f"engine; client retries {s['client_retries']}; CPU seconds: service "
                      f"{s.get('service_cpu_s', float('nan')):.1f}, clients {s.get('client_cpu_s', float('nan')):.1f}")  # fmt: skip
+        for label, dis in d.get("disagreements", {}).items():
+            if dis["n"]:
+                notes.append(f"{deployment}: service {label} scored {dis['n']} rollouts unlike the loop: "
+                             + ", ".join(f"{k}: {v}" for k, v in dis["by_errors"].items()))  # fmt: skip
         notes.append(f"{deployment}: layer pass rates " + ", ".join(f"{k} {v:.2f}" for k, v in s["layer_pass_rate"].items())
                      + "; cache hit rates " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(s["cache_hit_rate"].items())))  # fmt: skip
     for deployment, d in results["deployments"].items():
@@ -552,12 +556,32 @@ def measure(
     out["agree"] = all(
         run["keys"][i] == loop["keys"][j] for run in services.values() for j, i in enumerate(subset)
     )
+    out["disagreements"] = {label: disagreements(run["keys"], loop["keys"], subset, rollouts)
+                            for label, run in services.items()}  # fmt: skip
     out["fastest_service"] = fastest
     out["service_by_variant"] = {label: summary(run, len(rollouts)) for label, run in services.items()}
     out["service"] = out["service_by_variant"][fastest]
     out["one_by_one"] = summary(loop, loop["n"])
     out["ratio"] = out["service"]["programs_per_s"] / out["one_by_one"]["programs_per_s"]
     return out
+
+
+def disagreements(
+    service: Sequence[str | None], loop: Sequence[str], subset: Sequence[int], rollouts: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    """The rollouts the two paths scored differently: how many, by (service error, loop error), and a few of them."""
+    pairs: dict[str, int] = {}
+    examples: list[dict[str, Any]] = []
+    for j, i in enumerate(subset):
+        if service[i] == loop[j]:
+            continue
+        got = json.loads(service[i]) if service[i] else {}
+        ref = json.loads(loop[j])
+        why = f"service {got.get('error')}{' (timed out)' if got.get('timed_out') else ''} / loop {ref.get('error')}"
+        pairs[why] = pairs.get(why, 0) + 1
+        if len(examples) < 5:
+            examples.append({"rollout": i, "completion": rollouts[i]["completion"][:300], "service": got, "loop": ref})
+    return {"n": sum(pairs.values()), "by_errors": pairs, "examples": examples}
 
 
 def child(mode: str, args: argparse.Namespace) -> int:
@@ -623,6 +647,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the workspace whose ecommerce benchmark train split gives the planner's requests (make demo's)",
     )
     parser.add_argument(
+        "--no-synthetic", action="store_true", help="measure only the SFT-sampled rollouts (with --planner)"
+    )
+    parser.add_argument(
         "--loop-prompts", type=int, default=PROMPTS,
         help=f"prompts the one-by-one loop scores (default {PROMPTS}: all {PROMPTS * SAMPLES} rollouts)",
     )
@@ -639,12 +666,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if (args.planner is None) != (args.planner_workspace is None):
         parser.error("--planner and --planner-workspace go together")
+    if args.no_synthetic and args.planner is None:
+        parser.error("--no-synthetic needs --planner")
     docs = 1000 if args.quick else 3000
     base = args.workspace / f"products-{docs}"
     base.mkdir(parents=True, exist_ok=True)
     me = [sys.executable, str(Path(__file__).resolve())]
     os.environ.pop(MILVUS_ENV, None)
     sets = {"synthetic": ("build", base / f"rollouts-s{args.seed}.json", [])}
+    if args.no_synthetic:
+        sets.clear()
     if args.planner is not None:
         sets["sft-sampled"] = ("sample", base / f"rollouts-sft-s{args.seed}.json", [
             "--planner", str(args.planner.resolve()), "--planner-workspace", str(args.planner_workspace.resolve())])  # fmt: skip

@@ -190,10 +190,15 @@ class RewardClient:
                 item[key] = value
         if relevant is not None:
             item["relevant"] = list(relevant)
+        return await self.score_item(item)
+
+    async def score_item(self, item: Mapping[str, Any]) -> dict[str, Any]:
+        """One item's result: a request of its own, or, with ``batch_window_ms``, its share of the batch of
+        the calls made within the window."""
         if self.batch_window_s <= 0:
             return (await self.score([item]))[0]
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._pending.append((item, future))
+        self._pending.append((dict(item), future))
         if len(self._pending) >= self.max_batch_items:
             self._flush()
         elif self._timer is None:

@@ -2,7 +2,8 @@
 
 verl 0.9 loads it with ``reward.custom_reward_function.path=pkg://rl.verl.reward_fn`` and
 ``reward.custom_reward_function.name=compute_score``; its reward loop awaits one ``compute_score`` task per
-sample, and those concurrent calls reach the service, which coalesces them into ``execute_many`` batches.
+sample. A worker's client gathers the calls made within :data:`BATCH_WINDOW_MS` into one request, and the
+service coalesces the requests into ``execute_many`` batches.
 No reward is computed here: the one definition lives in :mod:`rl.reward` behind ``POST /v1/score``.
 
 The service URL comes from the ``reward_url`` keyword (verl passes
@@ -27,23 +28,30 @@ from rl.reward.client import RewardClient
 from rl.reward.settings import URL_ENV
 from rl.verl.export import domain_of
 
-__all__ = ["TERMS", "URL_ENV", "client_for", "compute_score", "score_item"]
+__all__ = ["BATCH_WINDOW_MS", "TERMS", "URL_ENV", "client_for", "compute_score", "score_item"]
 
 TERMS = ("s_f", "s_e", "s_r", "s_l")
 
 # One client (one connection pool) per event loop and URL: each of verl's reward workers runs one loop
 # and shares it across its per-sample tasks; an aiohttp session must not cross loops.
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str | None, RewardClient]] = (
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str | None, float], RewardClient]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def client_for(reward_url: str | None = None) -> RewardClient:
-    """The running loop's client of the service at ``reward_url`` (None: ``PRORE_REWARD_URL``)."""
+BATCH_WINDOW_MS = 2.0
+"""How long a worker's client gathers its samples' calls into one request (``reward_kwargs.batch_window_ms``
+overrides it; 0 sends one request per sample). Measured by ``bench/reward.py`` (README: the reward service)."""
+
+
+def client_for(reward_url: str | None = None, batch_window_ms: float = BATCH_WINDOW_MS) -> RewardClient:
+    """The running loop's client of the service at ``reward_url`` (None: ``PRORE_REWARD_URL``), batching the
+    calls made within ``batch_window_ms``."""
     per_loop = _clients.setdefault(asyncio.get_running_loop(), {})
-    client = per_loop.get(reward_url)
+    key = (reward_url, float(batch_window_ms))
+    client = per_loop.get(key)
     if client is None:
-        client = per_loop[reward_url] = RewardClient(reward_url)
+        client = per_loop[key] = RewardClient(reward_url, batch_window_ms=float(batch_window_ms))
     return client
 
 
@@ -72,9 +80,11 @@ async def compute_score(
     extra_info: Mapping[str, Any] | None = None,
     *,
     reward_url: str | None = None,
+    batch_window_ms: float = BATCH_WINDOW_MS,
     **kwargs: Any,
 ) -> dict[str, float]:
-    """The reward of one verl sample, as verl's reward loop calls it (extra keywords are ignored)."""
+    """The reward of one verl sample, as verl's reward loop calls it (extra keywords are ignored). The
+    worker's concurrent calls leave in batches (:data:`BATCH_WINDOW_MS`)."""
     item = score_item(data_source, solution_str, ground_truth, extra_info)
-    (result,) = await client_for(reward_url).score([item])
+    result = await client_for(reward_url, batch_window_ms).score_item(item)
     return {"score": float(result["total"]), **{t: float(result[t]) for t in TERMS}}

@@ -56,6 +56,10 @@ _DIALECT = ClickHouse()
 # are not on the allow-list); the user sees that line alone.
 drop_messages("sqlglot", "Invalid JSON path syntax")
 _CLASS_REPR = re.compile(r"<class '[\w.]*?(\w+)'>")
+# sqlglot names the first missing argument of a node from a set (``Expression.required_args``), whose order is
+# the process's string hash: ``a AND`` with both sides missing says 'this' in one process and 'expression' in
+# another. The reward's message must not depend on the process, so the argument's name is dropped.
+_MISSING_ARG = re.compile(r"Required keyword: '\w+' missing for (\w+)")
 
 # Characters never legitimate anywhere in a program's SQL, including inside string literals.
 _BAD_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
@@ -279,6 +283,7 @@ def _parse(sql: str) -> exp.Expr:
         line, col = first.get("line"), first.get("col")
         where = _offset(sql, line, col) if isinstance(line, int) and isinstance(col, int) else None
         description = _CLASS_REPR.sub(r"\1", str(first.get("description") or exc))
+        description = _MISSING_ARG.sub(lambda m: f"{m.group(1).upper()} is missing an operand", description)
         _fail(f"SQL does not parse: {description}", Code.SQL_SYNTAX, where)
     except RecursionError:
         _fail("SQL nests too deeply to parse", Code.TOO_DEEP)

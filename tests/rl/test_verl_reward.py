@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from indexing.stores.server import free_port
@@ -94,6 +95,14 @@ def _batch(samples: list[tuple[dict[str, Any], str]], model: Path) -> Any:
     )  # fmt: skip
 
 
+def _requests_answered(url: str) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(url + "/metrics").text
+    return sum(s.value for fam in text_string_to_metric_families(text) for s in fam.samples
+               if s.name == "reward_requests_total" and s.labels.get("status") == "200")  # fmt: skip
+
+
 def _worker_config(setup: dict[str, Any]) -> DictConfig:
     cfg = compose_argv(argv("grpo", LaunchParams(model=str(setup["model"]), data_dir=str(setup["out"]),
                                                  reward_url=setup["url"], n_gpus_per_node=1)))  # fmt: skip
@@ -107,7 +116,10 @@ def test_compute_score_runs_in_verls_reward_loop_on_a_dataproto(setup: dict[str,
     samples = _samples(setup)
     data = _batch(samples, setup["model"])
     worker = RewardLoopWorker(_worker_config(setup))
+    before = _requests_answered(setup["url"])
     outputs = worker.loop.run_until_complete(worker.compute_score_batch(data))
+    # verl awaits one compute_score per sample; the worker's client sends them in batches.
+    assert 1 <= _requests_answered(setup["url"]) - before < len(samples)
 
     scorer: RewardScorer = setup["scorer"]
     direct = scorer.score([RewardItem(c, DOMAIN, r["reward_model"]["ground_truth"]) for r, c in samples])

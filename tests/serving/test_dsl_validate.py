@@ -132,3 +132,36 @@ def test_validation_is_pure() -> None:
     substitute(first, {0: ["P1"]}, table="db.t")
     strip_retrievals(first, table="db.t")
     assert second.tree.sql(dialect="clickhouse") == before
+
+
+def test_a_parse_error_reads_the_same_in_every_process() -> None:
+    """sqlglot picks the missing operand it names from a set, whose order is the process's string hash; the
+    reward compares messages across processes (a service and a loop), so the message must not depend on it."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "from indexing.schema import PRODUCTS\n"
+        "from serving.dsl import parse_program, validate\n"
+        "for sql in ('SELECT DISTINCT id FROM products WHERE  AND  AND price < 3', "
+        "'SELECT DISTINCT id FROM products WHERE price < 50 AND BETWEEN 15'):\n"
+        "    try:\n"
+        "        validate(parse_program({'sql': sql, 'retrieval_list': []}), PRODUCTS)\n"
+        "    except Exception as exc:\n"
+        "        print(exc)\n"
+    )
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+        )
+        for seed in range(8)
+    ]
+    seen = {run.stdout for run in runs}
+    assert len(seen) == 1, seen
+    (out,) = seen
+    assert "AND is missing an operand" in out and "BETWEEN is missing an operand" in out
