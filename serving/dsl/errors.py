@@ -72,6 +72,7 @@ class Code(StrEnum):
     CALL_CLAUSE = "call_clause"
     NUMBER_OUT_OF_RANGE = "number_out_of_range"
     BAD_INTERVAL = "bad_interval"
+    BAD_DATE = "bad_date"
 
     # Caps (ValidationError).
     TOO_DEEP = "too_deep"

@@ -263,7 +263,11 @@ def _check_operands(tokens: list[Token], sites: tuple[PlaceholderToken, ...]) ->
             continue
         if after is None or after.token_type in _OPERAND_MISSING:
             # ``f()`` is a call with no arguments, not a missing operand.
-            if before.token_type == TokenType.L_PAREN and after is not None and after.token_type == TokenType.R_PAREN:
+            if (
+                before.token_type == TokenType.L_PAREN
+                and after is not None
+                and after.token_type == TokenType.R_PAREN
+            ):
                 continue
             where = after.start if after is not None else before.end + 1
             _fail(f"an operand is missing after {before.text!r}", Code.SQL_SYNTAX, where)
@@ -456,7 +460,7 @@ def _check_node(node: exp.Expr, root: exp.Select, schema: CorpusSchema, limits: 
             _fail_at(f"function {node.sql_name()} is not on the allow-list", Code.FORBIDDEN_FUNCTION, node)
         _fail_at(f"{kind.__name__} is not allowed in a program", Code.FORBIDDEN_SYNTAX, node)
     _check_slots(node)
-    runnable.check_node(node)
+    runnable.check_node(node, schema)
     if isinstance(node, _AGGREGATES) and node.find_ancestor(exp.Select) is root:
         _fail_at("aggregates belong in subqueries", Code.MISPLACED_AGGREGATE, node)
     if isinstance(node, exp.Select):
@@ -508,7 +512,11 @@ def _check_slots(node: exp.Expr) -> None:
         _fail_at(f"EXTRACT takes a unit, one of {', '.join(sorted(_UNITS))}", Code.BAD_UNIT, node)
     for key in _EMPTY_SLOTS.get(type(node), ()):
         if node.args.get(key) not in (None, False, [], ""):
-            _fail_at(f"{type(node).__name__.upper()} takes no {key.upper()} argument in a program", Code.FORBIDDEN_SYNTAX, node)
+            _fail_at(
+                f"{type(node).__name__.upper()} takes no {key.upper()} argument in a program",
+                Code.FORBIDDEN_SYNTAX,
+                node,
+            )
 
 
 def _check_round_trip(tree: exp.Select, schema: CorpusSchema, limits: DslLimits) -> None:
@@ -580,6 +588,7 @@ _NOT_BOOLEAN = (
     exp.Day, exp.Extract, exp.Count, exp.Min, exp.Max, exp.Avg, exp.Sum, exp.Star,
 )  # fmt: skip
 _BOOLEAN_ANONYMOUS = frozenset({"empty", "notEmpty"})
+_INTEGER = re.compile(r"[0-9]+")
 _CONNECTIVES = (exp.And, exp.Or)
 
 
@@ -597,6 +606,9 @@ def _check_condition(node: exp.Expr | None, schema: CorpusSchema) -> None:
     what: str | None = None
     if isinstance(node, exp.Literal) and node.is_string:
         what = f"the string {node.sql(dialect=_DIALECT)[:40]}"
+    elif isinstance(node, exp.Literal) and not _INTEGER.fullmatch(node.this):
+        # ClickHouse reads a whole number as a truth value (WHERE 1), and fails on 4.0 or 1e3 (CANNOT_CONVERT_TYPE).
+        what = f"the number {node.this[:40]}"
     elif isinstance(node, exp.Column) and sentinel_of(node) is None and schema.has(node.name):
         dtype = schema.field(node.name).dtype
         if dtype is not DType.BOOL:

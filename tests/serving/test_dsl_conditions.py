@@ -49,3 +49,26 @@ def test_non_boolean_conditions_are_refused_where_they_stand(sql: str, at: str) 
 )
 def test_truth_values_pass(sql: str, schema: CorpusSchema) -> None:
     check_sql(sql, schema)
+
+
+@pytest.mark.parametrize(
+    ("sql", "ok"),
+    [
+        ("SELECT id FROM emails WHERE date > '2001-05-01 10:00:00'", True),
+        ("SELECT id FROM emails WHERE date > '2001-05-01'", True),
+        ("SELECT id FROM emails WHERE toDate(date) = '2001-05-01'", True),
+        ("SELECT id FROM emails WHERE date BETWEEN '2001-05-01' AND '2001-06-01 00:00:00'", True),
+        ("SELECT id FROM emails WHERE sender = '2001-05'", True),  # a string column: any string
+        ("SELECT id FROM emails WHERE date > '2001-05-01T10:00:00'", False),
+        ("SELECT id FROM emails WHERE toDate(date) = '2001-05-01 10:00:00'", False),
+        ("SELECT id FROM emails WHERE date IN ('2001-05-01', '2001-5-1')", False),
+        ("SELECT id FROM emails WHERE '2001' < date", False),
+    ],
+)
+def test_dates_are_written_as_the_grammar_writes_them(sql: str, ok: bool) -> None:
+    if ok:
+        check_sql(sql, EMAILS)
+        return
+    with pytest.raises(ValidationError) as info:
+        check_sql(sql, EMAILS)
+    assert info.value.code == "bad_date" and "YYYY-MM-DD" in info.value.message

@@ -75,3 +75,22 @@ def test_hostile_programs_are_rejected_before_any_store(engine: Engine) -> None:
     assert fresh.sql.calls == 0
     assert sum(fresh.retriever.calls.values()) == 0
     assert fingerprint(engine) == before
+
+
+def test_the_dates_and_numbers_refused_as_never_runnable_fail_on_clickhouse(engine: Engine) -> None:
+    """The ``bad_date`` and number-condition cases, sent to chDB as written (the validator bypassed): ClickHouse
+    refuses each, except a month 13, which it reads as some other day (refused because it says nothing)."""
+    h = engine.handle
+    outcomes: dict[str, str] = {}
+    for case in load_hostile():
+        if case["code"] not in ("bad_date", "not_boolean") or case["program"]["retrieval_list"]:
+            continue
+        sql = case["program"]["sql"].replace("FROM products", f"FROM {h.table} AS products", 1)
+        try:
+            h.sql.query(sql)
+        except Exception as exc:
+            outcomes[case["name"]] = type(exc).__name__
+        else:
+            outcomes[case["name"]] = "ran"
+    assert len(outcomes) >= 8
+    assert {name for name, got in outcomes.items() if got == "ran"} == {"date_month_13"}, outcomes
