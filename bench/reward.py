@@ -40,6 +40,7 @@ import json
 import os
 import random
 import resource
+import shutil
 import socket
 import statistics
 import subprocess
@@ -114,7 +115,7 @@ def wrap(program: dict[str, Any], style: int, rng: random.Random) -> str:
 
 
 def invalid(program: dict[str, Any], kind: int) -> dict[str, Any]:
-    bad = json.loads(json.dumps(program))
+    bad: dict[str, Any] = json.loads(json.dumps(program))
     if kind == 0:
         bad["sql"] = bad["sql"].replace(
             "DISTINCT id FROM products WHERE", "DISTINCT id FROM products WHERE colour = 'red' AND", 1
@@ -306,7 +307,7 @@ def stage_budget(workspace: Path, rollouts_file: Path) -> dict[str, Any]:
     programs = 0
     start = time.perf_counter()
     for at in range(0, len(items), 512):
-        unique = {}
+        unique: dict[str, Any] = {}
         for r in items[at : at + 512]:
             parsed = parse_completion(r["completion"])
             if parsed.program is not None:
@@ -357,7 +358,7 @@ def cpu_seconds(pid: int) -> float | None:
 
 
 async def run_clients(
-    url: str, rollouts: Sequence[dict[str, Any]], in_flight: int, batch_ms: float = 0.0
+    urls: Sequence[str], rollouts: Sequence[dict[str, Any]], in_flight: int, batch_ms: float = 0.0
 ) -> dict[str, Any]:
     from rl.reward.client import RewardClient
 
@@ -377,7 +378,9 @@ async def run_clients(
 
         await asyncio.gather(*(one(i) for i in range(c, len(rollouts), CLIENTS)))
 
-    clients = [RewardClient(url, max_connections=in_flight, batch_window_ms=batch_ms) for _ in range(CLIENTS)]
+    clients = [
+        RewardClient(urls[c % len(urls)], max_connections=in_flight, batch_window_ms=batch_ms) for c in range(CLIENTS)
+    ]
     start = time.perf_counter()
     await asyncio.gather(*(worker(c, client) for c, client in enumerate(clients)))
     elapsed = time.perf_counter() - start
@@ -400,6 +403,26 @@ def scrape(url: str) -> dict[str, float]:
     return out
 
 
+def replica_workspace(workspace: Path, r: int) -> Path:
+    """Replica ``r``'s own copy of the workspace's SQL store and index records (replica 0 is ``workspace``).
+
+    chDB is embedded: one process holds a data path. On a cluster the replicas share one ClickHouse server;
+    here each gets a copy of the same read-only tables, and all of them share the one Milvus server.
+    """
+    if r == 0:
+        return workspace
+    copy = workspace.parent / f"{workspace.name}-replica{r}"
+    if not copy.is_dir():
+        staging = copy.with_name(copy.name + ".tmp")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        for part in ("chdb", "indexes", "corpora", "bm25"):
+            if (workspace / part).exists():
+                shutil.copytree(workspace / part, staging / part, symlinks=True)
+        staging.rename(copy)
+    return copy
+
+
 def service_run(
     workspace: Path,
     rollouts: list[dict[str, Any]],
@@ -407,50 +430,62 @@ def service_run(
     window_ms: float,
     workers: int = 1,
     batch_ms: float = 0.0,
+    replicas: int = 1,
 ) -> dict[str, Any]:
+    """``replicas`` services (each with ``workers`` engine threads) on loopback ports; client ``c`` sends to
+    replica ``c % replicas``, as a Service spreads connections over its pods."""
     import httpx
 
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, "-m", "prore", "--workspace", str(workspace), "--embedder", "minilm",
-           "--config", str(config_file(workspace)), "reward", "serve", "--domain", DOMAIN, "--port", str(port), "--window-ms", str(window_ms),
-           "--engine-workers", str(workers)]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    procs: list[tuple[subprocess.Popen[bytes], str]] = []
     try:
+        for r in range(replicas):
+            ws = replica_workspace(workspace, r)
+            port = free_port()
+            cmd = [sys.executable, "-m", "prore", "--workspace", str(ws), "--embedder", "minilm",
+                   "--config", str(config_file(ws)), "reward", "serve", "--domain", DOMAIN, "--port", str(port),
+                   "--window-ms", str(window_ms), "--engine-workers", str(workers)]  # fmt: skip
+            proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            procs.append((proc, f"http://127.0.0.1:{port}"))
         deadline = time.monotonic() + 300
-        while True:
-            if proc.poll() is not None:
-                raise SystemExit(
-                    f"the reward service exited: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}"
-                )
-            try:
-                if httpx.get(url + "/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise SystemExit("the reward service did not get ready within 300 s")
-            time.sleep(0.2)
-        service_cpu, client_cpu = cpu_seconds(proc.pid), cpu_seconds(os.getpid())
-        out = asyncio.run(run_clients(url, rollouts, in_flight, batch_ms))
+        for proc, url in procs:
+            while True:
+                if proc.poll() is not None:
+                    raise SystemExit(
+                        f"the reward service exited: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}"
+                    )
+                try:
+                    if httpx.get(url + "/readyz", timeout=2).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise SystemExit("the reward service did not get ready within 300 s")
+                time.sleep(0.2)
+        pids = [proc.pid for proc, _ in procs]
+        service_cpu, client_cpu = [cpu_seconds(pid) for pid in pids], cpu_seconds(os.getpid())
+        out = asyncio.run(run_clients([url for _, url in procs], rollouts, in_flight, batch_ms))
         # The clients share these cores with the service here; on a cluster verl's workers are elsewhere.
-        service_after, client_after = cpu_seconds(proc.pid), cpu_seconds(os.getpid())
-        if None not in (service_cpu, service_after, client_cpu, client_after):
-            out["service_cpu_s"] = service_after - service_cpu  # type: ignore[operator]
+        service_after, client_after = [cpu_seconds(pid) for pid in pids], cpu_seconds(os.getpid())
+        if None not in (*service_cpu, *service_after, client_cpu, client_after):
+            out["service_cpu_s"] = sum(service_after) - sum(service_cpu)  # type: ignore[arg-type]
             out["client_cpu_s"] = client_after - client_cpu  # type: ignore[operator]
-        metrics = scrape(url)
-        out["peak_rss_mb"] = peak_rss_mb(proc.pid)
+        scraped = [scrape(url) for _, url in procs]
+        metrics = {k: sum(m.get(k, 0.0) for m in scraped) for k in scraped[0]}
+        out["peak_rss_mb"] = sum(peak_rss_mb(pid) or 0.0 for pid in pids)
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        for proc, _ in procs:
+            proc.terminate()
+        for proc, _ in procs:
+            proc.wait(timeout=30)
     count = metrics.get("reward_batch_items_count", 0.0)
     out["batches"] = count
     out["mean_batch_items"] = metrics.get("reward_batch_items_sum", 0.0) / count if count else 0.0
     out["mean_batch_requests"] = metrics.get("reward_batch_requests_sum", 0.0) / count if count else 0.0
     out["batch_seconds_sum"] = metrics.get("reward_batch_seconds_sum", 0.0)
-    out["cache_hit_rate"] = {k.split("cache=")[1].split(",")[0].rstrip("}"): v for k, v in metrics.items()
+    # Rates are per replica: their mean (the replicas score the same kind of traffic).
+    out["cache_hit_rate"] = {k.split("cache=")[1].split(",")[0].rstrip("}"): v / replicas for k, v in metrics.items()
                              if k.startswith("reward_engine_cache_hit_rate")}  # fmt: skip
-    out["layer_pass_rate"] = {k.split("layer=")[1].rstrip("}"): v for k, v in metrics.items()
+    out["layer_pass_rate"] = {k.split("layer=")[1].rstrip("}"): v / replicas for k, v in metrics.items()
                               if k.startswith("reward_layer_pass_rate")}  # fmt: skip
     return out
 
@@ -493,6 +528,10 @@ def set_table(name: str, results: dict[str, Any], common: dict[str, Any]) -> str
             continue
         s, o = d["service"], d["one_by_one"]
         rows = [(f"service, {label}", r) for label, r in d["service_by_variant"].items()]
+        for label, r in d["service_by_variant"].items():
+            if len(r.get("repeats_s", ())) > 1:
+                notes.append(f"{deployment}: service {label}: the median of runs of "
+                             + ", ".join(f"{x:.2f}" for x in r["repeats_s"]) + " s")  # fmt: skip
         for label, r in (*rows, ("one by one", o)):
             lines.append(f"{deployment:<8} {label:<36} {r['n']:>6} {r['elapsed_s']:>8.2f} {r['programs_per_s']:>11.1f} "
                          f"{r['p50_ms']:>8.2f} {r['p99_ms']:>9.2f} {r['peak_rss_mb'] or 0:>8.0f}")  # fmt: skip
@@ -538,11 +577,18 @@ def measure(
     subprocess.run([*me, "--child", "index", "--docs", str(docs), *common], check=True)
     out: dict[str, Any] = {"index_s": time.perf_counter() - start}
     services: dict[str, dict[str, Any]] = {}
-    for workers in args.engine_workers:
-        for batch_ms in args.client_batch_ms:
-            label = f"{workers} wkr, cl. batch {batch_ms:g} ms"
-            print(f"{deployment}: service, {len(rollouts)} rollouts, {CLIENTS} clients, {label}", file=sys.stderr)
-            services[label] = service_run(workspace, rollouts, args.in_flight, args.window_ms, workers, batch_ms)
+    for replicas in args.replicas:
+        for workers in args.engine_workers:
+            for batch_ms in args.client_batch_ms:
+                label = f"{replicas} repl. x {workers} wkr, cl. batch {batch_ms:g} ms"
+                print(f"{deployment}: service, {len(rollouts)} rollouts, {CLIENTS} clients, {label}", file=sys.stderr)
+                runs = [
+                    service_run(workspace, rollouts, args.in_flight, args.window_ms, workers, batch_ms, replicas)
+                    for _ in range(args.repeat)
+                ]
+                runs.sort(key=lambda run: run["elapsed_s"])
+                services[label] = runs[len(runs) // 2]  # the median run (of an odd number)
+                services[label]["repeats_s"] = [run["elapsed_s"] for run in runs]
     fastest = min(services, key=lambda w: services[w]["elapsed_s"])
     print(f"{deployment}: one by one, {loop_prompts * SAMPLES} rollouts", file=sys.stderr)
     loop_out = subprocess.run([*me, "--child", "loop", "--loop-prompts", str(loop_prompts), *common],
@@ -575,7 +621,8 @@ def disagreements(
     for j, i in enumerate(subset):
         if service[i] == loop[j]:
             continue
-        got = json.loads(service[i]) if service[i] else {}
+        text = service[i]
+        got = json.loads(text) if text else {}
         ref = json.loads(loop[j])
         why = f"service {got.get('error')}{' (timed out)' if got.get('timed_out') else ''} / loop {ref.get('error')}"
         pairs[why] = pairs.get(why, 0) + 1
@@ -631,6 +678,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the service's engine threads, side by side (a comma list, for example 1,2; default 1)",
     )
     parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="runs of each service variant; the table shows the median run (default 1; use an odd number)",
+    )
+    parser.add_argument(
+        "--replicas",
+        type=lambda v: [int(w) for w in v.split(",") if w.strip()],
+        default=[1],
+        help="reward service processes behind the clients, side by side (a comma list, for example 1,2; default 1); "
+        "each replica beyond the first runs on its own copy of the workspace's chDB tables",
+    )
+    parser.add_argument(
         "--client-batch-ms",
         type=lambda v: [float(w) for w in v.split(",") if w.strip()],
         default=[0.0, 2.0],
@@ -673,7 +733,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     base.mkdir(parents=True, exist_ok=True)
     me = [sys.executable, str(Path(__file__).resolve())]
     os.environ.pop(MILVUS_ENV, None)
-    sets = {"synthetic": ("build", base / f"rollouts-s{args.seed}.json", [])}
+    sets: dict[str, tuple[str, Path, list[str]]] = {"synthetic": ("build", base / f"rollouts-s{args.seed}.json", [])}
     if args.no_synthetic:
         sets.clear()
     if args.planner is not None:
