@@ -324,6 +324,48 @@ def stage_budget(workspace: Path, rollouts_file: Path) -> dict[str, Any]:
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # fmt: skip
 
 
+def embed_compare(rollouts_file: Path, repeats: int = 5) -> dict[str, Any]:
+    """The step's distinct search phrases through the ONNX MiniLM, side by side: batches of 64 padded to their
+    longest text (the embedder before length grouping) and batches of one token count (now); medians of
+    ``repeats`` runs, and the largest difference between the two sets of vectors."""
+    import numpy as np
+
+    from indexing.embedders.onnx import INPUTS, OnnxMiniLMEmbedder, _session, _tokenizer
+    from rl.reward.parse import parse_completion
+
+    phrases: dict[str, None] = {}
+    for r in json.loads(rollouts_file.read_text())["rollouts"]:
+        program = parse_completion(r["completion"]).program
+        for entry in program.retrieval_list if program is not None else ():
+            phrases.setdefault(entry.query)
+    texts = list(phrases)
+    grouped = OnnxMiniLMEmbedder()
+
+    def padded(batch: list[str]) -> Any:
+        out = []
+        for at in range(0, len(batch), 64):
+            enc = _tokenizer().encode_batch(batch[at : at + 64])
+            feed = {name: np.array([getattr(e, attr) for e in enc], dtype=np.int64)
+                    for name, attr in zip(INPUTS, ("ids", "attention_mask", "type_ids"), strict=True)}  # fmt: skip
+            out.append(_session(False, False).run(["embedding"], feed)[0])
+        rows = np.concatenate(out)
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+    grouped.embed(texts[:64])  # load the session and the tokenizer
+    times: dict[str, list[float]] = {"padded": [], "length groups": []}
+    vectors: dict[str, Any] = {}
+    for _ in range(repeats):
+        for name, fn in (("padded", padded), ("length groups", grouped.embed)):
+            start = time.perf_counter()
+            vectors[name] = fn(texts)
+            times[name].append(time.perf_counter() - start)
+    lengths = [sum(e.attention_mask) for e in _tokenizer().encode_batch(texts)]
+    medians = {name: statistics.median(ts) for name, ts in times.items()}
+    return {"phrases": len(texts), "tokens_median": statistics.median(lengths), "tokens_max": max(lengths),
+            "median_s": medians, "ratio": medians["length groups"] / medians["padded"],
+            "max_abs_diff": float(np.abs(vectors["padded"] - vectors["length groups"]).max())}  # fmt: skip
+
+
 def key(result: dict[str, Any]) -> str:
     return json.dumps({k: v for k, v in result.items() if k != "timings"}, sort_keys=True)
 
@@ -555,6 +597,12 @@ def set_table(name: str, results: dict[str, Any], common: dict[str, Any]) -> str
                              f"{k} {v:.2f}" for k, v in b["stage_s"].items() if k != "total" and v > 0.0005)
                          + f"; total {b['stage_s']['total']:.2f}")  # fmt: skip
     lines += notes
+    if "embed_batching" in results:
+        e = results["embed_batching"]
+        lines.append(f"ONNX MiniLM on the step's {e['phrases']} distinct phrases ({e['tokens_median']:g} tokens median, "
+                     f"{e['tokens_max']} max): padded batches {e['median_s']['padded']:.2f} s, length groups "
+                     f"{e['median_s']['length groups']:.2f} s ({e['ratio']:.2f}x); vectors differ by at most "
+                     f"{e['max_abs_diff']:.1e}")  # fmt: skip
     if "server_vs_lite" in results:
         x = results["server_vs_lite"]
         lines.append(f"server / lite (programs/s): service {x['service']:.2f}x, one by one {x['one_by_one']:.2f}x")
@@ -640,6 +688,8 @@ def child(mode: str, args: argparse.Namespace) -> int:
         args.rollouts.write_text(json.dumps(data))
     elif mode == "index":
         ensure_index(args.workspace, args.docs)
+    elif mode == "embed":
+        print(json.dumps(embed_compare(args.rollouts)))
     elif mode == "stages":
         print(json.dumps(stage_budget(args.workspace, args.rollouts)))
     else:
@@ -713,7 +763,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--loop-prompts", type=int, default=PROMPTS,
         help=f"prompts the one-by-one loop scores (default {PROMPTS}: all {PROMPTS * SAMPLES} rollouts)",
     )
-    parser.add_argument("--child", choices=("build", "sample", "index", "loop", "stages"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--child", choices=("build", "sample", "index", "loop", "stages", "embed"), help=argparse.SUPPRESS
+    )
     parser.add_argument("--docs", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--rollouts", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -747,6 +799,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             subprocess.run([*me, "--child", mode, "--docs", str(docs), "--workspace", str(base),
                             "--rollouts", str(rollouts_file), "--seed", str(args.seed), *extra], check=True)  # fmt: skip
         results["sets"][name] = measure_set(args, base, rollouts_file, docs)
+        print(f"[{name}] the step's phrases embedded padded and in length groups", file=sys.stderr)
+        embedded = subprocess.run([*me, "--child", "embed", "--workspace", str(base), "--rollouts", str(rollouts_file)],
+                                  check=True, capture_output=True, text=True).stdout  # fmt: skip
+        results["sets"][name]["embed_batching"] = json.loads(embedded.strip().splitlines()[-1])
     results["client_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2, default=str) + "\n")
