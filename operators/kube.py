@@ -23,7 +23,9 @@ PLURALS: dict[str, str] = {
     "RetrievalTrainingJob": "retrievaltrainingjobs",
     "PlannerService": "plannerservices",
 }
-"""Resource plural of every kind the operator touches (all custom resources)."""
+"""Resource plural of every custom resource kind the operator touches."""
+CORE_READERS: dict[str, str] = {"PersistentVolumeClaim": "read_namespaced_persistent_volume_claim"}
+"""The core (``v1``) kinds the operator reads, and the ``CoreV1Api`` method that reads each (it writes none)."""
 
 
 class Kube(Protocol):
@@ -61,6 +63,7 @@ class ApiKube:
         except config.ConfigException:
             config.load_kube_config()  # type: ignore[no-untyped-call]
         self._api = client.CustomObjectsApi()
+        self._core = client.CoreV1Api()
         self._exc = client.exceptions.ApiException
         self._timeout_s = timeout_s
 
@@ -77,6 +80,12 @@ class ApiKube:
             raise
 
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        if api_version == "v1":
+            found = self._call(getattr(self._core, CORE_READERS[kind]), name, namespace)
+            core: dict[str, Any] | None = (
+                None if found is None else self._core.api_client.sanitize_for_serialization(found)
+            )
+            return core
         group, version = split_api_version(api_version)
         out: dict[str, Any] | None = self._call(
             self._api.get_namespaced_custom_object, group, version, namespace, PLURALS[kind], name

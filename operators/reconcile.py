@@ -14,7 +14,8 @@ from operators.api import API_VERSION, PLANNER_SERVICE, TRAINING_JOB
 from operators.errors import ApiUnavailable, SpecError
 from operators.kube import Kube
 from operators.promotion import planner_children, planner_service, planner_spec
-from operators.status import parse_step, planner_status, training_status
+from operators.settings import OperatorSettings
+from operators.status import claim_missing_status, parse_step, planner_status, training_status
 from operators.training import RAY_API_VERSION, checkpoint_uri, rayjob, spec_of
 
 MUTABLE_AFTER_START = ("promote",)
@@ -98,8 +99,16 @@ def on_rayjob_change(ray_job: dict[str, Any], kube: Kube, now: str, settings: An
 
 def reconcile_planner(ps: dict[str, Any], kube: Kube, now: str, settings: Any = None) -> dict[str, Any]:
     """Create the InferenceService, ScaledObject and ServiceMonitor of ``ps``, or bring their specs up to
-    date with it (replica bounds, model, GPUs); the PlannerService's status."""
+    date with it (replica bounds, model, GPUs); the PlannerService's status. A namespace without the workspace
+    claim gets nothing, and a ``Ready`` condition that says why (:func:`~operators.status.claim_missing_status`)."""
     planner_spec(ps)
+    namespace, _ = _ns_name(ps)
+    claim = (settings or OperatorSettings()).workspace_claim
+    if kube.get("v1", "PersistentVolumeClaim", namespace, claim) is None:
+        previous = (ps.get("status") or {}).get("conditions") or []
+        status = claim_missing_status(namespace, claim, now, previous)
+        status["observedGeneration"] = ps["metadata"].get("generation")
+        return status
     children = planner_children(ps, settings)
     isvc = children[0]
     for child in children:

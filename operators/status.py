@@ -176,3 +176,24 @@ def planner_status(isvc: Mapping[str, Any], now: str, previous: Sequence[Mapping
         "conditions": [_condition("Ready", ok, phase_, message, prev.get("Ready"), now)],
     }
     return {k: v for k, v in out.items() if v is not None}
+
+
+CLAIM_MISSING = "WorkspaceClaimMissing"
+"""The ``Ready`` condition's reason while the PlannerService's namespace has no workspace claim."""
+
+
+def claim_missing_status(namespace: str, claim: str, now: str,
+                         previous: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:  # fmt: skip
+    """The ``status`` of a PlannerService whose namespace has no PersistentVolumeClaim ``claim``: its pods
+    would mount the workspace from it, and a pod mounts only a claim of its own namespace, so nothing is created."""
+    message = (
+        f"PersistentVolumeClaim {claim} is not in namespace {namespace}, and a pod mounts only a claim of its own "
+        f"namespace: create the PlannerService in the workspace's namespace, or a claim named {claim} in "
+        f"{namespace} bound to the workspace's volume (ReadOnlyMany), then change the PlannerService's spec"
+    )
+    prev = {str(c.get("type")): c for c in previous}
+    return {
+        "phase": "NotReady",
+        "message": message,
+        "conditions": [_condition("Ready", False, CLAIM_MISSING, message, prev.get("Ready"), now)],
+    }

@@ -35,6 +35,12 @@ def _set_rayjob_status(kube: FakeKube, job: dict[str, Any], **status: Any) -> di
     return copy.deepcopy(rj)
 
 
+def _claim(kube: FakeKube, namespace: str = "proretrieval") -> None:
+    """The workspace claim a PlannerService's pods mount, as the chart creates it in the release's namespace."""
+    kube.put({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+              "metadata": {"name": "proretrieval-workspace", "namespace": namespace}, "spec": {}})  # fmt: skip
+
+
 def _stored(kube: FakeKube, job: dict[str, Any]) -> dict[str, Any]:
     found = kube.get("", job["kind"], job["metadata"]["namespace"], job["metadata"]["name"])
     assert found is not None
@@ -82,6 +88,7 @@ def test_success_promotes_once_and_the_planner_gets_its_children() -> None:
     assert ps["metadata"]["ownerReferences"][0]["kind"] == "RetrievalTrainingJob"
     assert ps["spec"]["model"] == "pvc://proretrieval-checkpoints/grpo-ecommerce/final"
     validate(ps)
+    _claim(kube)
     pstatus = reconcile_planner(copy.deepcopy(ps), kube, NOW)
     assert pstatus["phase"] == "Pending"
     assert [k for k, _ in kube.created[-3:]] == ["InferenceService", "ScaledObject", "ServiceMonitor"]
@@ -105,11 +112,35 @@ def test_planner_spec_changes_reach_its_children() -> None:
     import yaml
 
     planner = kube.put(yaml.safe_load((REPO / "examples" / "k8s" / "planner-service.yaml").read_text()))
+    _claim(kube)
     reconcile_planner(planner, kube, NOW)
     planner["spec"]["autoscaling"]["maxReplicas"] = 9
     reconcile_planner(planner, kube, NOW)
     so = kube.objects[("ScaledObject", "proretrieval", "planner-ecommerce-predictor")]
     assert so["spec"]["maxReplicaCount"] == 9
+
+
+def test_a_planner_service_without_the_workspace_claim_in_its_namespace_is_refused_with_a_condition() -> None:
+    import yaml
+
+    kube = FakeKube()
+    _claim(kube, namespace="proretrieval")
+    planner = yaml.safe_load((REPO / "examples" / "k8s" / "planner-service.yaml").read_text())
+    planner["metadata"]["namespace"] = "team-a"
+    planner = kube.put(planner)
+    status = reconcile_planner(copy.deepcopy(planner), kube, NOW)
+    assert kube.created == []  # no InferenceService whose pods could never start
+    (ready,) = status["conditions"]
+    assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "False", "WorkspaceClaimMissing")
+    assert status["phase"] == "NotReady" and "team-a" in status["message"] and "\n" not in status["message"]
+    assert "proretrieval-workspace" in status["message"]
+    kube.patch_status(planner["apiVersion"], "PlannerService", "team-a", planner["metadata"]["name"], status)
+    validate(kube.objects[("PlannerService", "team-a", planner["metadata"]["name"])])  # the status fits the CRD
+    # A claim of that name made in team-a (bound to the workspace's volume): the next reconcile creates the children.
+    _claim(kube, namespace="team-a")
+    status = reconcile_planner(copy.deepcopy(planner), kube, NOW)
+    assert [k for k, _ in kube.created] == ["InferenceService", "ScaledObject", "ServiceMonitor"]
+    assert status["phase"] == "Pending"
 
 
 def test_an_unowned_rayjob_is_ignored() -> None:
