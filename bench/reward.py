@@ -237,7 +237,8 @@ def build_sampled(workspace: Path, size: int, seed: int, planner: Path, planner_
 
     instances = load_split(Workspace(planner_workspace), DOMAIN, "train")
     rng = random.Random(seed)
-    picked = rng.sample(instances, min(PROMPTS, len(instances)))
+    # Gold programs written for the planner's corpus; on another corpus some rank nothing: draw spares.
+    picked = rng.sample(instances, min(2 * PROMPTS, len(instances)))
     eng = Engine.open(config(workspace), DOMAIN)
     golds = eng.execute_many([parse_program(inst.program) for inst in picked], k=20)
     eng.close()
