@@ -17,9 +17,14 @@ planner gives no program the answer is an OpenAI error body, ``{"error": {"type"
 (``planner_output_*``: HTTP 422; unreachable, timed out, circuit open: 503, as ``/v1/plan``: both use
 :func:`serving.planner.planner_http_status`); a refused
 request carries the v1 route's ``error`` and ``detail`` the same way (``nl_too_long``: 422). A chat the
-model cannot read (no user message, a non-text part, streaming, ``n`` over 1) is a 400 of type
-``bad_chat``; one that is not a chat-completions request at all is FastAPI's 422. Token usage is not
-counted (zeros). ``/openai/v1/completions`` answers 400: send a chat.
+model cannot read (no user message, a non-text part, ``n`` over 1) is a 400 of type ``bad_chat``; one that
+is not a chat-completions request at all is FastAPI's 422. ``usage`` is the planner call's token counts, as
+the predictor reported them. ``/openai/v1/completions`` answers 400: send a chat.
+
+``"stream": true`` answers as server-sent events (``chat.completion.chunk``): the program in one content
+delta, then ``finish_reason`` ``stop`` (with ``usage`` when ``stream_options.include_usage`` asks), then
+``data: [DONE]``. The program is validated and repaired whole before it is sent, so it never arrives in
+pieces, and a request that gets no program is answered with the error body, as without streaming.
 
 Importing this module applies :mod:`serving.kserve_compat` (KServe 0.20's OpenAI types import vLLM paths
 that vLLM 0.32 moved), so it needs ``vllm`` beside ``kserve`` (``pip install '.[kserve,train]'``).
@@ -29,7 +34,7 @@ from __future__ import annotations
 
 import importlib
 import uuid
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from http import HTTPStatus
 from typing import Any
 
@@ -50,8 +55,11 @@ from kserve.protocol.rest.openai.errors import create_error_response  # type: ig
 from kserve.protocol.rest.openai.types import (  # type: ignore[import-untyped]
     ChatCompletion,
     ChatCompletionChoice,
+    ChatCompletionChunk,
     ChatCompletionRequest,
     ChatMessage,
+    ChoiceDelta,
+    ChunkChoice,
     CompletionRequest,
     ErrorResponse,
     UsageInfo,
@@ -86,8 +94,6 @@ def _text(content: Any, index: int) -> str:
 
 def chat_request(request: Any) -> PlanIn:
     """The planning request of a chat: its last user message over ``domain`` (default ``ecommerce``)."""
-    if request.stream:
-        raise ChatError("streaming is not supported: the answer is one program", "stream")
     if request.n not in (None, 1):
         raise ChatError(f"n is {request.n}; the model writes one program per request", "n")
     messages = list(request.messages)
@@ -137,9 +143,31 @@ class ProRetrievalChatModel(ProRetrievalModel, OpenAIGenerativeModel):  # type: 
         except PlannerError as exc:
             return error_response(planner_http_status(exc), exc.code, exc.message)
         headers = (context or {}).get("headers") or {}
-        rid = headers.get("x-request-id") or uuid.uuid4().hex
-        message = ChatMessage(role="assistant", content=plan.program.to_json())
+        rid = f"chatcmpl-{headers.get('x-request-id') or uuid.uuid4().hex}"
+        model = request.model or self.name
+        prompt, completion = plan.usage
+        usage = UsageInfo(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion)
+        content = plan.program.to_json()
+        if request.stream:
+            options = request.stream_options
+            return _events(rid, model, content, usage if options is not None and options.include_usage else None)
+        message = ChatMessage(role="assistant", content=content)
         return ChatCompletion(
-            id=f"chatcmpl-{rid}", model=request.model or self.name, usage=UsageInfo(),
+            id=rid, model=model, usage=usage,
             choices=[ChatCompletionChoice(index=0, message=message, finish_reason="stop")],
         )  # fmt: skip
+
+
+async def _events(rid: str, model: str, content: str, usage: Any) -> AsyncIterator[str]:
+    """The streamed answer: the program in one delta, the stop, the usage when asked for, then ``[DONE]``."""
+    chunks = [
+        ChatCompletionChunk(id=rid, model=model, choices=[
+            ChunkChoice(index=0, delta=ChoiceDelta(role="assistant", content=content))]),
+        ChatCompletionChunk(id=rid, model=model, choices=[
+            ChunkChoice(index=0, delta=ChoiceDelta(), finish_reason="stop")]),
+    ]  # fmt: skip
+    if usage is not None:
+        chunks.append(ChatCompletionChunk(id=rid, model=model, choices=[], usage=usage))
+    for chunk in chunks:
+        yield f"data: {chunk.model_dump_json(exclude_none=True)}\n\n"
+    yield "data: [DONE]\n\n"

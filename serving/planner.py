@@ -45,7 +45,7 @@ import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 
@@ -168,6 +168,13 @@ def prepare(settings: PlannerSettings, domains: Iterable[str]) -> None:
             constraint_grammar(schema_for(domain), settings.output, settings.schema_limits)
 
 
+class Usage(NamedTuple):
+    """A chat call's token counts, as an OpenAI-compatible endpoint reports them (``usage``)."""
+
+    prompt_tokens: int
+    completion_tokens: int
+
+
 @dataclass(frozen=True)
 class Plan:
     """A program the planner wrote, with how it was obtained."""
@@ -181,6 +188,9 @@ class Plan:
     """HTTP calls made (1 unless retried)."""
     ms: float
     """Wall time of the whole plan, retries included."""
+    usage: Usage = field(default_factory=lambda: Usage(0, 0))
+    """The tokens of the chat call that wrote it, as the endpoint counted them (zeros when it did not say; for
+    :meth:`Planner.samples`, the whole call's, shared by its samples)."""
 
 
 class CircuitBreaker:
@@ -377,9 +387,9 @@ class Planner:
         still bounds each HTTP call.
         """
         start = time.perf_counter()
-        texts, attempts = await self._call(self.payload(domain, request, await self.shots(domain, request)), timeout_s)
+        texts, attempts, usage = await self._call(self.payload(domain, request, await self.shots(domain, request)), timeout_s)
         program, repairs = read_program(texts[0], limits=self.dsl_limits)
-        return Plan(program, texts[0], repairs, attempts, (time.perf_counter() - start) * 1000)
+        return Plan(program, texts[0], repairs, attempts, (time.perf_counter() - start) * 1000, usage)
 
     async def samples(self, domain: str, request: str, *, timeout_s: float | None = None) -> list[Plan]:
         """``guided_samples`` sampled programs for ``request`` from one call (``n``, ``guided_temperature``;
@@ -389,17 +399,17 @@ class Planner:
         start = time.perf_counter()
         # No per-request seed: with n > 1 it stops vLLM 0.32's CPU worker ("CPU Generator does not use offset").
         body = {**self.payload(domain, request, await self.shots(domain, request)), "n": s.guided_samples, "temperature": s.guided_temperature}
-        texts, attempts = await self._call(body, timeout_s)
+        texts, attempts, usage = await self._call(body, timeout_s)
         plans = []
         for text in texts:
             try:
                 program, repairs = read_program(text, limits=self.dsl_limits)
             except PlannerOutputError:
                 continue
-            plans.append(Plan(program, text, repairs, attempts, (time.perf_counter() - start) * 1000))
+            plans.append(Plan(program, text, repairs, attempts, (time.perf_counter() - start) * 1000, usage))
         return plans
 
-    async def _call(self, body: dict[str, Any], timeout_s: float | None) -> tuple[list[str], int]:
+    async def _call(self, body: dict[str, Any], timeout_s: float | None) -> tuple[list[str], int, Usage]:
         """The completions of one chat call, through the circuit breaker, within ``timeout_s``."""
         if not self.breaker.allow():
             raise PlannerUnavailable(
@@ -408,9 +418,9 @@ class Planner:
             )
         try:
             if timeout_s is None:
-                texts, attempts = await self._ask(body)
+                got = await self._ask(body)
             else:
-                texts, attempts = await asyncio.wait_for(self._ask(body), timeout_s)
+                got = await asyncio.wait_for(self._ask(body), timeout_s)
         except TimeoutError:
             self.breaker.failure()
             raise PlannerUnavailable(
@@ -420,13 +430,13 @@ class Planner:
             self.breaker.failure()
             raise
         self.breaker.success()  # the endpoint answered; a bad program is the model's fault, not the endpoint's
-        return texts, attempts
+        return got
 
-    async def _ask(self, body: dict[str, Any]) -> tuple[list[str], int]:
+    async def _ask(self, body: dict[str, Any]) -> tuple[list[str], int, Usage]:
         """:meth:`_complete` with the model named (:meth:`model`)."""
         return await self._complete({**body, "model": await self.model()})
 
-    async def _complete(self, body: dict[str, Any]) -> tuple[list[str], int]:
+    async def _complete(self, body: dict[str, Any]) -> tuple[list[str], int, Usage]:
         s = self.settings
         attempt = 0
         while True:
@@ -442,7 +452,7 @@ class Planner:
                 retry = True
             else:
                 if response.status_code == 200:
-                    return _contents(response), attempt
+                    return _contents(response), attempt, _usage(response)
                 problem = f"the planner answered HTTP {response.status_code}: {response.text[:200]}"
                 retry = response.status_code == 429 or response.status_code >= 500
             if not retry or attempt > s.retries:
@@ -456,6 +466,18 @@ class Planner:
         except httpx.HTTPError:
             return False
         return response.status_code == 200
+
+
+def _usage(response: httpx.Response) -> Usage:
+    """The answer's ``usage`` token counts; zeros for an endpoint that reports none (or nonsense)."""
+    try:
+        usage = response.json().get("usage") or {}
+        counts = (usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0)
+    except (ValueError, AttributeError):
+        return Usage(0, 0)
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts):
+        return Usage(0, 0)
+    return Usage(*counts)
 
 
 def _contents(response: httpx.Response) -> list[str]:

@@ -34,6 +34,8 @@ class ScriptedPlanner:
         self.samples: list[str] = [""]
         """What a call with ``n`` > 1 answers, cycled to ``n`` choices (sent in reverse index order)."""
         self.status = 200
+        self.usage: dict[str, int] | None = None
+        """The ``usage`` the answers report (none when None, as some endpoints do)."""
         self.delay_s = 0.0
         self.calls = 0
         self.bodies: list[dict[str, Any]] = []
@@ -55,11 +57,12 @@ class ScriptedPlanner:
                 return JSONResponse({"error": "scripted"}, status_code=self.status)
             n = int(self.bodies[-1].get("n") or 1)
             texts = [self.completion] if n == 1 else [self.samples[i % len(self.samples)] for i in range(n)]
-            return JSONResponse(
-                {"id": "c", "object": "chat.completion", "model": PLANNER_NAME,
-                 "choices": [{"index": i, "finish_reason": "stop", "message": {"role": "assistant", "content": t}}
-                             for i, t in reversed(list(enumerate(texts)))]}
-            )  # fmt: skip
+            body = {"id": "c", "object": "chat.completion", "model": PLANNER_NAME,
+                    "choices": [{"index": i, "finish_reason": "stop", "message": {"role": "assistant", "content": t}}
+                                for i, t in reversed(list(enumerate(texts)))]}  # fmt: skip
+            if self.usage is not None:
+                body["usage"] = self.usage
+            return JSONResponse(body)
 
         self.server = ServerThread(app).start()
         self.url = self.server.url + "/v1"

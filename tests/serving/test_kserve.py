@@ -142,6 +142,9 @@ def test_openai_chat_answers_the_planners_program_as_v1_does(transformer: str) -
         assert choice["message"]["role"] == "assistant" and choice["finish_reason"] == "stop"
         program = parse_program(choice["message"]["content"])  # the validated program, as JSON text
         assert json.loads(program.to_json()) == json.loads(choice["message"]["content"])
+        usage = chat["usage"]  # the planner call's tokens, as vLLM counted them
+        assert usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
+        assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
     else:
         # no program: the reason, as the v1 route's fallback gives it (type = reason, message = detail)
         assert r.status_code in (422, 503), r.text
@@ -166,6 +169,29 @@ def test_openai_chat_answers_the_planners_program_as_v1_does(transformer: str) -
 
 @pytest.mark.slow
 @pytest.mark.server
+def test_openai_chat_streams_the_program_as_server_sent_events(transformer: str) -> None:
+    body = {"model": "proretrieval", "domain": "ecommerce", "messages": [{"role": "user", "content": "wireless headphones"}]}
+    plain = _chat(transformer, body)
+    if plain.status_code != 200:
+        pytest.skip(f"the planner wrote no program for this request ({plain.status_code}); nothing to stream")
+    with httpx.stream("POST", transformer + "/openai/v1/chat/completions", timeout=300,
+                      json={**body, "stream": True, "stream_options": {"include_usage": True}}) as r:  # fmt: skip
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        events = [line.removeprefix("data: ") for line in r.iter_lines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert all(c["object"] == "chat.completion.chunk" and c["id"] == chunks[0]["id"] for c in chunks)
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    # temperature 0: the same program as the answer without streaming, and the same token counts
+    assert text == plain.json()["choices"][0]["message"]["content"]
+    assert [c["choices"][0].get("finish_reason") for c in chunks if c["choices"]][-1] == "stop"
+    counts = ("prompt_tokens", "completion_tokens", "total_tokens")
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["total_tokens"] > 0
+    assert {k: chunks[-1]["usage"][k] for k in counts} == {k: plain.json()["usage"][k] for k in counts}
+
+
+@pytest.mark.slow
+@pytest.mark.server
 def test_openai_chat_refuses_a_malformed_request(transformer: str) -> None:
     def refused(body: dict[str, Any], status: int) -> dict[str, Any]:
         r = _chat(transformer, body, timeout=60)
@@ -178,9 +204,8 @@ def test_openai_chat_refuses_a_malformed_request(transformer: str) -> None:
     error = refused({"model": "proretrieval", "domain": "recipes", "messages": [{"role": "user", "content": "x"}]},
                     400)["error"]  # fmt: skip
     assert error["type"] == "bad_chat" and error["param"] == "domain" and "ecommerce" in error["message"]
-    error = refused({"model": "proretrieval", "stream": True, "messages": [{"role": "user", "content": "x"}]},
-                    400)["error"]  # fmt: skip
-    assert error["param"] == "stream" and "streaming" in error["message"]
+    error = refused({"model": "proretrieval", "n": 2, "messages": [{"role": "user", "content": "x"}]}, 400)["error"]
+    assert error["param"] == "n" and error["type"] == "bad_chat"
     # the v1 route's refusals, with the same codes
     error = refused({"model": "proretrieval", "messages": [{"role": "user", "content": "x" * 5000}]}, 422)["error"]
     assert error["type"] == "nl_too_long" and "5000" in error["message"]
@@ -194,10 +219,17 @@ def test_openai_chat_refuses_a_malformed_request(transformer: str) -> None:
 def test_openai_chat_answers_the_repaired_program(scripted_transformer: str, scripted_planner: ScriptedPlanner) -> None:
     query = "wireless headphones under $200 with great noise cancelling"
     scripted_planner.completion = f"Here is the program: {EXAMPLE_PROGRAMS['ecommerce']} Hope it helps."
-    r = _chat(scripted_transformer, {"model": "proretrieval", "messages": [
-        {"role": "user", "content": "an earlier request"}, {"role": "assistant", "content": "{}"},
-        {"role": "user", "content": [{"type": "text", "text": query}]}]})  # fmt: skip
+    scripted_planner.usage = {"prompt_tokens": 321, "completion_tokens": 54, "total_tokens": 375}
+    try:
+        r = _chat(scripted_transformer, {"model": "proretrieval", "messages": [
+            {"role": "user", "content": "an earlier request"}, {"role": "assistant", "content": "{}"},
+            {"role": "user", "content": [{"type": "text", "text": query}]}]})  # fmt: skip
+    finally:
+        scripted_planner.usage = None
     assert r.status_code == 200, r.text
+    # the tokens the planner's endpoint counted, passed on
+    assert {k: r.json()["usage"][k] for k in ("prompt_tokens", "completion_tokens", "total_tokens")} == {
+        "prompt_tokens": 321, "completion_tokens": 54, "total_tokens": 375}
     (choice,) = r.json()["choices"]
     program, repairs = read_program(scripted_planner.completion)  # the planner client's own reading
     assert repairs == ("surrounding_text",)
