@@ -58,7 +58,9 @@ for target in $TARGETS; do
   image="$(name_of "$target"):$VERSION"
   echo "== $target -> $image"
   start=$(date +%s)
-  "${BUILDAH[@]}" build --isolation chroot --layers --target "$target" \
+  # --force-rm: a failed step's working container is removed too; under vfs each one is a full copy of the
+  # image's filesystem (three left by a build that ran out of disk held 10 GB).
+  "${BUILDAH[@]}" build --isolation chroot --layers --force-rm --target "$target" \
     --build-arg BASE="$BASE" --build-arg VLLM="$VLLM" --build-arg VLLM_TRAIN="$VLLM_TRAIN" \
     "${SECRETS[@]}" -f Containerfile -t "$image" .
   seconds=$(( $(date +%s) - start ))
