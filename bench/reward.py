@@ -472,7 +472,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = sorted(set(args.milvus) - set(DEPLOYMENTS))
     if unknown or not args.milvus:
         parser.error(f"--milvus takes {', '.join(DEPLOYMENTS)}; got {', '.join(unknown) or 'nothing'}")
-    os.environ[BACKEND_ENV] = args.minilm_backend  # the children and the service read the same backend
+    if not args.child:
+        # The children inherit the backend; their own default must not override it (it did: the loop, stage and
+        # index children of an onnx-int8 run ran fp32 against the int8 index, the "same scores: False" of int8).
+        os.environ[BACKEND_ENV] = args.minilm_backend
     if args.child:
         return child(args.child, args)
 
