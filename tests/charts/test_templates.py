@@ -250,3 +250,52 @@ def test_api_deployment_configures_prore_serves_planner(monkeypatch: Any) -> Non
         env["PRORE_PLANNER_URL"], "proretrieval-planner", "compact", 4, "grammar")  # fmt: skip
     default = container(one(render(production_values()), "api-deployment.yaml"))
     assert "PRORE_PLANNER_PROFILE" not in {e["name"] for e in default["env"]}  # unset: prore serve's full
+
+
+def test_the_operators_clusterrole_grants_every_call_it_makes() -> None:
+    """The closest real check of RBAC without an API server: what the operator asks of the API, derived from its
+    code, against the rendered ClusterRole.
+
+    - kopf's own registry, filled by importing the handlers: every resource a handler follows is read, listed
+      and watched; kopf patches the objects its changing handlers follow (progress annotations) and their status.
+    - ``ApiKube``'s calls, read from its source: get, create and patch of every kind it creates (the examples'
+      children and the PlannerService a training job promotes), a status patch of the two custom resources, and a
+      read of each core kind in ``CORE_READERS``.
+    """
+    import ast
+
+    import kopf
+
+    import operators.handlers  # noqa: F401  # registers the handlers with kopf
+    from operators.kube import CORE_READERS, PLURALS, split_api_version
+    from operators.render import render_documents
+    from tests.operators.schemas import REPO
+
+    docs = render()["operator-rbac.yaml"]
+    rules = {(g, r): set(rule["verbs"]) for rule in docs[1]["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    needs: set[tuple[str, str, str]] = set()
+    registry = kopf.get_default_registry()
+    for sub, verbs in ((registry._changing, ("get", "list", "watch", "patch")), (registry._spawning, ("get", "list", "watch", "patch")),
+                       (registry._watching, ("get", "list", "watch"))):  # fmt: skip
+        for selector in sub.get_all_selectors():
+            needs.update((selector.group, selector.any_name, verb) for verb in verbs)
+            if verbs[-1] == "patch":
+                needs.add((selector.group, selector.any_name + "/status", "patch"))
+    source = (REPO / "operators" / "kube.py").read_text()
+    called = {node.attr for node in ast.walk(ast.parse(source))
+              if isinstance(node, ast.Attribute) and node.attr.endswith(("_custom_object", "_custom_object_status"))}  # fmt: skip
+    assert called == {"get_namespaced_custom_object", "create_namespaced_custom_object",
+                      "patch_namespaced_custom_object", "patch_namespaced_custom_object_status"}, called  # fmt: skip
+    resources = [yaml.safe_load((REPO / "examples" / "k8s" / n).read_text()) for n in ("grpo-ecommerce.yaml", "planner-service.yaml")]
+    created = [child for r in resources for child in render_documents(yaml.safe_dump(r))] + [resources[1]]
+    for obj in created:
+        group, _ = split_api_version(obj["apiVersion"])
+        needs.update((group, PLURALS[obj["kind"]], verb) for verb in ("get", "create", "patch"))
+    for obj in resources:
+        group, _ = split_api_version(obj["apiVersion"])
+        needs.update({(group, PLURALS[obj["kind"]], "get"), (group, PLURALS[obj["kind"]] + "/status", "patch")})
+    needs.update(("", kind.lower() + "s", "get") for kind in CORE_READERS)
+    missing = sorted(n for n in needs if n[2] not in rules.get((n[0], n[1]), set()))
+    assert missing == []
+    assert {("", "persistentvolumeclaims", "get"), ("ray.io", "rayjobs", "create"), ("proretrieval.io", "plannerservices", "create"),
+            ("serving.kserve.io", "inferenceservices", "watch"), ("proretrieval.io", "plannerservices/status", "patch")} <= needs
