@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from pathlib import Path
 from typing import Any
 
+from indexing.stores.server import free_port
 from rl.errors import TrainError
 
 HERE = Path(__file__).resolve().parent
@@ -66,9 +66,7 @@ def single_process_env() -> dict[str, str]:
 
     added: dict[str, str] = {}
     if "RANK" not in os.environ:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = free_port()
         added.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     if "DS_ACCELERATOR" not in os.environ and not torch.cuda.is_available():
         added["DS_ACCELERATOR"] = "cpu"
