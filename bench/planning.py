@@ -1,10 +1,12 @@
-"""Filter pushdown and adaptive K against the oracle: what each planning option does to gold programs.
+"""Filter pushdown, adaptive K and conditional conjunctions against the oracle: what each planning
+option does to gold programs.
 
 The rule for ``serving.planning``'s defaults is that an option is on by default only if the oracle
 (every benchmark instance's gold program run again, ``prore eval --method oracle``) keeps Hit@1 = 1.0.
 ``prore eval`` stops at the first oracle mismatch, so this script runs the gold programs itself, the
-same way (:meth:`serving.engine.Engine.execute_many` at the evaluation's ``k``), with four engines side
-by side on the same index: fixed K (both off), pushdown, adaptive K, both. For each domain and split:
+same way (:meth:`serving.engine.Engine.execute_many` at the evaluation's ``k``), with seven engines side
+by side on the same index (:func:`candidates`): fixed K (every pass off), pushdown, adaptive K, both,
+conditional evaluation of conjunctions, conditional + pushdown, and all three. For each domain and split:
 
 * **oracle Hit@1**: the gold program still ranks its gold document first;
 * **P@1**, **P@5**, **R@10**: its first (five, ten) results are in the instance's relevant set
@@ -70,12 +72,17 @@ QUICK_BENCH = {"train": 20, "test": 100, "ood": 10}
 
 
 def candidates(adaptive_k_max: int) -> dict[str, PlanningOptions]:
-    """The four engines compared, by name."""
+    """The engines compared, by name."""
     return {
         "fixed K": PlanningOptions(),
         "pushdown": PlanningOptions(pushdown=True),
         "adaptive K": PlanningOptions(adaptive_k=True, adaptive_k_max=adaptive_k_max),
         "both": PlanningOptions(pushdown=True, adaptive_k=True, adaptive_k_max=adaptive_k_max),
+        "conditional": PlanningOptions(conditional=True),
+        "conditional + pushdown": PlanningOptions(conditional=True, pushdown=True),
+        "all three": PlanningOptions(
+            conditional=True, pushdown=True, adaptive_k=True, adaptive_k_max=adaptive_k_max
+        ),
     }
 
 

@@ -14,8 +14,8 @@ For each embedder and corpus size (default 5k, 50k, 200k and 1M products; ``--si
    position), so each instance's gold document is in every larger corpus and satisfies its request
    there too: every instance has an answer at every size, and a program that returns nothing missed.
 3. **Measure, per planning candidate** (:data:`CANDIDATES`: fixed K=20, filter pushdown, adaptive K,
-   both; a candidate runs only when ``serving.planning`` has its options, see
-   :func:`available_candidates`):
+   both, conditional evaluation of conjunctions alone, with pushdown, and with both; a candidate runs
+   only when ``serving.planning`` has its options, see :func:`available_candidates`):
 
    * latency p50 / p95 per level (L1 / L2 / L3 programs of the benchmark), one program at a time with
      every cache cold (as ``bench/engine.py``), and the median of each engine stage;
@@ -114,6 +114,13 @@ CANDIDATES: tuple[Candidate, ...] = (
     Candidate("pushdown", "filter pushdown", {"pushdown": True, "adaptive_k": False}),
     Candidate("adaptive", "adaptive K", {"pushdown": False, "adaptive_k": True}),
     Candidate("both", "pushdown + adaptive K", {"pushdown": True, "adaptive_k": True}),
+    Candidate("conditional", "conditional", {"pushdown": False, "adaptive_k": False, "conditional": True}),
+    Candidate(
+        "conditional_pushdown",
+        "conditional + pushdown",
+        {"pushdown": True, "adaptive_k": False, "conditional": True},
+    ),
+    Candidate("all", "all three passes", {"pushdown": True, "adaptive_k": True, "conditional": True}),
 )
 """Side by side in one run. An option the engine does not have yet counts as off: a candidate that
 needs one on is left out (and said so) until ``serving.planning`` has it."""

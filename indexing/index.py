@@ -27,7 +27,7 @@ import datetime
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -197,8 +197,10 @@ class IndexHandle:
         vectors = self.embedder(field).embed(list(queries))
         return self.vectors.search(self.collection, field, vectors, k, filter=filter)
 
-    def sparse_search(self, field: str, queries: Sequence[str], k: int) -> list[list[Hit]]:
-        """Top-``k`` ids per query by BM25 on ``field``."""
+    def sparse_search(
+        self, field: str, queries: Sequence[str], k: int, *, within: Collection[str] | None = None
+    ) -> list[list[Hit]]:
+        """Top-``k`` ids per query by BM25 on ``field`` (among the documents ``within``, when given)."""
         from indexing.stores.bm25 import load_cached
 
         self._check_open()
@@ -208,7 +210,7 @@ class IndexHandle:
         index = self._bm25.get(field)
         if index is None:
             index = self._bm25[field] = load_cached(bm25_dir(self._ws, self.schema.domain, self.version, field))
-        result: list[list[Hit]] = index.search(queries, k)
+        result: list[list[Hit]] = index.search(queries, k, within=within)
         return result
 
     def fetch_docs(self, ids: Sequence[str], fields: Sequence[str]) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ Importing this module registers the section (see :func:`indexing.config.register
         programs: 50000
       planning:         # optional planning passes (serving.settings.PlanningOptions)
         pushdown: false
+        conditional: false
       sql:              # how id sets reach ClickHouse (serving.settings.SqlSettings)
         ids: bound
 
@@ -57,12 +58,14 @@ class CacheSizes:
 @dataclass(frozen=True)
 class PlanningOptions:
     """Optional planning passes of the engine (:mod:`serving.engine.pushdown`,
-    :mod:`serving.engine.adaptive`): both change which candidates a program's searches return.
+    :mod:`serving.engine.adaptive`, :mod:`serving.engine.conditional`): each changes which candidates a
+    program's searches return.
 
     Defaults follow one rule: a pass is on by default only if the oracle (each benchmark instance's
     gold program run again) keeps Hit@1 = 1.0 on the benchmarks. Measured with ``bench/planning.py``
-    on the demo benchmarks (hashing embedder, 3,000 products and 5,000 emails): neither does, so both
-    are off; see README, "Filter pushdown and adaptive K".
+    on the demo benchmarks (hashing embedder, 3,000 products and 5,000 emails): neither pushdown nor
+    adaptive K does, so both are off; conditional evaluation is not yet measured and is off; see README,
+    "Filter pushdown and adaptive K".
     """
 
     pushdown: bool = False
@@ -81,6 +84,14 @@ class PlanningOptions:
     adaptive_k_max: int = 50
     """Widest ``k`` adaptive K may give an entry; at least the ladder's smallest rung. Values past the
     ladder's top rung are reached by doubling it (50, 100, 200, ...)."""
+    conditional: bool = False
+    """Search the positive placeholders that are conjuncts of the outer WHERE (``... AND id IN <a> AND
+    id IN <b>``: only AND on the way up, each entry used once, unreranked) within each other's
+    candidates, in ``retrieval_list`` order: the first as usual, each next one only among the ids of the
+    list before it (a Milvus filter on ``id``; BM25 scores only those ids), so its top-K is drawn from
+    documents the earlier entries kept. The conjunction is then the last list, non-empty whenever the
+    first list is, at any corpus size; placeholders under OR or NOT keep the fixed-K meaning. Measured:
+    not yet measured. Off."""
 
 
 @dataclass(frozen=True)
@@ -143,7 +154,8 @@ class ServingSettings:
     engine: CacheSizes = field(default_factory=CacheSizes)
     """Entries kept by each of the engine's caches; 0 turns a cache off."""
     planning: PlanningOptions = field(default_factory=PlanningOptions)
-    """Optional planning passes: filter pushdown and bounded adaptive K."""
+    """Optional planning passes: filter pushdown, bounded adaptive K and conditional evaluation of
+    conjunctions."""
     sql: SqlSettings = field(default_factory=SqlSettings)
     """How id sets reach ClickHouse: bound query parameters or SQL literals."""
 

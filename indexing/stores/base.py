@@ -7,7 +7,7 @@ A hit is ``(id, score)``; higher scores are better, lists are ordered best first
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -82,4 +82,7 @@ class VectorStore(Protocol):
 class SparseIndex(Protocol):
     """BM25 over one text field."""
 
-    def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]: ...
+    def search(
+        self, queries: Sequence[str], k: int, *, within: Collection[str] | None = None
+    ) -> list[list[Hit]]:
+        """Top-``k`` hits per query; with ``within``, ranked among those documents only."""

@@ -2,15 +2,21 @@
 
 An index directory holds bm25s' own files plus ``ids.json``, the document id of each row, so hits
 are document ids, never row numbers.
+
+A search may be restricted to given documents (``within``): bm25s scores every document and multiplies
+the scores by a 0/1 mask of those rows (its ``weight_mask``), so each candidate keeps the score it has in
+an unrestricted search and the top-k is taken among the candidates only.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from indexing.cache import LRU, CacheStats
 from indexing.errors import StoreError, require
@@ -41,6 +47,7 @@ class Bm25Index:
         # and bm25s' retriever keeps per-call state.
         self._stemmer = new_stemmer()
         self._lock = threading.Lock()
+        self._row_of: dict[str, int] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -57,11 +64,22 @@ class Bm25Index:
         retriever.index(tokens, show_progress=False)
         return cls(ids, retriever)
 
-    def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
-        """Top-``k`` ``(id, score)`` per query, best first; documents sharing no term are left out."""
+    def search(
+        self, queries: Sequence[str], k: int, *, within: Collection[str] | None = None
+    ) -> list[list[Hit]]:
+        """Top-``k`` ``(id, score)`` per query, best first; documents sharing no term are left out.
+
+        With ``within``, only those documents are ranked (ids the index does not hold are ignored).
+        """
         if not queries:
             return []
+        mask = None
         n = min(k, len(self.ids))
+        if within is not None:
+            rows = self._rows(within)
+            n = min(k, len(rows))
+            mask = np.zeros(len(self.ids), dtype=np.float32)
+            mask[rows] = 1.0
         if n <= 0:
             return [[] for _ in queries]
         bm25s = _bm25s()
@@ -70,11 +88,21 @@ class Bm25Index:
             tokens = bm25s.tokenize(
                 list(queries), stopwords=STOPWORDS, stemmer=self._stemmer, return_ids=False, show_progress=False
             )
-            docs, scores = self._retriever.retrieve(tokens, k=n, show_progress=False, n_threads=1)
+            docs, scores = self._retriever.retrieve(
+                tokens, k=n, show_progress=False, n_threads=1, weight_mask=mask
+            )
         out: list[list[Hit]] = []
         for row_docs, row_scores in zip(docs, scores, strict=True):
             out.append([(self.ids[int(d)], float(s)) for d, s in zip(row_docs, row_scores, strict=True) if s > 0])
         return out
+
+    def _rows(self, ids: Collection[str]) -> list[int]:
+        """Row numbers of the known ``ids`` (the id-to-row map is built on first use)."""
+        with self._lock:
+            if self._row_of is None:
+                self._row_of = {doc: row for row, doc in enumerate(self.ids)}
+            row_of = self._row_of
+        return sorted({row_of[doc] for doc in ids if doc in row_of})
 
     def save(self, directory: Path) -> None:
         """Write the index to ``directory`` (replaced whole: written aside, then renamed into place).

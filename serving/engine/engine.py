@@ -33,6 +33,7 @@ from serving.dsl import (
 )
 from serving.dsl.substitute import parameterize_tree, render, substitute_tree
 from serving.engine.adaptive import rows_needed, widen
+from serving.engine.conditional import condition, conditional_chain
 from serving.engine.plan import flatten_self_subqueries, is_plain_filter, pin_clock, stable_order
 from serving.engine.pushdown import pushdown_filters
 from serving.engine.ranking import rank_results
@@ -55,6 +56,10 @@ class Prepared:
     """What gets substituted and run: ``validated`` after the planning passes of :mod:`serving.engine.plan`."""
     requests: tuple[RetrievalRequest, ...]
     """One request per entry of ``retrieval_list``, in order (with its pushed filter, when pushdown is on)."""
+    chain: tuple[int, ...] = ()
+    """Entries searched within each other's candidates, in order (:mod:`serving.engine.conditional`):
+    each after the first is searched among the ids of the one before. Empty unless the conditional pass
+    is on and at least two entries qualify."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -147,7 +152,8 @@ class Engine:
     ) -> None:
         self.handle = handle
         self.planning = planning or PlanningOptions()
-        """Optional planning passes: filter pushdown and bounded adaptive K (off unless configured)."""
+        """Optional planning passes: filter pushdown, bounded adaptive K and conditional evaluation of
+        conjunctions (off unless configured)."""
         self.sql_settings = sql_settings or SqlSettings()
         """How id sets reach ClickHouse: bound query parameters or SQL literals (same results)."""
         self.dsl_limits = dsl_limits or DEFAULT_LIMITS
@@ -314,7 +320,8 @@ class Engine:
         if self.planning.pushdown:
             filters = pushdown_filters(tree, self.schema)
             requests = tuple(dataclasses.replace(r, filter=filters.get(i)) for i, r in enumerate(requests))
-        return Prepared(validated, dataclasses.replace(validated, tree=tree), requests)
+        chain = conditional_chain(tree, validated.table, requests) if self.planning.conditional else ()
+        return Prepared(validated, dataclasses.replace(validated, tree=tree), requests, chain)
 
     def _execute(self, program_list: Sequence[Program], k: int, deadline: float | None) -> list[BatchOutcome]:
         for program in program_list:
@@ -359,17 +366,9 @@ class Engine:
         batch_ms["validate"] = (t1 - t0) * 1000
         _late(prepared, outcomes, deadline)
 
-        # Retrieval: a request's share of each stage goes to the programs that hold it, split evenly.
-        costs: dict[RetrievalRequest, dict[str, float]] = {}
-        hits = self.retriever.resolve((r for p in prepared.values() for r in p.requests), batch_ms, costs)
-        holders: dict[RetrievalRequest, list[int]] = {}
-        for i, p in prepared.items():
-            for req in dict.fromkeys(p.requests):
-                holders.setdefault(req, []).append(i)
-        for req, share in costs.items():
-            for i in holders.get(req, ()):
-                for stage, ms in share.items():
-                    own[i][stage] += ms / len(holders[req])
+        hits: dict[RetrievalRequest, tuple[Hit, ...]] = {}
+        base = {i: p.requests for i, p in prepared.items()}
+        used = self._retrieve(prepared, base, hits, own, batch_ms)
         _late(prepared, outcomes, deadline)
 
         t2 = time.perf_counter()
@@ -377,7 +376,7 @@ class Engine:
         for i, p in prepared.items():
             start = time.perf_counter()
             try:
-                jobs[i] = self._job(p, hits)
+                jobs[i] = self._job(p, hits, used[i])
             except ProReError as exc:
                 outcomes[i] = exc
             own[i]["sql"] += (time.perf_counter() - start) * 1000
@@ -388,9 +387,8 @@ class Engine:
             own[i]["sql"] += ms
         t3 = time.perf_counter()
         batch_ms["sql"] = (t3 - t2) * 1000
-        used = {i: prepared[i].requests for i in order}
         if self.planning.adaptive_k:
-            rows = self._widen(prepared, order, rows, used, hits, jobs, own, k, deadline, batch_ms)
+            rows = self._widen(prepared, order, rows, base, used, hits, jobs, own, k, deadline, batch_ms)
             t3 = time.perf_counter()
 
         for i, result_rows in zip(order, rows, strict=True):
@@ -421,11 +419,62 @@ class Engine:
             out.append(o)
         return out, batch_ms
 
+    def _retrieve(
+        self,
+        prepared: Mapping[int, Prepared],
+        base: Mapping[int, tuple[RetrievalRequest, ...]],
+        hits: dict[RetrievalRequest, tuple[Hit, ...]],
+        own: list[dict[str, float]],
+        batch_ms: dict[str, float],
+    ) -> dict[int, tuple[RetrievalRequest, ...]]:
+        """Resolve into ``hits`` the lists of the programs of ``base`` (their requests by entry) and return
+        the requests those lists come from: ``base``, except that each entry of a program's conditional
+        chain after the first is searched among the ids of the entry before it
+        (:mod:`serving.engine.conditional`). One retriever call per link of the longest chain, each for
+        the whole batch."""
+        used = {i: list(reqs) for i, reqs in base.items()}
+        todo = {
+            i: [r for e, r in enumerate(reqs) if e not in prepared[i].chain[1:]] for i, reqs in base.items()
+        }
+        link = 1
+        while todo:
+            self._resolve(todo, hits, own, batch_ms)
+            todo = {}
+            for i in base:
+                chain = prepared[i].chain
+                if link < len(chain):
+                    entry, before = chain[link], chain[link - 1]
+                    used[i][entry] = condition(base[i][entry], hits[used[i][before]])
+                    todo[i] = [used[i][entry]]
+            link += 1
+        return {i: tuple(reqs) for i, reqs in used.items()}
+
+    def _resolve(
+        self,
+        requests: Mapping[int, Sequence[RetrievalRequest]],
+        hits: dict[RetrievalRequest, tuple[Hit, ...]],
+        own: list[dict[str, float]],
+        batch_ms: dict[str, float],
+    ) -> None:
+        """One retriever call for the ``requests`` of each program, into ``hits``: a request's share of each
+        stage goes to the programs that hold it, split evenly."""
+        costs: dict[RetrievalRequest, dict[str, float]] = {}
+        hits.update(self.retriever.resolve((r for reqs in requests.values() for r in reqs), batch_ms, costs))
+        holders: dict[RetrievalRequest, list[int]] = {}
+        for i, reqs in requests.items():
+            for req in dict.fromkeys(reqs):
+                holders.setdefault(req, []).append(i)
+        for req, share in costs.items():
+            for i in holders.get(req, ()):
+                for stage, ms in share.items():
+                    own[i][stage] += ms / len(holders[req])
+
     def _widen(
         self,
         prepared: Mapping[int, Prepared],
         order: Sequence[int],
         rows: Sequence[Outcome | ProReError],
+        base: dict[int, tuple[RetrievalRequest, ...]],
         used: dict[int, tuple[RetrievalRequest, ...]],
         hits: dict[RetrievalRequest, tuple[Hit, ...]],
         jobs: dict[int, SqlJob],
@@ -435,8 +484,9 @@ class Engine:
         batch_ms: dict[str, float],
     ) -> list[Outcome | ProReError]:
         """Bounded adaptive K (:mod:`serving.engine.adaptive`): rounds that widen the positive entries of
-        the programs with fewer rows than needed and run their SQL again; updates ``used``, ``hits`` and
-        ``jobs`` and returns every program's rows (in ``order``)."""
+        the programs with fewer rows than needed (a conditional chain is searched again from its first
+        entry at the new widths) and run their SQL again; updates ``base``, ``used``, ``hits`` and ``jobs``
+        and returns every program's rows (in ``order``)."""
         out: list[Outcome | ProReError] = list(rows)
         at = {i: n for n, i in enumerate(order)}
         ladder, top = self.dsl_limits.k_ladder, self.planning.adaptive_k_max
@@ -446,24 +496,18 @@ class Engine:
                 got = out[at[i]]
                 if isinstance(got, ProReError) or len(got) >= rows_needed(prepared[i].plan.tree, k):
                     continue
-                nxt = widen(used[i], prepared[i].positive, ladder, top)
+                nxt = widen(base[i], prepared[i].positive, ladder, top)
                 if nxt is not None:
                     wider[i] = nxt
             if not wider:
                 break
-            costs: dict[RetrievalRequest, dict[str, float]] = {}
-            hits.update(self.retriever.resolve((r for reqs in wider.values() for r in reqs), batch_ms, costs))
-            for req, share in costs.items():
-                holders = [i for i, reqs in wider.items() if req in reqs]
-                for i in holders:
-                    for stage, ms in share.items():
-                        own[i][stage] += ms / len(holders)
+            base.update(wider)
+            used.update(self._retrieve(prepared, wider, hits, own, batch_ms))
             start = time.perf_counter()
             redo: list[int] = []
-            for i, reqs in wider.items():
-                used[i] = reqs
+            for i in wider:
                 try:
-                    jobs[i] = self._job(prepared[i], hits, reqs)
+                    jobs[i] = self._job(prepared[i], hits, used[i])
                 except ProReError as exc:
                     out[at[i]] = exc
                     continue
@@ -482,7 +526,8 @@ class Engine:
         hits: Mapping[RetrievalRequest, tuple[Hit, ...]],
         requests: Sequence[RetrievalRequest] | None = None,
     ) -> SqlJob:
-        """The SQL job of ``p`` with the id sets of ``requests`` (its own unless adaptive K widened them)."""
+        """The SQL job of ``p`` with the id sets of ``requests`` (its own unless adaptive K widened them or
+        its conditional chain searched them among other candidates)."""
         reqs = p.requests if requests is None else requests
         id_sets = tuple(tuple(doc for doc, _ in hits[r]) for r in reqs)
         # Substitution is a pure function of the program's tree (and, for literals, the id sets): render

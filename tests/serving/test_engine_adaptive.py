@@ -11,8 +11,7 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
-from indexing.build import build_index
-from indexing.config import Config, MilvusConfig
+from indexing.config import Config
 from serving.dsl import Program, Retrieval
 from serving.engine import Engine
 from serving.engine.adaptive import rows_needed, widen, widths
@@ -71,13 +70,8 @@ def test_rows_needed_is_the_calls_k_or_the_programs_limit(sql: str, k: int, need
 
 
 @pytest.fixture(scope="module")
-def cfg(workspace_config: Callable[..., Config], write_synthetic_corpus: Callable[..., Any]) -> Config:
-    c = workspace_config(
-        "adaptive", milvus=MilvusConfig(index_type="FLAT"), text="hashing", image="hashing", hashing_dim=32
-    )
-    write_synthetic_corpus(c, "ecommerce", N, seed=5)
-    build_index(c, "ecommerce", progress=False)
-    return c
+def cfg(hashing_index: Callable[..., Config]) -> Config:
+    return hashing_index("adaptive", N, seed=5)
 
 
 def engine_of(cfg: Config, **planning: Any) -> Engine:

@@ -1,0 +1,91 @@
+"""Conditional evaluation of conjunctions: positive placeholders of one ``AND`` chain searched within each
+other's candidates, so that ``id IN <a> AND id IN <b>`` means the same at any corpus size.
+
+Filled with fixed top-K lists, ``id IN <a> AND id IN <b>`` is the intersection of two independent top-K
+lists: it often holds documents at 3,000 documents and almost never at 1,000,000. With this pass the
+engine searches such placeholders in sequence instead. The first entry of the *chain*
+(:func:`conditional_chain`) is searched as it is today (with its pushed filter when pushdown is on); each
+next one is searched only among the ids of the list before it (:func:`condition`): its top-K *among those
+candidates* becomes its id set. So every list is a subset of the one before, the intersection is the last
+list, non-empty whenever the first list is (and a later entry finds something among the candidates:
+``sparse`` needs a shared term), and every list is still ranked by its own similarity, so the ranking
+contract applies unchanged. A placeholder of the chain then means "the entry's top-K among the documents
+that the chain's earlier entries kept".
+
+Which entries form the chain, conservatively:
+
+* An entry joins when its only use is ``id IN <p>`` that is a conjunct of the outer ``WHERE``
+  (:func:`~serving.engine.pushdown.and_chained`: every node above it is an ``AND`` or parentheses, through
+  plain self-subqueries only). There every row is in every chained list, so the earlier lists are guards
+  of the later ones (as the structured conjuncts are for pushdown, :mod:`serving.engine.pushdown`):
+  searching a later entry among the earlier one's candidates drops only documents that could not be
+  rows, and reaches further down its ranking among those that can. Under ``OR`` a document can be a row
+  through one list alone, and under ``NOT`` a list excludes; such a placeholder, or one below a subquery
+  that cuts or groups, keeps today's meaning.
+* An entry used by more than one placeholder does not join: one list would have to serve uses of
+  different meaning.
+* A reranked entry does not join, as adaptive K leaves it alone: its list is the reranker's choice among
+  the recall, already the program's own explicit narrowing, and the chain would change what the reranker
+  chooses from.
+* Fewer than two such entries make no chain.
+* The chain is in ``retrieval_list`` order (lowest index first). The order is the planner's to choose and
+  stays visible in the program; no property of a request (mode, field, width) says which of two
+  conjuncts is the better first search without measuring it.
+
+How candidates reach the stores: a dense search (``dense``, and the dense half of ``fuse``) is given
+``id in [...]`` and-ed with its pushed filter; BM25 (``sparse``, and the BM25 half of ``fuse``) scores
+only the candidate documents in process. The ids come from the list a store returned, never from the
+program (DESIGN.md section 6); see :mod:`serving.engine.retrieval`. A conditioned request carries its
+candidates, so they are part of its cache keys, and its result depends on nothing else: a program gives
+the same answer alone and in a batch. Adaptive K (:mod:`serving.engine.adaptive`) widens the chain's
+entries like any positive entry, and the engine searches the chain again from its first entry at the new
+widths.
+
+>>> import sqlglot
+>>> from serving.engine.retrieval import RetrievalRequest
+>>> tree = sqlglot.parse_one(
+...     "SELECT id FROM products WHERE price < 9 AND id IN text_3 AND id IN text_1 AND "
+...     "(id IN text_2 OR brand = 'x')", read="clickhouse")
+>>> requests = [RetrievalRequest("title", "dense", "q", 20, 0)] * 3
+>>> conditional_chain(tree, "products", requests)
+(0, 2)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Sequence
+
+from sqlglot import exp
+
+from indexing.stores.base import Hit
+from serving.dsl.placeholders import placeholder_sites
+from serving.engine.pushdown import and_chained
+from serving.engine.retrieval import RetrievalRequest
+
+__all__ = ["condition", "conditional_chain"]
+
+
+def conditional_chain(tree: exp.Select, table: str, requests: Sequence[RetrievalRequest]) -> tuple[int, ...]:
+    """The entries (0-based, in search order) searched within each other's candidates, or ``()``.
+
+    ``tree`` is a planned program's tree (placeholders as sentinel columns) on the corpus table ``table``;
+    ``requests`` are its entries' requests, by entry. Pure: the tree is not changed.
+    """
+    sites = placeholder_sites(tree)
+    uses = Counter(use.entry for _, use in sites)
+    members = sorted(
+        use.entry
+        for predicate, use in sites
+        if use.positive
+        and uses[use.entry] == 1
+        and requests[use.entry].rerank == 0
+        and and_chained(predicate, table)
+    )
+    return tuple(members) if len(members) > 1 else ()
+
+
+def condition(request: RetrievalRequest, previous: Sequence[Hit]) -> RetrievalRequest:
+    """``request`` searched among the ids of ``previous``, the list of the chain's entry before it."""
+    return dataclasses.replace(request, within=tuple(sorted({doc for doc, _ in previous})))

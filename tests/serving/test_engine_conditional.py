@@ -1,0 +1,406 @@
+"""Conditional evaluation of conjunctions: which placeholders form the chain, and on the real stores
+(chDB, Milvus Lite with FLAT indexes, in-process BM25; the Milvus standalone server for the id filter) that
+a chained entry's list is its own top-K among the previous entry's candidates, checked against the store's
+vectors and an unrestricted BM25 ranking; that K covering the corpus changes no row; that OR / NOT programs
+are untouched; the same answer alone and in a batch; and composition with pushdown and adaptive K."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import sqlglot
+import yaml
+from sqlglot import exp
+
+from indexing.config import Config, MilvusConfig, load_config
+from indexing.embedders.hashing import HashingEmbedder
+from indexing.schema import PRODUCTS
+from indexing.stores.milvus import MilvusStore
+from serving.dsl import DslLimits, Program, Retrieval
+from serving.dsl.placeholders import mark_placeholders
+from serving.engine import Engine, ExecutionResult
+from serving.engine.conditional import conditional_chain
+from serving.engine.pushdown import conjoin, id_filter
+from serving.engine.retrieval import SCORE_DECIMALS, RetrievalRequest
+from serving.settings import PlanningOptions, ServingSettings
+
+N = 300
+WIDE = 400
+"""A rung past the corpus: an entry of this width retrieves every document."""
+LADDER = (3, 5, 10, 20, 50, WIDE)
+TOL = 10.0**-SCORE_DECIMALS
+"""Scores closer than this are ties to the engine (it orders hits by rounded score, then id)."""
+
+
+# -- which entries form the chain ----------------------------------------------------------------
+
+
+def chain_of(sql: str, reranked: Sequence[int] = ()) -> tuple[int, ...]:
+    tree = sqlglot.parse_one(mark_placeholders(sql)[0], read="clickhouse")
+    assert isinstance(tree, exp.Select)
+    requests = [RetrievalRequest("title", "dense", "q", 20, 5 if i in reranked else 0) for i in range(4)]
+    return conditional_chain(tree, "products", requests)
+
+
+@pytest.mark.parametrize(
+    ("where", "expected"),
+    [
+        ("id IN <text_1> AND id IN <text_2>", (0, 1)),
+        ("id IN <text_2> AND id IN <text_1>", (0, 1)),  # retrieval_list order, not SQL order
+        ("price < 9 AND id IN <text_3> AND (rating > 4 AND (id IN <text_1>)) AND id IN <text_2>", (0, 1, 2)),
+        ("id IN <text_1> AND (id IN <text_2> OR price < 9) AND id IN <text_3>", (0, 2)),
+        ("id IN <text_1> AND id IN (SELECT id FROM products WHERE rating > 4 AND id IN <text_2>)", (0, 1)),
+        ("id IN <text_1> AND id IN <text_2> ORDER BY price LIMIT 3", (0, 1)),
+        # Under OR or NOT, or below a subquery that cuts, a placeholder keeps its fixed-K meaning.
+        ("id IN <text_1> OR id IN <text_2>", ()),
+        ("id IN <text_1> AND id NOT IN <text_2>", ()),
+        ("NOT (id IN <text_1> AND id IN <text_2>)", ()),
+        ("NOT NOT (id IN <text_1> AND id IN <text_2>)", ()),  # positive, but not a conjunct: left alone
+        ("id IN <text_1> AND id NOT IN (SELECT id FROM products WHERE id IN <text_2>)", ()),
+        ("id IN <text_1> AND id IN (SELECT id FROM products WHERE id IN <text_2> ORDER BY price LIMIT 40)", ()),
+        # An entry used twice does not join; one entry alone is no chain.
+        ("id IN <text_1> AND id IN <text_2> AND (id IN <text_1> OR price < 9)", ()),
+        ("id IN <text_1> AND id IN <text_1>", ()),
+    ],
+)  # fmt: skip
+def test_the_chain_is_the_positive_conjuncts_of_the_outer_where(
+    where: str, expected: tuple[int, ...]
+) -> None:
+    assert chain_of(f"SELECT id FROM products WHERE {where}") == expected
+
+
+def test_reranked_entries_do_not_join_the_chain() -> None:
+    sql = "SELECT id FROM products WHERE id IN <text_1> AND id IN <text_2> AND id IN <text_3>"
+    assert chain_of(sql, reranked=(1,)) == (0, 2)
+    assert chain_of(sql, reranked=(0, 1)) == ()
+
+
+def test_the_id_filter_and_the_pushed_filter_are_conjoined() -> None:
+    within = ("P00001", 'P"2', "P\\3")
+    assert id_filter(within) == r'id in ["P00001", "P\"2", "P\\3"]'
+    assert conjoin("price < 9.0", id_filter(within)) == r'price < 9.0 and id in ["P00001", "P\"2", "P\\3"]'
+    assert (
+        conjoin('brand == "a" or rating > 4.0', id_filter(["P1"]))
+        == '(brand == "a" or rating > 4.0) and id in ["P1"]'
+    )
+    assert conjoin(None, id_filter(["P1"])) == 'id in ["P1"]'
+    assert id_filter(["bell\x07"]) is None and id_filter([]) is None
+
+
+# -- the real stores -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cfg(hashing_index: Callable[..., Config]) -> Config:
+    return hashing_index("conditional", N, seed=7)
+
+
+def engine_of(cfg: Config, **planning: Any) -> Engine:
+    return Engine.open(
+        cfg, "ecommerce", dsl_limits=DslLimits(k_ladder=LADDER), planning=PlanningOptions(**planning)
+    )
+
+
+@pytest.fixture(scope="module")
+def engines(cfg: Config) -> Iterator[dict[str, Engine]]:
+    out = {
+        "off": engine_of(cfg),
+        "on": engine_of(cfg, conditional=True),
+        "pushed": engine_of(cfg, conditional=True, pushdown=True),
+        "adaptive": engine_of(cfg, conditional=True, adaptive_k=True, adaptive_k_max=50),
+        "all": engine_of(cfg, conditional=True, pushdown=True, adaptive_k=True, adaptive_k_max=50),
+    }
+    yield out
+    for e in out.values():
+        e.close()
+
+
+PAIR = "SELECT id FROM products WHERE id IN <A> AND id IN <B>"
+"""Programs of two entries write ``<A>`` and ``<B>`` for their placeholders (named by the entries' types)."""
+
+
+def pair(first: Retrieval, second: Retrieval, sql: str = PAIR) -> Program:
+    sql = sql.replace("<A>", f"<{first.type}_1>").replace("<B>", f"<{second.type}_2>")
+    return Program(sql, (first, second))
+
+
+def lists(result: ExecutionResult) -> list[tuple[str, ...]]:
+    """The candidate lists of a result, by entry."""
+    return list(result.candidates.values())
+
+
+def ids_where(engine: Engine, cond: str) -> set[str]:
+    return {str(r[0]) for r in engine.handle.sql.query(f"SELECT id FROM {engine.handle.table} WHERE {cond}")}
+
+
+def assert_top_k_among(
+    engine: Engine, entry: Retrieval, candidates: Sequence[str], got: Sequence[str]
+) -> None:
+    """``got`` is ``entry``'s top-``k`` among ``candidates``, computed apart from the engine: dense scores
+    from the vectors the store holds, BM25 scores from an unrestricted search of the whole field."""
+    pool = set(candidates)
+    if entry.mode == "dense":
+        query = np.asarray(engine.handle.embedder(entry.field).embed([entry.query]))[0]
+        stored = engine.handle.vectors.fetch_vectors(engine.handle.collection, entry.field, sorted(pool))
+        scores = {doc: float(np.dot(vec, query)) for doc, vec in stored.items()}
+    else:
+        assert entry.mode == "sparse"
+        hits = engine.handle.sparse_search(entry.field, [entry.query], N)[0]
+        scores = {doc: s for doc, s in hits if doc in pool and s > 0}
+    assert set(got) <= set(scores)
+    assert len(got) == min(entry.k, len(scores))
+    kept = [scores[d] for d in got]
+    left = [s for d, s in scores.items() if d not in set(got)]
+    assert not left or min(kept) >= max(left) - TOL
+    assert all(a >= b - TOL for a, b in itertools.pairwise(kept))  # ranked by its own scores
+
+
+HEAD = Retrieval("text", "title", "Sony headphones", k=10)
+TAIL = Retrieval("image", "image", "glossy black speaker", k=3)
+"""Independent, their top-K lists never meet (headphones, speakers); the second among the first's
+candidates ranks the glossy black headphones first."""
+
+
+def test_a_conjunction_whose_top_k_lists_miss_each_other_returns_rows(engines: dict[str, Engine]) -> None:
+    off, on = engines["off"], engines["on"]
+    program = pair(HEAD, TAIL)
+    fixed = off.execute(program)
+    assert not set(lists(fixed)[0]) & set(lists(fixed)[1])
+    assert fixed.ids == ()
+    assert on.prepare(program).chain == (0, 1)
+    result = on.execute(program)
+    head, tail = lists(result)
+    assert head == lists(fixed)[0]  # the first entry is searched as without the pass
+    assert result.ids and set(result.ids) == set(tail) and set(tail) <= set(head)
+    assert_top_k_among(on, TAIL, head, tail)
+    assert all(score > 0 for score in result.scores)  # every row scores from both lists
+
+
+def test_a_chain_of_three_narrows_step_by_step(engines: dict[str, Engine]) -> None:
+    on = engines["on"]
+    second, third = dataclasses.replace(TAIL, k=5), Retrieval("text", "review", "long battery life", k=3)
+    program = Program(pair(HEAD, second).sql + " AND id IN <text_3>", (HEAD, second, third))
+    result = on.execute(program)
+    one, two, three = lists(result)
+    assert_top_k_among(on, second, one, two)
+    assert_top_k_among(on, third, two, three)
+    assert set(result.ids) == set(three) and len(three) == 3
+
+
+def test_sparse_and_fuse_entries_are_searched_among_the_candidates(engines: dict[str, Engine]) -> None:
+    on = engines["on"]
+    sparse = Retrieval("text", "review", "battery", mode="sparse", k=3)
+    result = on.execute(pair(HEAD, sparse))
+    assert_top_k_among(on, sparse, *lists(result))
+    # A BM25-first chain: the dense entry ranks only the lexical hits.
+    first = Retrieval("text", "review", "battery", mode="sparse", k=10)
+    result = on.execute(pair(first, HEAD))
+    assert_top_k_among(on, HEAD, *lists(result))
+    fused = Retrieval("text", "review", "long battery", mode="fuse", k=3)
+    result = on.execute(pair(HEAD, fused))
+    head, tail = lists(result)
+    assert set(tail) <= set(head) and len(tail) == 3 and result.ids
+
+
+def test_an_empty_first_list_leaves_nothing_to_search(engines: dict[str, Engine]) -> None:
+    on = engines["on"]
+    nothing = Retrieval("text", "review", "zzzqqq", mode="sparse", k=10)
+    on.clear_caches()
+    before = on.retriever.calls["ann"]
+    result = on.execute(pair(nothing, TAIL))
+    assert result.ids == () and lists(result) == [(), ()]
+    assert on.retriever.calls["ann"] == before  # the dense entry had no candidate to search among
+
+
+Mode = Literal["dense", "sparse", "fuse"]
+
+WIDE_PROGRAMS: list[tuple[str, tuple[Mode, Mode]]] = [
+    (PAIR, ("dense", "dense")),
+    (PAIR, ("sparse", "dense")),
+    (PAIR, ("dense", "fuse")),
+    ("SELECT id FROM products WHERE price < 250 AND id IN <B> AND id IN <A>", ("dense", "sparse")),
+    ("SELECT id FROM products WHERE id IN <A> AND id IN (SELECT id FROM products WHERE rating > 3 AND id IN <B>)",
+     ("dense", "dense")),
+    (PAIR + " ORDER BY price DESC LIMIT 7", ("fuse", "dense")),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("sql", "modes"), WIDE_PROGRAMS)
+def test_with_k_covering_the_corpus_the_rows_are_unchanged(
+    engines: dict[str, Engine], sql: str, modes: tuple[Mode, Mode]
+) -> None:
+    off, on = engines["off"], engines["on"]
+    program = pair(
+        Retrieval("text", "title", "Bose speaker", mode=modes[0], k=WIDE),
+        Retrieval("text", "review", "sturdy build", mode=modes[1], k=WIDE),
+        sql,
+    )
+    assert on.prepare(program).chain == (0, 1)
+    a, b = off.execute(program, k=N), on.execute(program, k=N)
+    assert a.ids, sql
+    assert sorted(a.ids) == sorted(b.ids)
+    if modes[0] != "sparse":  # the first list holds the corpus: the second ranks every document, as before
+        assert a.ids == b.ids and a.scores == b.scores
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT id FROM products WHERE id IN <A> OR id IN <B>",
+        "SELECT id FROM products WHERE id IN <A> AND id NOT IN <B>",
+        "SELECT id FROM products WHERE NOT (id IN <A> AND id IN <B>)",
+        "SELECT id FROM products WHERE price < 300 AND (id IN <A> OR (brand = 'Sony' AND id IN <B>))",
+        "SELECT id FROM products WHERE id IN <A> AND id IN (SELECT id FROM products WHERE id IN <B> ORDER BY price LIMIT 40)",
+    ],
+)  # fmt: skip
+def test_or_and_not_programs_are_unchanged(engines: dict[str, Engine], sql: str) -> None:
+    off, on = engines["off"], engines["on"]
+    program = pair(dataclasses.replace(HEAD, k=20), dataclasses.replace(TAIL, k=20), sql)
+    assert on.prepare(program).chain == ()
+    assert on.execute(program) == off.execute(program)
+
+
+def batch() -> list[Program]:
+    three = Program(
+        pair(HEAD, TAIL).sql + " AND id IN <text_3>", (HEAD, TAIL, Retrieval("text", "review", "sturdy", k=5))
+    )
+    return [
+        pair(HEAD, TAIL),
+        pair(Retrieval("text", "title", "Bose speaker", k=20), TAIL),
+        pair(HEAD, Retrieval("text", "review", "battery", mode="sparse", k=3)),
+        pair(HEAD, TAIL, "SELECT id FROM products WHERE price < 200 AND id IN <A> AND id IN <B>"),
+        pair(HEAD, TAIL, "SELECT id FROM products WHERE id IN <A> OR id IN <B>"),
+        three,
+    ]
+
+
+@pytest.mark.parametrize("name", ["on", "pushed", "adaptive", "all"])
+def test_the_same_alone_and_in_a_batch(engines: dict[str, Engine], name: str) -> None:
+    engine = engines[name]
+    programs = batch()
+    engine.clear_caches()
+    alone = [engine.execute(p, k=10) for p in programs]
+    assert sum(bool(engine.prepare(p).chain) for p in programs) == 5
+    engine.clear_caches()
+    assert engine.execute_many(programs, k=10) == alone
+    assert engine.execute_many(programs[::-1], k=10) == alone[::-1]
+
+
+def test_it_composes_with_pushdown(engines: dict[str, Engine]) -> None:
+    pushed = engines["pushed"]
+    program = pair(HEAD, TAIL, "SELECT id FROM products WHERE price < 150 AND id IN <A> AND id IN <B>")
+    prepared = pushed.prepare(program)
+    assert prepared.chain == (0, 1)
+    assert [r.filter for r in prepared.requests] == ["price < 150.0", "price < 150.0"]
+    result = pushed.execute(program)
+    head, tail = lists(result)
+    cheap = ids_where(pushed, "price < 150")
+    assert len(head) == 10 and set(head) <= cheap  # the pushed filter
+    assert set(tail) <= set(head)  # and the candidates, both in the second entry's filter
+    assert_top_k_among(pushed, TAIL, head, tail)
+    assert set(result.ids) == set(tail)
+
+
+def test_adaptive_k_searches_the_chain_again_at_the_new_widths(engines: dict[str, Engine]) -> None:
+    adaptive = engines["adaptive"]
+    sql = "SELECT id FROM products WHERE price < 100 AND id IN <A> AND id IN <B>"
+    first, second = dataclasses.replace(HEAD, k=5), dataclasses.replace(TAIL, k=3)
+    program = pair(first, second, sql)
+    assert len(engines["on"].execute(program, k=10).ids) < 10
+    result = adaptive.execute(program, k=10)
+    head, tail = lists(result)
+    assert len(head) > 5 and len(tail) > 3  # both widened, the second within the first's wider list
+    assert_top_k_among(adaptive, dataclasses.replace(second, k=len(tail)), head, tail)
+    assert set(result.ids) == set(tail) & ids_where(adaptive, "price < 100")
+
+
+def test_conditioned_searches_cache_on_their_candidates(engines: dict[str, Engine]) -> None:
+    on = engines["on"]
+    on.clear_caches()
+    a = on.execute(pair(HEAD, TAIL))
+    b = on.execute(pair(Retrieval("text", "title", "Anker charger", k=10), TAIL))
+    assert set(lists(a)[1]).isdisjoint(lists(b)[1])  # the same request, among other candidates
+    assert on.cache_stats()["requests"]["size"] == 4
+    assert on.execute(pair(HEAD, TAIL)) == a
+    assert on.cache_stats()["requests"]["size"] == 4
+
+
+def test_a_refused_pushed_filter_is_dropped_but_never_the_candidates(engines: dict[str, Engine]) -> None:
+    retriever = engines["on"].retriever
+    within = tuple(sorted(f"P{i:05d}" for i in range(0, N, 7)))
+    bad = RetrievalRequest("title", "dense", "Sony headphones", 10, 0, filter="price <<< 3", within=within)
+    good = dataclasses.replace(bad, filter=None)
+    before = retriever.calls["filter_refused"]
+    out = retriever.resolve([bad, good], {})
+    assert retriever.calls["filter_refused"] == before + 1
+    assert out[bad] == out[good] and len(out[good]) == 10 and {d for d, _ in out[good]} <= set(within)
+
+
+def test_the_conditional_pass_reads_the_config_file(cfg: Config, tmp_path: Path) -> None:
+    path = tmp_path / "prore.yaml"
+    path.write_text(yaml.safe_dump({"serving": {"planning": {"conditional": True}}}))
+    settings = load_config(path).section(ServingSettings)
+    assert settings.planning == PlanningOptions(conditional=True)
+    with Engine.open(cfg.with_section(settings), "ecommerce") as engine:
+        assert engine.planning.conditional
+        assert engine.prepare(pair(HEAD, TAIL)).chain == (0, 1)
+        assert engine.execute(pair(HEAD, TAIL)).ids
+    with Engine.open(cfg, "ecommerce") as default:
+        assert not default.planning.conditional
+        assert default.prepare(pair(HEAD, TAIL)).chain == ()
+
+
+# -- the id filter on both Milvus deployments ----------------------------------------------------
+
+ODD_IDS = ["P'apos", 'P"quote', "P\\slash", "P单词 ü", "P with space", "P\ttab", "P\nnl", "P\x07bell"]
+
+
+def odd_ids_table(synthetic_table: Callable[..., Any]) -> pa.Table:
+    table = synthetic_table("ecommerce", 40, seed=2)
+    ids = table.column("id").to_pylist()
+    ids[: len(ODD_IDS)] = ODD_IDS
+    return table.set_column(table.schema.get_field_index("id"), "id", pa.array(ids))
+
+
+def check_id_filter(store: MilvusStore, name: str, table: pa.Table) -> None:
+    emb = HashingEmbedder(32)
+    store.create_collection(name, PRODUCTS, {f: 32 for f in PRODUCTS.vector_fields})
+    store.upsert(
+        name, PRODUCTS, table, {f: emb.embed(table.column(f).to_pylist()) for f in PRODUCTS.vector_fields}
+    )
+    store.flush(name)
+    query = np.asarray(emb.embed(["anything"]))
+    within = [*ODD_IDS, "P00010", "P00011", "not there"]
+    got = {d for d, _ in store.search(name, "title", query, 100, filter=id_filter(within))[0]}
+    assert got == set(ODD_IDS[:-1]) | {"P00010", "P00011"}  # the bell is left out, never more
+    both = conjoin("price < 250.0", id_filter(within))
+    cheap = {d for d, _ in store.search(name, "title", query, 100, filter=both)[0]}
+    prices = dict(zip(table.column("id").to_pylist(), table.column("price").to_pylist(), strict=True))
+    assert cheap == {d for d in got if prices[d] < 250}
+
+
+def test_the_id_filter_selects_exactly_its_ids_on_milvus_lite(
+    tmp_path: Path, synthetic_table: Callable[..., Any]
+) -> None:
+    with MilvusStore(str(tmp_path / "milvus.db"), MilvusConfig(index_type="FLAT")) as store:
+        check_id_filter(store, "conditional_ids__v0001", odd_ids_table(synthetic_table))
+
+
+@pytest.mark.server
+def test_the_id_filter_selects_exactly_its_ids_on_the_milvus_server(
+    milvus_standalone: str, synthetic_table: Callable[..., Any]
+) -> None:
+    name = "conditional_ids__v0001"
+    with MilvusStore(milvus_standalone, MilvusConfig(index_type="FLAT")) as store:
+        store.drop_collection(name)
+        try:
+            check_id_filter(store, name, odd_ids_table(synthetic_table))
+        finally:
+            store.drop_collection(name)
