@@ -1,27 +1,56 @@
 #!/usr/bin/env bash
-# The end of `make demo`: start `prore serve` on loopback over the demo's indexes, print the URL and a
-# curl example, and run one search through it. PLANNER_URL (an OpenAI-compatible base URL up to /v1, such as
-# the vLLM server of README "Serving") points it at a served planner; without it the BM25+dense RRF fallback
-# answers and says so. PLANNER_MODEL names the served model (default: the one the endpoint lists).
-# PLANNER_CARD is the planner's model directory, whose card gives the prompt it was trained with (default:
-# scripts/demo_train.sh's SFT run, $WS/runs/sft-both/final, when it exists). SERVE_PORT picks the port
-# (default 8080). With SERVE_KEEP=1 the API keeps running until Ctrl-C; otherwise it stops after the search.
+# The end of `make demo`: serve the trained planner and the query API over the demo's indexes, print the URL
+# and a curl example, and run one search through it.
+# - The planner: when `scripts/demo_train.sh` trained one (PLANNER_CARD, default $WS/runs/sft-both/final) and no
+#   PLANNER_URL is given, vLLM's CPU server serves it with README "Serving"'s own command (shell 1, on
+#   VLLM_PORT, default 8000; its log in $WS/runs/vllm-serve.log), and `prore serve` asks it with the card's
+#   prompt: the search is answered by the planner. DEMO_PLANNER=0 skips it (the BM25+dense fallback answers
+#   and the response says so). PLANNER_URL (an OpenAI-compatible base URL up to /v1) points at a planner
+#   served elsewhere; PLANNER_MODEL names its model (default: the one the endpoint lists).
+# - SERVE_PORT picks the query API's port (default 8080). With SERVE_KEEP=1 both keep running until Ctrl-C;
+#   otherwise they stop after the search.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PRORE=".venv/bin/prore --config ${DEMO_CONFIG:-scripts/demo.yaml}"
 PORT="${SERVE_PORT:-8080}"
 URL="http://127.0.0.1:${PORT}"
+WS="${PRORE_WORKSPACE:-workspace}"
+CARD="${PLANNER_CARD:-$WS/runs/sft-both/final}"
+VLLM_PORT="${VLLM_PORT:-8000}"
+PIDS=()
+trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done' EXIT
+
+if [[ -z "${PLANNER_URL:-}" && "${DEMO_PLANNER:-1}" == 1 && -f "$CARD/planner.json" ]]; then
+  echo "Serving the trained planner $CARD with vLLM on port $VLLM_PORT (README: Serving, shell 1) ..."
+  # README "Serving", shell 1, as written there (tests/serving/test_serve_readme.py checks they agree).
+  VLLM_CPU_KVCACHE_SPACE=1 .venv/bin/python -m vllm.entrypoints.openai.api_server --model "$CARD" \
+    --served-model-name planner --host 127.0.0.1 --port "$VLLM_PORT" --dtype float32 --enforce-eager \
+    --max-model-len 4096 --gpu-memory-utilization 0.1 --structured-outputs-config.backend guidance \
+    > "$WS/runs/vllm-serve.log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 1 300); do
+    if curl -fs "http://127.0.0.1:$VLLM_PORT/v1/models" >/dev/null 2>&1; then break; fi
+    if ! kill -0 "${PIDS[0]}" 2>/dev/null; then
+      echo "error serve: vLLM exited; the end of $WS/runs/vllm-serve.log:" >&2; tail -n 20 "$WS/runs/vllm-serve.log" >&2; exit 1
+    fi
+    sleep 1
+  done
+  curl -fs "http://127.0.0.1:$VLLM_PORT/v1/models" >/dev/null \
+    || { echo "error serve: vLLM did not answer on port $VLLM_PORT in 300 s; see $WS/runs/vllm-serve.log" >&2; exit 1; }
+  PLANNER_URL="http://127.0.0.1:$VLLM_PORT/v1"
+  PLANNER_MODEL="${PLANNER_MODEL:-planner}"
+fi
+
 ARGS=(serve --host 127.0.0.1 --port "$PORT")
 if [[ -n "${PLANNER_URL:-}" ]]; then
   ARGS+=(--planner-url "$PLANNER_URL")
   if [[ -n "${PLANNER_MODEL:-}" ]]; then ARGS+=(--planner-model "$PLANNER_MODEL"); fi
-  CARD="${PLANNER_CARD:-${PRORE_WORKSPACE:-workspace}/runs/sft-both/final}"
   if [[ -n "${PLANNER_CARD:-}" || -d "$CARD" ]]; then ARGS+=(--planner-card "$CARD"); fi
 fi
 
 $PRORE "${ARGS[@]}" &
 PID=$!
-trap 'kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true' EXIT
+PIDS=("$PID" "${PIDS[@]}")
 
 for _ in $(seq 1 240); do
   if curl -fs "$URL/healthz" >/dev/null 2>&1; then break; fi

@@ -17,6 +17,7 @@
 #   OFFSET [0]  skip that many training requests per domain first (an SFT run's --limit: requests it never saw)
 #   FILTER [1]  --filter-prompts (FILTER_ON [reward] or accuracy)
 #   JOBS [2]  trainers at once, one torch thread each when more than one   SPLIT [test]   PORT [8300]
+#   DECODE [planner]  the evaluation's decoding: planner (free) or planner-grounded (as `prore serve` decodes)
 #   EXTRA  more `prore train` flags (a GPU machine: none needed; the trainer uses CUDA when torch has it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,17 +25,18 @@ PRORE=".venv/bin/prore --config ${DEMO_CONFIG:-scripts/demo.yaml}"
 WS="${PRORE_WORKSPACE:-workspace}"
 SFT="${SFT:-$WS/runs/sft-both/final}"
 ALGO="${ALGO:-dapo}"; NAME="${NAME:-$ALGO}"; SEEDS="${SEEDS:-0 1 2}"; JOBS="${JOBS:-2}"; SPLIT="${SPLIT:-test}"
-PORT="${PORT:-8300}"; FILTER="${FILTER:-1}"
+PORT="${PORT:-8300}"; FILTER="${FILTER:-1}"; DECODE="${DECODE:-planner}"
+case "$DECODE" in planner|planner-grounded) ;; *) echo "error rl_vs_sft: DECODE=$DECODE (planner|planner-grounded)" >&2; exit 2 ;; esac
 read -ra seeds <<< "$SEEDS"
 [ -f "$SFT/planner.json" ] || { echo "error rl_vs_sft: no planner at SFT=$SFT (train one: prore train sft)" >&2; exit 2; }
 [ "${#seeds[@]}" -ge 2 ] || echo "note: one seed gives no pooled comparison" >&2
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-base="planner:$(basename "$(dirname "$SFT")")"
+base="$DECODE:$(basename "$(dirname "$SFT")")"
 
 for d in ecommerce email; do  # the SFT model's own evaluation, the baseline of every comparison
   if [ -z "$(ls -A "$WS/reports/eval/$d/$SPLIT/$base" 2>/dev/null)" ]; then
     step "evaluate the SFT model on $d ($SPLIT)"
-    $PRORE eval "$d" --method "planner:$SFT" --split "$SPLIT" --quiet
+    $PRORE eval "$d" --method "$DECODE:$SFT" --split "$SPLIT" --quiet
   fi
 done
 
@@ -75,11 +77,11 @@ kill $svc; wait $svc 2>/dev/null || true
 [ "$failed" = 0 ] || exit 1
 
 members=()
-for s in "${seeds[@]}"; do members+=("planner:$NAME-s$s"); done
+for s in "${seeds[@]}"; do members+=("$DECODE:$NAME-s$s"); done
 pool=$(IFS=,; echo "${members[*]}")
 for d in ecommerce email; do
   step "evaluate $d ($SPLIT): every seed, then against $base"
-  for s in "${seeds[@]}"; do $PRORE eval "$d" --method "planner:$WS/runs/$NAME-s$s/final" --split "$SPLIT" --quiet; done
+  for s in "${seeds[@]}"; do $PRORE eval "$d" --method "$DECODE:$WS/runs/$NAME-s$s/final" --split "$SPLIT" --quiet; done
   runs=("$WS/reports/eval/$d/$SPLIT/$base")
   for m in "${members[@]}"; do runs+=("$WS/reports/eval/$d/$SPLIT/$m"); done
   pooled=(); [ "${#seeds[@]}" -ge 2 ] && pooled=(--pool "$NAME=$pool")

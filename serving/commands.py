@@ -117,6 +117,8 @@ def register_serve(sub: Any) -> None:
     s.add_argument("--max-concurrent", type=int, default=d.max_concurrent, help="requests in flight before 429")
     s.add_argument("--max-nl-chars", type=int, default=d.max_nl_chars, help="longest request accepted")
     s.add_argument("--execute-timeout-s", type=float, default=d.execute_deadline_s, help="engine deadline per request")
+    s.add_argument("--fallback-on-empty", action=argparse.BooleanOptionalAction, default=d.fallback_on_empty,
+                   help="answer a planner program that matches no document with the fallback (default: on)")
     s.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     s.set_defaults(handler=serve_command)
 
@@ -189,7 +191,7 @@ def serve_command(args: argparse.Namespace, cfg: Config) -> int:
         prepare(planner, domains)  # a missing xgrammar fails here, and each grammar is compiled once
     settings = ApiSettings(
         max_concurrent=args.max_concurrent, max_nl_chars=args.max_nl_chars, plan_deadline_s=args.planner_timeout_s,
-        execute_deadline_s=args.execute_timeout_s, token=_env(args.token_env, "--token-env"),
+        execute_deadline_s=args.execute_timeout_s, fallback_on_empty=args.fallback_on_empty, token=_env(args.token_env, "--token-env"),
     )  # fmt: skip
     logging.basicConfig(level=getattr(logging, args.log_level.upper()), format="%(message)s")
     engines = {d: Engine.open(cfg, d) for d in domains}

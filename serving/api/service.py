@@ -3,7 +3,8 @@
 :class:`QueryService`.
 
 A search always answers. When the planner fails, times out, or writes a program that does not parse,
-validate or run, the answer comes from the fallback: BM25 and dense retrieval over the corpus's main text
+validate or run, or runs and matches no document (``ApiSettings.fallback_on_empty``), the answer comes
+from the fallback: BM25 and dense retrieval over the corpus's main text
 field fused by reciprocal rank, written as a program the engine runs like any other
 (``SELECT id FROM t WHERE id IN <text_1> OR id IN <text_2>``, a ``sparse`` and a ``dense`` entry; the
 ranking contract sums their RRF terms). The answer says ``"source": "fallback"`` with the reason, and
@@ -255,10 +256,12 @@ class QueryService:
                 reason = FallbackOut(reason=f"program_{exc.code}", detail=" ".join(exc.message.split()))
             else:
                 timings["engine_ms"] = (time.perf_counter() - t) * 1000
-                return await self.answer(
-                    request_id, body.domain, plan.program, body.k, fields, timings, source="planner",
-                    query=body.query, repairs=plan.repairs, result=result,
-                )  # fmt: skip
+                if result.ids or not self.settings.fallback_on_empty:
+                    return await self.answer(
+                        request_id, body.domain, plan.program, body.k, fields, timings, source="planner",
+                        query=body.query, repairs=plan.repairs, result=result,
+                    )  # fmt: skip
+                reason = FallbackOut(reason="program_empty", detail="the planner's program ran and matched no document")
         if "plan_ms" not in timings:
             timings["plan_ms"] = (time.perf_counter() - start) * 1000
         if self.guides(reason):

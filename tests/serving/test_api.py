@@ -170,6 +170,45 @@ def test_an_unreachable_planner_gets_no_second_pass(guided_api: Api, scripted_pl
     assert scripted_planner.calls == 1, "sampling does not mend an endpoint that is down"
 
 
+EMPTY = {**GOOD, "sql": "SELECT id FROM products WHERE price < 0 AND id IN <text_1>"}
+"""A program that runs and matches no document (no product costs less than nothing)."""
+
+
+def test_a_program_that_matches_nothing_is_answered_by_the_fallback(
+    scripted_api: Api, engines: dict[str, Engine], scripted_planner: ScriptedPlanner
+) -> None:
+    from serving.dsl.parse import parse_program
+
+    assert not engines["ecommerce"].execute(parse_program(json.dumps(EMPTY)), 5).ids
+    scripted_planner.completion = json.dumps(EMPTY)
+    before = _metric(scripted_api, "proretrieval_api_fallbacks_total", reason="program_empty")
+    body = _search(scripted_api, k=5).json()
+    assert body["source"] == "fallback" and body["fallback"]["reason"] == "program_empty"
+    assert body["planner_program"]["sql"] == EMPTY["sql"] and body["results"]
+    assert _metric(scripted_api, "proretrieval_api_fallbacks_total", reason="program_empty") == before + 1
+
+
+def test_an_empty_program_gets_the_guided_pass_first(guided_api: Api, scripted_planner: ScriptedPlanner) -> None:
+    scripted_planner.completion = json.dumps(EMPTY)
+    scripted_planner.samples = [json.dumps(EMPTY), json.dumps(GOOD), json.dumps(GOOD)]
+    body = _search(guided_api, k=5).json()
+    assert body["source"] == "planner" and body["guided"]["reason"] == "program_empty"
+    assert body["program"]["sql"] == GOOD["sql"] and body["results"]
+
+
+def test_with_fallback_on_empty_off_the_empty_answer_is_the_planners(
+    engines: dict[str, Engine], scripted_planner_server: ScriptedPlanner, scripted_planner: ScriptedPlanner
+) -> None:
+    planner = PlannerSettings(url=scripted_planner_server.url, model="m", retries=0)
+    api = Api(engines, planner, ApiSettings(warmup=False, fallback_on_empty=False))
+    try:
+        scripted_planner.completion = json.dumps(EMPTY)
+        body = _search(api, k=5).json()
+        assert body["source"] == "planner" and body["fallback"] is None and body["results"] == []
+    finally:
+        api.close()
+
+
 def test_search_fields_and_email(scripted_api: Api, scripted_planner: ScriptedPlanner) -> None:
     scripted_planner.completion = json.dumps(
         {"sql": "SELECT id FROM emails WHERE id IN <text_1>", "retrieval_list": [{"type": "text", "field": "body", "query": "budget"}]}

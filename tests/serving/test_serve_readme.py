@@ -92,6 +92,19 @@ def test_the_readmes_serving_steps_pass_what_the_planner_needs() -> None:
     assert moved == steps.serve.replace(MODEL_DIR, "/m").replace(":8000/", ":1234/").replace("--port 8080", "--port 4321")
 
 
+def test_make_demos_serving_step_starts_the_readmes_vllm_server() -> None:
+    """``scripts/demo_serve.sh`` (the end of ``make demo``) serves the trained planner with README's shell 1,
+    only the model directory, the port, the virtualenv's python and the log redirect written differently."""
+    script = (ROOT / "scripts" / "demo_serve.sh").read_text().replace("\\\n", " ")
+    lines = [line.strip() for line in script.splitlines() if "vllm.entrypoints.openai.api_server" in line]
+    assert len(lines) == 1, lines
+    command = lines[0].split(" > ", 1)[0]
+    command = command.replace(".venv/bin/python", "python").replace('"$CARD"', MODEL_DIR)
+    command = command.replace('"$VLLM_PORT"', PORTS["planner"])
+    assert " ".join(command.split()) == readme_steps().vllm
+    assert 'VLLM_PORT="${VLLM_PORT:-' + PORTS["planner"] + '}"' in script, "the README's port by default"
+
+
 def _env() -> dict[str, str]:
     """This process's environment without the project's and vLLM's variables, the virtualenv's scripts first
     on ``PATH`` (the README's ``python`` and ``prore``)."""
