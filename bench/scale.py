@@ -68,6 +68,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+import scale_diagnosis as diagnosis  # noqa: E402
 from machine import Run, machine, size_label  # noqa: E402
 
 from indexing.config import ClickHouseConfig, Config, EmbedderConfig, MilvusConfig  # noqa: E402
@@ -554,6 +555,7 @@ def measure(
         "candidates": {},
     }
     tops: dict[str, list[str | None]] = {}
+    kept: dict[str, list[Any]] = {}
     for c in candidates:
         log(f"{run.label}: measuring {c.label}")
         engine = Engine.open(candidate_config(cfg, c), DOMAIN)
@@ -568,6 +570,7 @@ def measure(
         failed = [isinstance(o, ProReError) for o in outcomes]
         empty = [f or not o.ids for f, o in zip(failed, outcomes, strict=True)]
         tops[c.name] = [None if f or not o.ids else o.ids[0] for f, o in zip(failed, outcomes, strict=True)]
+        kept[c.name] = [None if f else o for f, o in zip(failed, outcomes, strict=True)]
         out["candidates"][c.name] = {
             "label": c.label,
             "planning": dict(c.planning),
@@ -583,7 +586,9 @@ def measure(
             "batch_programs_per_s": round(len(programs) / max(seconds, 1e-9), 1),
             "latency": latency,
         }
-    # P@1 for every candidate at once: which first results satisfy their request on this corpus.
+    # P@1 for every candidate at once: which first results satisfy their request on this corpus; then the
+    # break-down by what a program is, and why pure-vector L1 first results miss (bench/scale_diagnosis.py).
+    program_traits = [diagnosis.traits(i) for i in instances]
     engine = Engine.open(cfg, DOMAIN)
     try:
         items = [(trees[i], doc) for ids in tops.values() for i, doc in enumerate(ids) if doc is not None]
@@ -594,6 +599,15 @@ def measure(
                 strict=True,
             )
         )
+        for name, ids in tops.items():
+            hits = [doc is not None and verdict[(id(trees[i]), doc)] for i, doc in enumerate(ids)]
+            records = [
+                diagnosis.record(o, h, t["gold"]) for o, h, t in zip(kept[name], hits, program_traits, strict=True)
+            ]
+            out["candidates"][name]["breakdown"] = diagnosis.breakdown(program_traits, records)
+            out["candidates"][name]["misses"] = diagnosis.misses(
+                diagnosis.miss_texts(engine.handle, program_traits, records)
+            )
     finally:
         engine.close()
     for name, ids in tops.items():
@@ -1241,6 +1255,10 @@ def table(results: Mapping[str, Any]) -> str:
                 f"{r['label']:<24} {c['label']:<22} {c['empty_share']:>7.1%} {c['errors']:>7} "
                 f"{c['p_at_1']:>7.3f} {by:>20}"
             )
+    for e in dict.fromkeys(r["embedder"] for r in results["runs"]):
+        mine = [r for r in results["runs"] if r["embedder"] == e]
+        for name in results["candidates"]:
+            lines += diagnosis.table(mine, name)
     if results["ratios"]:
         lines += ["", "ratios against the smallest size (build: seconds per doc; p50: ms; >1 = more)"]
         lines.append(

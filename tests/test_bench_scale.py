@@ -126,3 +126,24 @@ def test_sizes_parse_like_the_corpus_command(scale: ModuleType) -> None:
     assert [scale.size_label(n) for n in (5_000, 1_000_000, 2_500)] == ["5k", "1M", "2500"]
     with pytest.raises(SystemExit, match="--sizes"):
         scale.parse_sizes("5k,lots")
+
+
+def test_the_break_down_groups_programs_and_names_why_pure_vector_first_results_miss(scale: ModuleType) -> None:
+    import doctest
+
+    import scale_diagnosis as diagnosis  # bench/ is on the path once bench/scale.py is loaded
+
+    assert doctest.testmod(diagnosis).failed == 0
+    tree = Leaf("text", "review", "sim", ("strong bass",), facet="headphones.bass")
+    inst = type("I", (), {"level": "L1", "modalities": ("text",), "tree": json.dumps(to_json(tree)),
+                          "program": json.dumps({"sql": "", "retrieval_list": [{"field": "review", "query": "strong bass"}]}),
+                          "relevant_n": 40, "gold_id": "p1"})()  # fmt: skip
+    t = diagnosis.traits(inst)
+    assert (t["kind"], t["searches"], t["relevant"], t["mode"]) == ("pure-vector", "1", "21-100", "dense")
+    out = type("R", (), {"ids": ("p2", "p1"), "scores": (0.7, 0.7), "candidates": {"text_1": ["p2", "p1", "p3"]}})()
+    rec = diagnosis.record(out, False, "p1")
+    assert (rec["gold_rank"], rec["last_candidate"]) == (1, "p3")
+    assert diagnosis.classify_miss(rec, "strong bass headphones", "other words") == "tie"
+    groups = diagnosis.breakdown([t, t], [rec, diagnosis.record(type("E", (), {"ids": ()})(), False, "p1")])
+    assert groups["outcome"] == {"answered": {"n": 1, "p_at_1": 0.0, "empty": 0.0},
+                                 "empty": {"n": 1, "p_at_1": 0.0, "empty": 1.0}}  # fmt: skip
