@@ -92,14 +92,29 @@ def traits(instance: Any) -> dict[str, Any]:
     }
 
 
+def align(doc: str, like: str | None) -> str:
+    """``doc``'s id written as this corpus writes ids: a generated corpus pads the number to its size, so
+    product 4,090 is ``P04090`` in 5k products and ``P004090`` in 200k.
+
+    >>> align("P04090", "P110554"), align("P04090", None), align("x1", "P000002")
+    ('P004090', 'P04090', 'x1')
+    """
+    a, b = re.fullmatch(r"([A-Za-z]*)(\d+)", doc), re.fullmatch(r"([A-Za-z]*)(\d+)", like or "")
+    if a is None or b is None or a.group(1) != b.group(1):
+        return doc
+    return a.group(1) + a.group(2).lstrip("0").rjust(len(b.group(2)), "0")
+
+
 def record(outcome: Any, hit: bool, gold: str) -> dict[str, Any]:
     """One program's outcome under one engine, compactly: empty, hit, gold's rank (None outside the
     results) and the first and gold scores."""
     ids = list(getattr(outcome, "ids", ()) or ())
     scores = list(getattr(outcome, "scores", ()) or ())
+    gold = align(gold, ids[0] if ids else None)
     rank = ids.index(gold) if gold in ids else None
     lists = list((getattr(outcome, "candidates", None) or {}).values())
     return {
+        "gold": gold,
         "last_candidate": lists[0][-1] if len(lists) == 1 and lists[0] else None,
         "empty": not ids,
         "hit": bool(hit),
@@ -148,10 +163,11 @@ def _reaches_k(handle: Any, t: Mapping[str, Any], rec: Mapping[str, Any]) -> boo
     if t["mode"] != "dense" or not t["query"] or rec.get("last_candidate") is None:
         return None
     query = np.asarray(handle.embedder(t["field"]).embed([t["query"]]), dtype=np.float64)[0]
-    vectors = handle.vectors.fetch_vectors(handle.collection, t["field"], [t["gold"], rec["last_candidate"]])
-    if t["gold"] not in vectors or rec["last_candidate"] not in vectors:
+    doc = rec.get("gold") or t["gold"]
+    vectors = handle.vectors.fetch_vectors(handle.collection, t["field"], [doc, rec["last_candidate"]])
+    if doc not in vectors or rec["last_candidate"] not in vectors:
         return None
-    gold, last = (float(np.dot(query, np.asarray(vectors[d], dtype=np.float64))) for d in (t["gold"], rec["last_candidate"]))
+    gold, last = (float(np.dot(query, np.asarray(vectors[d], dtype=np.float64))) for d in (doc, rec["last_candidate"]))
     return gold >= last - 1e-6
 
 
@@ -166,12 +182,12 @@ def miss_texts(handle: Any, program_traits: Sequence[Mapping[str, Any]], records
     out: list[str | None] = [None] * len(records)
     for field in sorted({program_traits[i]["field"] for i in todo}):
         mine = [i for i in todo if program_traits[i]["field"] == field]
-        ids = sorted({records[i]["first"] for i in mine} | {program_traits[i]["gold"] for i in mine})
+        ids = sorted({records[i]["first"] for i in mine} | {records[i]["gold"] for i in mine})
         text = {d["id"]: d.get(field) for d in handle.fetch_docs(ids, [field])}
         for i in mine:
             rec, t = records[i], program_traits[i]
             beyond = _reaches_k(handle, t, rec) if rec["gold_rank"] is None else None
-            out[i] = classify_miss(rec, text.get(rec["first"]), text.get(t["gold"]), beyond)
+            out[i] = classify_miss(rec, text.get(rec["first"]), text.get(rec["gold"]), beyond)
     return out
 
 
