@@ -27,6 +27,13 @@ Text fields are not mirrored: ClickHouse holds them. Searches ask for ``output_f
 
 ``milvus-lite server --data-dir DIR --port P`` also serves Milvus Lite's engine over gRPC.
 
+**Writing.** :meth:`MilvusStore.create_collection`, :meth:`~MilvusStore.write` and :meth:`~MilvusStore.flush`
+follow a :class:`~indexing.stores.milvus_plan.LoadPlan`: by default a server's collection is indexed and
+loaded at once, so what is written is searchable; the index build's plan inserts into an unindexed,
+unloaded collection with automatic compaction held off, and ``flush`` then indexes each row once (see
+:mod:`indexing.stores.milvus_plan`). The store never calls ``compact()``: pymilvus 3 names the collection
+only, which a 2.3 server does not read, and it then compacts every collection it holds.
+
 **A server that goes away.** Every request to a server carries ``milvus.timeout_s``; a server that
 does not answer in time, or cannot be reached, is a :class:`~indexing.errors.StoreUnavailable`
 (retryable), never a hang. The next request connects again, and collections the restarted server
@@ -54,6 +61,7 @@ from indexing.errors import ConfigError, StoreError, StoreUnavailable, require
 from indexing.schema import CorpusSchema, DType
 from indexing.stores.base import Hit, Vectors
 from indexing.stores.credentials import Credentials
+from indexing.stores.milvus_plan import AUTO_COMPACTION, INTERACTIVE, FlushTimes, LoadPlan
 from indexing.workspace import Workspace
 
 # Milvus Lite 3 builds these itself; the faiss-backed ones need faiss-cpu (checked at run time).
@@ -64,8 +72,6 @@ SERVER_INDEX_TYPES = (
     "DISKANN", "SCANN", "AUTOINDEX", "GPU_CAGRA", "GPU_IVF_FLAT", "GPU_IVF_PQ", "GPU_BRUTE_FORCE",
 )  # fmt: skip
 METRICS = ("IP", "COSINE", "L2")
-UPSERT_BATCH = 1000
-"""Rows per upsert request: a few MB per gRPC message, far below its limit."""
 VARCHAR_MAX = 4096
 MILVUS_LAYOUT = "collection_per_field"
 """The layout of a version's vectors, recorded in its build settings (earlier builds: one collection)."""
@@ -257,16 +263,24 @@ class MilvusStore:
     def closed(self) -> bool:
         return self._conn is None or self._conn.closed
 
-    def create_collection(self, name: str, schema: CorpusSchema, dims: Mapping[str, int]) -> None:
+    def create_collection(
+        self, name: str, schema: CorpusSchema, dims: Mapping[str, int], *, plan: LoadPlan = INTERACTIVE
+    ) -> None:
         """Create the collection of every vector field of ``schema`` that does not exist yet.
 
-        ``dims`` maps each vector field to its size.
+        ``dims`` maps each vector field to its size. On a server, ``plan`` says whether the index is created
+        and the collections loaded now or by :meth:`flush`, and whether Milvus compacts them on its own.
         """
         check_index_config(self.cfg, lite=self.lite)
         dt = self._pm.DataType
         types = {DType.STRING: dt.VARCHAR, DType.INT: dt.INT64, DType.FLOAT: dt.DOUBLE, DType.BOOL: dt.BOOL}
         existing = set(self.list_collections(name + FIELD_SEP))
-        shards = {} if self.lite else {"shards_num": self.cfg.shards_num}
+        options: dict[str, Any] = {}
+        if not self.lite:
+            options["shards_num"] = self.cfg.shards_num
+            if not plan.auto_compaction:
+                options["properties"] = {AUTO_COMPACTION: "false"}
+        index_now = self.lite or plan.index_first
         for field in schema.vector_fields:
             physical = field_collection(name, field)
             if physical in existing:
@@ -280,38 +294,50 @@ class MilvusStore:
                 extra = {"max_length": VARCHAR_MAX} if kind == dt.VARCHAR else {}
                 sch.add_field(fname, kind, **extra)
             sch.add_field(vector_field(field), dt.FLOAT_VECTOR, dim=int(dims[field]))
-            params = self._call(lambda c: c.prepare_index_params())
-            params.add_index(
-                field_name=vector_field(field),
-                index_type=self.cfg.index_type,
-                metric_type=self.cfg.metric_type,
-                params=dict(self.cfg.index_params),
-            )
             self._call(
-                lambda c, s=sch, p=physical: c.create_collection(p, schema=s, timeout=self._timeout, **shards)
+                lambda c, s=sch, p=physical: c.create_collection(
+                    p, schema=s, timeout=self._timeout, **options
+                )
             )
-            # pymilvus polls every index of a new collection with a 0.5 s sleep; on an empty collection
-            # there is nothing to wait for (2 s per collection saved).
-            self._call(
-                lambda c, p=physical, ip=params: c.create_index(p, ip, sync=False, timeout=self._timeout)
-            )
-        self._ensure_loaded(*(field_collection(name, f) for f in schema.vector_fields))
+            if index_now:
+                self._create_index(physical, field)
+        if self.lite or plan.load_first:
+            self._ensure_loaded(*(field_collection(name, f) for f in schema.vector_fields))
 
-    def upsert(self, name: str, schema: CorpusSchema, data: pa.Table, vectors: Mapping[str, Vectors]) -> None:
-        """Insert or replace the rows of ``data`` (structured columns) with their ``vectors`` by field."""
+    def write(
+        self,
+        name: str,
+        schema: CorpusSchema,
+        data: pa.Table,
+        vectors: Mapping[str, Vectors],
+        *,
+        fresh: bool = False,
+        plan: LoadPlan = INTERACTIVE,
+    ) -> None:
+        """Write the rows of ``data`` (structured columns) with their ``vectors`` by field.
+
+        Rows are upserted, replacing any with the same id, unless they are ``fresh`` (none of these ids is in
+        the collection yet) and ``plan`` inserts; Milvus Lite always upserts.
+        """
+        method = "insert" if fresh and plan.insert and not self.lite else "upsert"
         columns = {f: _milvus_values(data.column(f), schema.field(f).dtype) for f in schema.structured_fields}
-        n = data.num_rows
+        n, step = data.num_rows, plan.rows_per_request
         for f in schema.vector_fields:
             if vectors[f].shape[0] != n:
                 raise StoreError(f"{vectors[f].shape[0]} vectors for {n} rows on field {f}")
-        for start in range(0, n, UPSERT_BATCH):
-            stop = min(start + UPSERT_BATCH, n)
-            scalars = [{f: vals[i] for f, vals in columns.items()} for i in range(start, stop)]
+        for start in range(0, n, step):
+            scalars = [
+                {f: vals[i] for f, vals in columns.items()} for i in range(start, min(start + step, n))
+            ]
             for f in schema.vector_fields:
                 vec, block = vector_field(f), vectors[f]
                 rows = [{**row, vec: block[start + j]} for j, row in enumerate(scalars)]
                 physical = field_collection(name, f)
-                self._call(lambda c, p=physical, r=rows: c.upsert(p, r, timeout=self._timeout))
+                self._call(lambda c, p=physical, r=rows: getattr(c, method)(p, r, timeout=self._timeout))
+
+    def upsert(self, name: str, schema: CorpusSchema, data: pa.Table, vectors: Mapping[str, Vectors]) -> None:
+        """Insert or replace the rows of ``data`` (structured columns) with their ``vectors`` by field."""
+        self.write(name, schema, data, vectors)
 
     def search(
         self,
@@ -424,18 +450,29 @@ class MilvusStore:
                 conn.loaded.discard(physical)
             self._call(lambda c, p=physical: c.drop_collection(p, timeout=self._timeout))
 
-    def flush(self, name: str, *, wait_indexed_s: float = 3600.0) -> None:
-        """Persist buffered writes of every field's collection; on a server, also wait (up to
-        ``wait_indexed_s``) until their indexes cover every row, so searches use the index."""
+    def flush(self, name: str, *, wait_indexed_s: float = 3600.0) -> FlushTimes:
+        """Persist buffered writes of every field's collection; on a server, also make them searchable
+        through their index: create the index of a collection created without one (:class:`LoadPlan`),
+        wait (up to ``wait_indexed_s``) until it covers every row, and load what is not loaded yet.
+
+        Returns the seconds of each step.
+        """
         fields = self.collection_fields(name)
+        t0 = time.perf_counter()
         for field in fields:
             physical = field_collection(name, field)
             self._call(
                 lambda c, p=physical: c.flush(p, timeout=None if self.lite else max(self.cfg.timeout_s, 60.0))
             )
+        persist_s = time.perf_counter() - t0
         if self.lite:
-            return
+            return FlushTimes(persist_s=persist_s)
+        t0 = time.perf_counter()
         deadline = time.monotonic() + wait_indexed_s
+        for field in fields:
+            physical = field_collection(name, field)
+            if not self._call(lambda c, p=physical: c.list_indexes(p, timeout=self._timeout)):
+                self._create_index(physical, field)
         for field in fields:
             physical = field_collection(name, field)
             while not self._indexed(physical, vector_field(field)):
@@ -444,6 +481,12 @@ class MilvusStore:
                         f"Milvus did not finish indexing {physical} within {wait_indexed_s:.0f} s"
                     )
                 time.sleep(0.5)
+        index_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        # Loading a whole collection at once can take longer than one request may.
+        wait = max(self.cfg.timeout_s, 60.0, deadline - time.monotonic())
+        self._ensure_loaded(*(field_collection(name, f) for f in fields), wait_s=wait)
+        return FlushTimes(persist_s, index_s, time.perf_counter() - t0)
 
     def release(self, name: str) -> None:
         """Release every field's collection of ``name`` from the server's memory; the next search loads it again."""
@@ -466,6 +509,18 @@ class MilvusStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _create_index(self, physical: str, field: str) -> None:
+        params = self._call(lambda c: c.prepare_index_params())
+        params.add_index(
+            field_name=vector_field(field),
+            index_type=self.cfg.index_type,
+            metric_type=self.cfg.metric_type,
+            params=dict(self.cfg.index_params),
+        )
+        # pymilvus polls every index with a 0.5 s sleep; an empty collection has nothing to wait for
+        # (2 s per collection saved), and flush() waits for a full one.
+        self._call(lambda c: c.create_index(physical, params, sync=False, timeout=self._timeout))
+
     def _indexed(self, physical: str, index_name: str) -> bool:
         info = self._call(lambda c: c.describe_index(physical, index_name, timeout=self._timeout)) or {}
         if str(info.get("state", "")) == "Failed":
@@ -478,7 +533,7 @@ class MilvusStore:
             raise StoreError(f"this Milvus store ({self.uri}) is closed", code="store_closed")
         return self._conn
 
-    def _ensure_loaded(self, *names: str) -> None:
+    def _ensure_loaded(self, *names: str, wait_s: float | None = None) -> None:
         """Load the collections ``names`` not loaded yet, all at once (a server takes seconds for each)."""
         conn = self._open()
         with conn.lock:
@@ -486,7 +541,7 @@ class MilvusStore:
         if not todo:
             return
         # Loading waits for the server; a restarted server may take longer than one request.
-        wait = None if self.lite else max(self.cfg.timeout_s, 60.0)
+        wait = None if self.lite else (wait_s or max(self.cfg.timeout_s, 60.0))
         if len(todo) > 1 and not self.lite:  # Milvus Lite loads at once
             for name in todo:
                 self._call(lambda c, n=name: c.load_collection(n, timeout=wait, _async=True))

@@ -7,10 +7,17 @@ the other) are compared through :func:`index_digest`; the times of the build (wh
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 from typing import Any
 
 from indexing.config import Config
 from indexing.index import open_index
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def index_digest(cfg: Config, domain: str) -> dict[str, Any]:
@@ -40,3 +47,53 @@ def index_digest(cfg: Config, domain: str) -> dict[str, Any]:
 def print_digest(cfg: Config, domain: str) -> None:
     """Print :func:`index_digest` as JSON (for a build run in a process of its own)."""
     print(json.dumps(index_digest(cfg, domain), sort_keys=True, default=str))
+
+
+_CONFIG = """
+from pathlib import Path
+from indexing.config import ClickHouseConfig, Config, EmbedderConfig, MilvusConfig
+ws = Path({ws!r})
+milvus = MilvusConfig(uri={uri!r}, index_type="FLAT") if {uri!r} else MilvusConfig()
+cfg = Config(workspace=ws, clickhouse=ClickHouseConfig(chdb_path=str(ws / "chdb")),
+             embedder=EmbedderConfig(text="hashing", image="hashing", hashing_dim={dim}), milvus=milvus)
+"""
+
+
+def build_code(batch_rows: int) -> str:
+    """Code for :func:`run_with_config`: build the ``ecommerce`` index in chunks of ``batch_rows`` and print its summary."""
+    return f"""
+from indexing.build import build_index
+print(build_index(cfg, "ecommerce", batch_rows={batch_rows}, progress=False).summary())
+from indexing.index import exit_process
+exit_process(0)
+"""
+
+
+DIGEST_CODE = """
+from tests.indexing.digest import print_digest
+print_digest(cfg, "ecommerce")
+from indexing.index import exit_process
+exit_process(0)
+"""
+"""Code for :func:`run_with_config`: print the ``ecommerce`` index's :func:`index_digest`."""
+
+
+def run_with_config(
+    ws: Path,
+    code: str,
+    *,
+    hashing_dim: int = 64,
+    milvus_uri: str = "",
+    env: dict[str, str] | None = None,
+    timeout_s: float = 300,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a Python process of its own (its own chDB path, a kill that takes only it) with ``cfg``
+    bound to workspace ``ws``: the hashing embedder of ``hashing_dim``, Milvus Lite in the workspace or the
+    server at ``milvus_uri`` (FLAT, exact)."""
+    script = textwrap.dedent(_CONFIG.format(ws=str(ws), uri=milvus_uri, dim=hashing_dim)) + textwrap.dedent(
+        code
+    )
+    return subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env={**os.environ, **(env or {})},
+        capture_output=True, text=True, timeout=timeout_s,
+    )  # fmt: skip

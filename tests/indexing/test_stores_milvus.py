@@ -28,6 +28,7 @@ from indexing.stores.milvus import (
     supported_index_types,
     vector_field,
 )
+from indexing.stores.milvus_plan import BULK_LOAD, INTERACTIVE, LoadPlan
 
 N = 120
 DIM = 64
@@ -139,6 +140,52 @@ def test_fetch_vectors_returns_what_was_stored(store: MilvusStore, products: Any
     assert set(got) == {ids[5], ids[0]}
     np.testing.assert_allclose(got[ids[5]], vectors["image"][5], atol=1e-6)
     assert store.fetch_vectors("products__v0004", "image", []) == {}
+
+
+def test_a_bulk_load_is_indexed_and_loaded_by_flush(store: MilvusStore, products: Any) -> None:
+    """The build's plan: no index and nothing loaded until flush, fresh rows inserted, a re-sent chunk upserted."""
+    data, vectors = products
+    name = "products__v0006"
+    store.drop_collection(name)
+    store.create_collection(name, PRODUCTS, {f: DIM for f in PRODUCTS.vector_fields}, plan=BULK_LOAD)
+    cut = 70
+    store.write(
+        name,
+        PRODUCTS,
+        data.slice(0, cut),
+        {f: v[:cut] for f, v in vectors.items()},
+        fresh=True,
+        plan=BULK_LOAD,
+    )
+    # A resumed build re-sends the chunk it was writing when it was killed: upserted, never duplicated.
+    again = slice(cut - 20, N)
+    store.write(
+        name,
+        PRODUCTS,
+        data.slice(cut - 20),
+        {f: v[again] for f, v in vectors.items()},
+        fresh=False,
+        plan=BULK_LOAD,
+    )
+    times = store.flush(name)
+    assert store.field_counts(name) == dict.fromkeys(PRODUCTS.vector_fields, N)
+    assert (times.index_s > 0) == (times.load_s > 0) == (not store.lite)
+    ids = data.column("id").to_pylist()
+    row = store.search(name, "title", vectors["title"][[5]], 5)[0]
+    assert row[0][1] == pytest.approx(1.0, abs=1e-4)
+    assert ids[5] in [i for i, s in row if s == pytest.approx(row[0][1], abs=1e-4)]
+    store.flush(name)  # a second flush finds the index there
+    assert store.count(name) == N
+    store.drop_collection(name)
+
+
+def test_a_plan_that_loads_an_unindexed_collection_is_refused() -> None:
+    with pytest.raises(ConfigError, match="load_first needs index_first"):
+        LoadPlan(index_first=False)
+    with pytest.raises(ConfigError, match="rows_per_request"):
+        LoadPlan(rows_per_request=0)
+    assert BULK_LOAD.insert and not (BULK_LOAD.load_first or BULK_LOAD.auto_compaction)
+    assert LoadPlan() == INTERACTIVE
 
 
 def test_index_types_are_checked_against_what_the_target_builds() -> None:
