@@ -166,9 +166,10 @@ def _deepspeed_options(name: str | None) -> dict[str, Any]:
     """The ``SFTConfig`` options of a DeepSpeed run (none without one); a world of one where no launcher ran."""
     if name is None:
         return {}
-    from rl.train.deepspeed import resolve, single_process_env
+    from rl.train.deepspeed import resolve, single_process_env, skip_shared_memory_comm
 
     os.environ.update(single_process_env())
+    skip_shared_memory_comm()
     return {"deepspeed": str(resolve(name))}
 
 

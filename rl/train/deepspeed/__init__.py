@@ -72,3 +72,23 @@ def single_process_env() -> dict[str, str]:
         added["DS_ACCELERATOR"] = "cpu"
     return added
 
+
+SHM_COMM = "deepspeed_shm_comm"
+"""DeepSpeed's shared-memory all-reduce for ranks on one CPU host, compiled on first use of its CPU backend."""
+
+
+def skip_shared_memory_comm() -> bool:
+    """In a world of one, tell DeepSpeed its shared-memory collective op is unavailable; returns whether it did.
+
+    DeepSpeed's torch backend compiles that op (C++, with ninja) whenever it initializes on the CPU
+    accelerator, for every new virtualenv or path: about 45 s on 2 cores, for a single rank that has no peer
+    to reduce with. Without it, DeepSpeed uses gloo, as it does wherever the op cannot be built. A world of
+    several ranks keeps it."""
+    if os.environ.get("WORLD_SIZE", "1") != "1":
+        return False
+    import deepspeed.ops
+
+    # deepspeed.ops probes its ops once and caches the dict in the module; build_shm_op() reads it there.
+    deepspeed.ops.__compatible_ops__[SHM_COMM] = False
+    return True
+
