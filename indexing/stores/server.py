@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import time
@@ -42,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from indexing import processes
 from indexing.errors import ConfigError, StoreError, StoreUnavailable, require
 from indexing.stores.credentials import Credentials
 from indexing.workspace import atomic_write_json
@@ -144,7 +144,7 @@ def start(
             raise ConfigError(
                 f"the Milvus server of {directory} already runs on port {current.port}; stop it first: prore stores down"
             )
-        wait_ready(current.uri or "", timeout_s=timeout_s, pid=current.pid)
+        wait_ready(current.uri or "", timeout_s=timeout_s, pid=current.pid, log=current.log)
         return current
     if port is None:
         port = DEFAULT_PORT if _port_free(DEFAULT_PORT) else free_port()
@@ -160,7 +160,7 @@ def start(
                                                "started_at": started})  # fmt: skip
     uri = f"http://127.0.0.1:{port}"
     try:
-        wait_ready(uri, timeout_s=timeout_s, pid=proc.pid)
+        wait_ready(uri, timeout_s=timeout_s, pid=proc.pid, log=directory / LOG_FILE)
     except BaseException:
         stop(directory)
         raise
@@ -175,14 +175,8 @@ def stop(directory: Path, *, timeout_s: float = 30.0) -> bool:
     current = status(directory)
     stopped = False
     if current.running and current.pid is not None:
-        _signal(current.pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        while _alive(current.pid) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if _alive(current.pid):
-            _signal(current.pid, signal.SIGKILL)
-            while _alive(current.pid):
-                time.sleep(0.1)
+        pid = current.pid
+        processes.stop(pid, grace_s=timeout_s, running=lambda: _alive(pid))
         stopped = True
     if current.pid is not None:
         _reap(current.pid)
@@ -191,11 +185,11 @@ def stop(directory: Path, *, timeout_s: float = 30.0) -> bool:
     return stopped
 
 
-def wait_ready(uri: str, *, timeout_s: float = 180.0, pid: int | None = None) -> None:
+def wait_ready(uri: str, *, timeout_s: float = 180.0, pid: int | None = None, log: Path | None = None) -> None:
     """Wait until the Milvus server at ``uri`` answers requests (not only its health check).
 
     Raises :class:`~indexing.errors.StoreUnavailable` after ``timeout_s``, or as soon as process
-    ``pid`` (the server) has exited.
+    ``pid`` (the server) has exited; the message ends with the tail of ``log`` (its ``server.log``).
     """
     pymilvus: Any = require("pymilvus", "milvus")
     import logging
@@ -204,27 +198,21 @@ def wait_ready(uri: str, *, timeout_s: float = 180.0, pid: int | None = None) ->
     host_port = uri.split("://", 1)[-1]
     host, _, port = host_port.rpartition(":")
     creds = Credentials.from_env("MILVUS").milvus_args()
-    deadline = time.monotonic() + timeout_s
-    last = "no answer"
-    while True:
-        if pid is not None and not _alive(pid):
-            raise StoreUnavailable(f"the Milvus server at {uri} exited while starting")
+    listens = processes.listening(host or "127.0.0.1", int(port))
+
+    def answers() -> bool:
+        listens()  # fails fast while nothing listens, before a client waits for its timeout
+        client = pymilvus.MilvusClient(uri=uri, timeout=2, dedicated=True, **creds)
         try:
-            with socket.create_connection((host or "127.0.0.1", int(port)), timeout=1):
-                pass
-            client = pymilvus.MilvusClient(uri=uri, timeout=2, dedicated=True, **creds)
-            try:
-                client.list_collections(timeout=2)
-                return
-            finally:
-                client.close()
-        except Exception as exc:
-            last = " ".join(str(exc).split())[:200]
-        if time.monotonic() > deadline:
-            raise StoreUnavailable(
-                f"the Milvus server at {uri} did not answer within {timeout_s:.0f} s: {last}"
-            )
-        time.sleep(0.5)
+            client.list_collections(timeout=2)
+        finally:
+            client.close()
+        return True
+
+    processes.wait_ready(
+        answers, what=f"the Milvus server at {uri}", timeout_s=timeout_s, poll_s=0.5,
+        running=None if pid is None else (lambda: _alive(pid)), log=log, error=StoreUnavailable,
+    )  # fmt: skip
 
 
 def free_port() -> int:
@@ -271,11 +259,7 @@ def _spawn(
         p for p in (str(exe.parent), os.environ.get("LD_LIBRARY_PATH", "")) if p
     )
     server.server_proc = None  # the package's object would stop the server when collected
-    with (directory / LOG_FILE).open("ab") as log:
-        return subprocess.Popen(
-            [str(exe), "run", "standalone"], cwd=directory, env=env, stdin=subprocess.DEVNULL,
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+    return processes.spawn([str(exe), "run", "standalone"], directory / LOG_FILE, env=env, cwd=directory, append=True)
 
 
 def _own_etcd_ports(directory: Path) -> None:
@@ -336,11 +320,6 @@ def _alive(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[0] != "Z" and b"milvus" in cmdline
 
 
-def _signal(pid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, sig)
-
-
 def _reap(pid: int) -> None:
     proc = _CHILDREN.pop(pid, None)
     if proc is not None:
@@ -363,7 +342,6 @@ def kill(directory: Path) -> None:
     current = status(directory)
     if current.pid is None:
         raise StoreError(f"no Milvus server runs in {directory}", code="no_server")
-    _signal(current.pid, signal.SIGKILL)
-    while _alive(current.pid):
-        time.sleep(0.05)
-    _reap(current.pid)
+    pid = current.pid
+    processes.kill(pid, running=lambda: _alive(pid))
+    _reap(pid)

@@ -7,13 +7,13 @@ Every error body is ``{"error": <code>, "detail": <one line>}``; a 429 or 503 ca
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import uvicorn
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from indexing import processes
 from indexing.errors import ProReError
 
 
@@ -56,12 +56,13 @@ class ServerThread:
         return f"http://{host}:{port}"
 
     def start(self, timeout_s: float = 120.0) -> ServerThread:
+        """Start the thread and wait until uvicorn listens; :class:`ServiceUnavailable` if its thread ends
+        first (the port is taken, the app's startup failed) or ``timeout_s`` passes."""
         self._thread.start()
-        deadline = time.monotonic() + timeout_s
-        while not self.server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise ServiceUnavailable("the service did not start")
-            time.sleep(0.02)
+        processes.wait_ready(
+            lambda: self.server.started, what=f"the service ({self._thread.name})", timeout_s=timeout_s,
+            poll_s=0.02, running=self._thread.is_alive, error=ServiceUnavailable,
+        )  # fmt: skip
         return self
 
     def stop(self) -> None:
