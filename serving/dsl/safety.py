@@ -1,6 +1,7 @@
 """SQL safety: one read-only SELECT over the corpus table, every node on an allow-list (DESIGN.md section 6).
 
-The checks run from cheap to expensive, and each refuses with a typed code and an offset in the SQL:
+The checks run from cheap to expensive, and each refuses with a typed code and an offset in the SQL (the
+first two stages and the parse are :mod:`serving.dsl.lexical`'s):
 
 1. text: length cap; no control, format or private-use characters anywhere; outside string literals only
    printable ASCII (homoglyph keywords, fullwidth semicolons and zero-width spaces stop here);
@@ -25,20 +26,16 @@ for subqueries. Columns may be qualified only with the corpus table's name.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections import Counter
 from typing import NoReturn
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.dialects.clickhouse import ClickHouse
-from sqlglot.errors import ParseError, TokenError
-from sqlglot.tokenizer_core import Token, TokenType
 
-from indexing.logs import drop_messages
 from indexing.schema import CorpusSchema, DType
 from serving.dsl import runnable
 from serving.dsl.errors import Code, ValidationError
+from serving.dsl.lexical import DIALECT, check_operands, check_text_and_tokens, fail, parse
 from serving.dsl.limits import DEFAULT_LIMITS, DslLimits
 from serving.dsl.placeholders import (
     SENTINEL,
@@ -48,45 +45,6 @@ from serving.dsl.placeholders import (
     position_of,
     sentinel_of,
 )
-
-_DIALECT = ClickHouse()
-
-
-# sqlglot warns about a bad JSON path in a program that is then refused with one typed error (JSON functions
-# are not on the allow-list); the user sees that line alone.
-drop_messages("sqlglot", "Invalid JSON path syntax")
-_CLASS_REPR = re.compile(r"<class '[\w.]*?(\w+)'>")
-# sqlglot names the first missing argument of a node from a set (``Expression.required_args``), whose order is
-# the process's string hash: ``a AND`` with both sides missing says 'this' in one process and 'expression' in
-# another. The reward's message must not depend on the process, so the argument's name is dropped.
-_MISSING_ARG = re.compile(r"Required keyword: '\w+' missing for (\w+)")
-
-# Characters never legitimate anywhere in a program's SQL, including inside string literals.
-_BAD_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
-_LAYOUT = frozenset("\t\n\r")
-
-_FORBIDDEN_TOKENS: dict[TokenType, str] = {
-    TokenType.PLACEHOLDER: "query parameters",
-    TokenType.PARAMETER: "parameters",
-    TokenType.L_BRACE: "braces (query parameters, maps)",
-    TokenType.R_BRACE: "braces (query parameters, maps)",
-    TokenType.L_BRACKET: "arrays",
-    TokenType.R_BRACKET: "arrays",
-    TokenType.COLON: "':'",
-    TokenType.DCOLON: "'::' casts (write CAST(x AS T))",
-    TokenType.HEREDOC_STRING: "heredoc strings",
-    TokenType.RAW_STRING: "raw strings",
-    TokenType.BYTE_STRING: "byte strings",
-    TokenType.HEX_STRING: "hex strings",
-    TokenType.BIT_STRING: "bit strings",
-    TokenType.NATIONAL_STRING: "national strings",
-    TokenType.UNICODE_STRING: "unicode escape strings",
-}
-_CLAUSE_TOKENS: dict[TokenType, Code] = {
-    TokenType.INTO: Code.INTO_CLAUSE,
-    TokenType.SETTINGS: Code.SETTINGS_CLAUSE,
-    TokenType.FORMAT: Code.FORMAT_CLAUSE,
-}
 
 # Expression classes a program may use, beyond functions; each is checked further below where it needs it.
 _STRUCTURE = (
@@ -153,16 +111,6 @@ _EMPTY_SLOTS: dict[type[exp.Expr], tuple[str, ...]] = {
     exp.Interval: ("fraction_in_string",),
 }
 
-# Tokens after which an operand must follow: sqlglot silently drops an operand that is missing
-# (``id IN (+)`` and ``id IN (, )`` both parse as ``id IN ()``), so a dangling one is refused here.
-_NEEDS_OPERAND = frozenset(
-    {
-        TokenType.L_PAREN, TokenType.COMMA, TokenType.PLUS, TokenType.DASH, TokenType.SLASH, TokenType.MOD, TokenType.EQ, TokenType.NEQ, TokenType.GT, TokenType.GTE,
-        TokenType.LT, TokenType.LTE, TokenType.AND, TokenType.OR, TokenType.NOT, TokenType.DPIPE,
-    }
-)  # fmt: skip
-_OPERAND_MISSING = frozenset({TokenType.COMMA, TokenType.R_PAREN})
-
 _SELECT_ARGS = frozenset(
     {"expressions", "distinct", "from_", "where", "group", "having", "order", "limit", "offset"}
 )
@@ -184,119 +132,8 @@ _SELECT_ARG_LABELS = {
 }
 
 
-def _fail(message: str, code: Code, position: int | None = None) -> NoReturn:
-    raise ValidationError(message, code=code, path="sql", position=position)
-
-
 def _fail_at(message: str, code: Code, node: exp.Expr) -> NoReturn:
-    _fail(message, code, position_of(node))
-
-
-def _check_characters(sql: str) -> None:
-    for i, ch in enumerate(sql):
-        if ch not in _LAYOUT and unicodedata.category(ch) in _BAD_CATEGORIES:
-            _fail(f"character U+{ord(ch):04X} is not allowed in a program", Code.BAD_CHARACTER, i)
-
-
-def _tokenize(sql: str) -> list[Token]:
-    try:
-        return list(_DIALECT.tokenize(sql))
-    except TokenError as exc:
-        _fail(f"SQL does not tokenize: {exc}", Code.SQL_SYNTAX)
-
-
-def _check_tokens(sql: str, tokens: list[Token], limits: DslLimits) -> None:
-    strings = [(t.start, t.end) for t in tokens if t.token_type == TokenType.STRING]
-    inside = bytearray(len(sql))
-    for start, end in strings:
-        inside[start : end + 1] = b"\x01" * (end + 1 - start)
-    for i, ch in enumerate(sql):
-        if not inside[i] and not (ch.isascii() and (ch.isprintable() or ch in _LAYOUT)):
-            # Keywords, identifiers and punctuation are ASCII: a homoglyph, a fullwidth ';' or a
-            # zero-width space outside a literal is a smuggling attempt, never a typo worth repairing.
-            _fail(f"character U+{ord(ch):04X} outside a string literal", Code.BAD_CHARACTER, i)
-    if not tokens:
-        _fail("the SQL is empty", Code.SQL_SYNTAX, 0)
-    first = tokens[0]
-    if first.token_type == TokenType.WITH:
-        _fail(
-            "WITH is not allowed; use a subquery: id IN (SELECT id FROM ...)", Code.WITH_CLAUSE, first.start
-        )
-    if first.token_type != TokenType.SELECT:
-        hint = " (drop the outer parentheses)" if first.token_type == TokenType.L_PAREN else ""
-        _fail(
-            f"a program's SQL is one SELECT, not {first.text.upper()!r}{hint}", Code.NOT_SELECT, first.start
-        )
-    depth = 0
-    for tok in tokens:
-        if tok.comments:
-            _fail("comments are not allowed in a program's SQL", Code.COMMENT, tok.start)
-        kind = tok.token_type
-        if kind == TokenType.SEMICOLON:
-            _fail("a program's SQL is one statement and holds no ';'", Code.MULTIPLE_STATEMENTS, tok.start)
-        if kind in _CLAUSE_TOKENS:
-            _fail(f"{tok.text.upper()} is not allowed in a program", _CLAUSE_TOKENS[kind], tok.start)
-        if kind in _FORBIDDEN_TOKENS:
-            _fail(f"{_FORBIDDEN_TOKENS[kind]} are not allowed", Code.FORBIDDEN_SYNTAX, tok.start)
-        if kind == TokenType.STRING and len(tok.text) > limits.max_literal_chars:
-            _fail(
-                f"string literal of {len(tok.text)} characters; at most {limits.max_literal_chars}",
-                Code.LITERAL_TOO_LONG,
-                tok.start,
-            )
-        if kind == TokenType.L_PAREN:
-            depth += 1
-            if depth > limits.max_depth:
-                _fail(f"parentheses nest deeper than {limits.max_depth}", Code.TOO_DEEP, tok.start)
-        elif kind == TokenType.R_PAREN:
-            depth -= 1
-    runnable.check_tokens(tokens)
-
-
-def _check_operands(tokens: list[Token], sites: tuple[PlaceholderToken, ...]) -> None:
-    """Refuse an operator or list separator with nothing after it, which sqlglot would silently drop."""
-    brackets = {s.position for s in sites}
-    # The '>' closing a placeholder is two tokens after its '<'.
-    closing = {tokens[i + 2].start for i, t in enumerate(tokens[:-2]) if t.start in brackets}
-    for before, after in zip(tokens, [*tokens[1:], None], strict=True):
-        if before.token_type not in _NEEDS_OPERAND or before.start in brackets or before.start in closing:
-            continue
-        if after is None or after.token_type in _OPERAND_MISSING:
-            # ``f()`` is a call with no arguments, not a missing operand.
-            if (
-                before.token_type == TokenType.L_PAREN
-                and after is not None
-                and after.token_type == TokenType.R_PAREN
-            ):
-                continue
-            where = after.start if after is not None else before.end + 1
-            _fail(f"an operand is missing after {before.text!r}", Code.SQL_SYNTAX, where)
-
-
-def _offset(sql: str, line: int, col: int) -> int:
-    lines = sql.split("\n")
-    before = sum(len(text) + 1 for text in lines[: max(line - 1, 0)])
-    return max(0, min(len(sql), before + col - 1))
-
-
-def _parse(sql: str) -> exp.Expr:
-    try:
-        statements = sqlglot.parse(sql, dialect=_DIALECT)
-    except ParseError as exc:
-        first = exc.errors[0] if exc.errors else {}
-        line, col = first.get("line"), first.get("col")
-        where = _offset(sql, line, col) if isinstance(line, int) and isinstance(col, int) else None
-        description = _CLASS_REPR.sub(r"\1", str(first.get("description") or exc))
-        description = _MISSING_ARG.sub(lambda m: f"{m.group(1).upper()} is missing an operand", description)
-        _fail(f"SQL does not parse: {description}", Code.SQL_SYNTAX, where)
-    except RecursionError:
-        _fail("SQL nests too deeply to parse", Code.TOO_DEEP)
-    except Exception as exc:  # sqlglot may fail in other ways on hostile text; all mean "not SQL we accept"
-        _fail(f"SQL does not parse: {type(exc).__name__}", Code.SQL_SYNTAX)
-    real = [s for s in statements if s is not None]
-    if len(real) != 1:
-        _fail(f"a program's SQL is exactly one statement, found {len(real)}", Code.MULTIPLE_STATEMENTS)
-    return real[0]
+    fail(message, code, position_of(node))
 
 
 def _check_size(tree: exp.Expr, limits: DslLimits) -> None:
@@ -372,7 +209,7 @@ def _check_table(table: exp.Table, schema: CorpusSchema) -> None:
     name = table.this
     if isinstance(name, exp.Func):
         _fail_at(
-            f"table functions such as {name.sql(dialect=_DIALECT)[:40]!r} are not allowed",
+            f"table functions such as {name.sql(dialect=DIALECT)[:40]!r} are not allowed",
             Code.TABLE_FUNCTION,
             name,
         )
@@ -485,7 +322,7 @@ def _check_node(node: exp.Expr, root: exp.Select, schema: CorpusSchema, limits: 
             _fail_at(f"{node.name!r} is not allowed here", Code.FORBIDDEN_SYNTAX, node)
     elif isinstance(node, exp.DataType):
         if node.this not in _CAST_TYPES or node.expressions or not isinstance(node.parent, exp.Cast):
-            _fail_at(f"type {node.sql(dialect=_DIALECT)!r} is not allowed", Code.FORBIDDEN_SYNTAX, node)
+            _fail_at(f"type {node.sql(dialect=DIALECT)!r} is not allowed", Code.FORBIDDEN_SYNTAX, node)
     elif isinstance(node, exp.Is) and not isinstance(node.expression, exp.Null | exp.Boolean):
         _fail_at("IS takes NULL, TRUE or FALSE", Code.FORBIDDEN_SYNTAX, node)
     elif isinstance(node, exp.Literal) and node.is_string and len(node.this) > limits.max_literal_chars:
@@ -504,7 +341,7 @@ def _check_slots(node: exp.Expr) -> None:
         unit = node.args.get(key)
         if unit is not None and not _is_unit_word(unit):
             _fail_at(
-                f"a unit is one of {', '.join(sorted(_UNITS))}, not {unit.sql(dialect=_DIALECT)[:40]!r}",
+                f"a unit is one of {', '.join(sorted(_UNITS))}, not {unit.sql(dialect=DIALECT)[:40]!r}",
                 Code.BAD_UNIT,
                 unit,
             )
@@ -529,29 +366,29 @@ def _check_round_trip(tree: exp.Select, schema: CorpusSchema, limits: DslLimits)
     slot rendered from a node's name silently drops what the node held). Only normalisations that keep
     both (``toStartOfMonth(d)`` to ``dateTrunc('MONTH', d)``, added parentheses) pass.
     """
-    rendered = tree.sql(dialect=_DIALECT, comments=False)
+    rendered = tree.sql(dialect=DIALECT, comments=False)
     try:
-        again = sqlglot.parse_one(rendered, dialect=_DIALECT)
+        again = sqlglot.parse_one(rendered, dialect=DIALECT)
     except Exception:
-        _fail("the program's SQL does not parse back after rendering", Code.ROUND_TRIP)
+        fail("the program's SQL does not parse back after rendering", Code.ROUND_TRIP)
     if _same_tree(tree, again):
         return  # the usual case: the very same tree, so every check already holds for what runs
     changed = "the program's SQL reads differently once rendered"
     if not isinstance(again, exp.Select):
-        _fail(f"{changed}: it becomes a {type(again).__name__}", Code.ROUND_TRIP)
+        fail(f"{changed}: it becomes a {type(again).__name__}", Code.ROUND_TRIP)
     try:
         _check_size(again, limits)
         _check_placeholder_slots(again)
         for node in again.walk():
             _check_node(node, again, schema, limits)
     except ValidationError as exc:
-        _fail(f"{changed}, and then breaks a rule: {exc.message}", Code.ROUND_TRIP)
-    if again.sql(dialect=_DIALECT, comments=False) != rendered:
-        _fail(f"{changed}: rendering it again gives other SQL", Code.ROUND_TRIP)
+        fail(f"{changed}, and then breaks a rule: {exc.message}", Code.ROUND_TRIP)
+    if again.sql(dialect=DIALECT, comments=False) != rendered:
+        fail(f"{changed}: rendering it again gives other SQL", Code.ROUND_TRIP)
     lost = _atoms(tree) - _atoms(again)
     if lost:
         # Something the model wrote (a literal, a unit, a column) did not reach the SQL that runs.
-        _fail(f"{changed}: {sorted(lost)[0][:40]!r} is lost on the way", Code.ROUND_TRIP)
+        fail(f"{changed}: {sorted(lost)[0][:40]!r} is lost on the way", Code.ROUND_TRIP)
 
 
 def _same_tree(a: object, b: object) -> bool:
@@ -605,7 +442,7 @@ def _check_condition(node: exp.Expr | None, schema: CorpusSchema) -> None:
         return
     what: str | None = None
     if isinstance(node, exp.Literal) and node.is_string:
-        what = f"the string {node.sql(dialect=_DIALECT)[:40]}"
+        what = f"the string {node.sql(dialect=DIALECT)[:40]}"
     elif isinstance(node, exp.Literal) and not _INTEGER.fullmatch(node.this):
         # ClickHouse reads a whole number as a truth value (WHERE 1), and fails on 4.0 or 1e3 (CANNOT_CONVERT_TYPE).
         what = f"the number {node.this[:40]}"
@@ -616,7 +453,7 @@ def _check_condition(node: exp.Expr | None, schema: CorpusSchema) -> None:
     elif isinstance(node, exp.Anonymous) and node.name not in _BOOLEAN_ANONYMOUS:
         what = f"{node.name}(...)"
     elif isinstance(node, exp.Cast) and node.to.this is not exp.DataType.Type.BOOLEAN:
-        what = f"a CAST to {node.to.sql(dialect=_DIALECT)}"
+        what = f"a CAST to {node.to.sql(dialect=DIALECT)}"
     elif isinstance(node, _NOT_BOOLEAN):
         what = f"{type(node).__name__.upper()} (not a truth value)"
     if what is not None:
@@ -658,14 +495,10 @@ def check_sql(
     Every call checks afresh; :func:`serving.dsl.validate.validate` remembers what it derives from an
     accepted SQL text, so a sampled program that repeats its SQL costs no sqlglot work there.
     """
-    if len(sql) > limits.max_sql_chars:
-        _fail(f"SQL has {len(sql)} characters; at most {limits.max_sql_chars}", Code.SQL_TOO_LONG)
-    _check_characters(sql)
-    tokens = _tokenize(sql)
-    _check_tokens(sql, tokens, limits)
+    tokens = check_text_and_tokens(sql, limits)
     marked, sites = mark_placeholders(sql, tokens)
-    _check_operands(tokens, sites)
-    tree = _parse(marked)
+    check_operands(tokens, sites)
+    tree = parse(marked)
     if isinstance(tree, exp.Union | exp.Intersect | exp.Except):
         _fail_at(
             "UNION, INTERSECT and EXCEPT are not allowed; combine conditions with OR / AND NOT",
