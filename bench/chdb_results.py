@@ -28,35 +28,28 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
-import os
 import random
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+from common import RESULTS, ROOT, machine, write_results
 
-import pyarrow as pa  # noqa: E402
-import pyarrow.ipc as ipc  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
-from machine import machine  # noqa: E402
+from indexing.build import build_index
+from indexing.config import ClickHouseConfig, Config, EmbedderConfig
+from indexing.corpora import generate
+from indexing.corpora.files import write_corpus
+from indexing.schema import PRODUCTS
+from indexing.stores.clickhouse import chdb_session
+from indexing.workspace import Workspace
 
-from indexing.build import build_index  # noqa: E402
-from indexing.config import ClickHouseConfig, Config, EmbedderConfig  # noqa: E402
-from indexing.corpora import generate  # noqa: E402
-from indexing.corpora.files import write_corpus  # noqa: E402
-from indexing.schema import PRODUCTS  # noqa: E402
-from indexing.stores.clickhouse import chdb_session  # noqa: E402
-from indexing.workspace import Workspace  # noqa: E402
-
-OUT = ROOT / "bench" / "results" / "chdb_results.json"
+OUT = RESULTS / "chdb_results.json"
 SHAPES = {
     "L1": "SELECT id FROM {t} AS products WHERE price < 300 AND id IN {{text_1: Array(String)}}",
     "L2": "SELECT id FROM {t} AS products WHERE (brand = 'Sony' OR rating > 3) AND id IN {{text_1: Array(String)}} "
@@ -139,10 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=100, help="id sets per statement and round (default 100)")
     parser.add_argument("--out", type=Path, default=OUT, help=f"JSON report (default {OUT.relative_to(ROOT)})")
     args = parser.parse_args(argv)
-    results = run(args)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    print(f"wrote {write_results(args.out, run(args))}")
     return 0
 
 

@@ -51,27 +51,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from common import RESULTS, ensure_corpus, machine, percentile, start_milvus, stop_milvus, write_results
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from indexing.build import build_index
+from indexing.config import ClickHouseConfig, Config, EmbedderConfig, MilvusConfig
+from indexing.errors import ProReError
+from serving.dsl import Program, parse_program
+from serving.engine import STAGES, CacheSizes, Engine, ExecutionResult
+from serving.settings import SqlSettings
 
-from machine import machine, start_milvus, stop_milvus  # noqa: E402
-
-from indexing.build import build_index  # noqa: E402
-from indexing.config import ClickHouseConfig, Config, EmbedderConfig, MilvusConfig  # noqa: E402
-from indexing.corpora import generate, generator_version  # noqa: E402
-from indexing.corpora.files import write_corpus  # noqa: E402
-from indexing.errors import ProReError  # noqa: E402
-from indexing.schema import PRODUCTS  # noqa: E402
-from indexing.workspace import Workspace  # noqa: E402
-from serving.dsl import Program, parse_program  # noqa: E402
-from serving.engine import STAGES, CacheSizes, Engine, ExecutionResult  # noqa: E402
-from serving.settings import SqlSettings  # noqa: E402
-
-DEFAULT_OUT = ROOT / "bench" / "results" / "engine.json"
-DEFAULT_WORKSPACE = ROOT / "bench" / "results" / "workspace"
+DEFAULT_OUT = RESULTS / "engine.json"
+DEFAULT_WORKSPACE = RESULTS / "workspace"
 GOALS = {"p50_ms_3k": 25.0, "batched_programs_per_s": 1000.0, "ratio_vs_naive_loop": 30.0}
 PROMPTS, ROLLOUTS = 32, 4
 
@@ -105,16 +95,7 @@ def server_config(root: Path, corpus: Corpus, uri: str) -> Config:
 def ensure_index(cfg: Config, corpus: Corpus) -> float:
     """Generate the corpus and build its index unless they exist; seconds spent."""
     start = time.perf_counter()
-    ws = Workspace(cfg.workspace)
-    manifest = ws.corpus_dir("ecommerce") / "manifest.json"
-    if not manifest.is_file() or json.loads(manifest.read_text()).get("rows") != corpus.size:
-        meta = {
-            "generator": "ecommerce",
-            "generator_version": generator_version("ecommerce"),
-            "size": corpus.size,
-            "seed": 0,
-        }
-        write_corpus(ws, PRODUCTS, generate("ecommerce", corpus.size, seed=0), meta)
+    ensure_corpus(cfg.workspace, corpus.size)
     result = build_index(cfg, "ecommerce", progress=sys.stderr.isatty())
     print(
         f"  {corpus.label}: index {result.version} {result.status} ({corpus.size} docs, {corpus.embedder})",
@@ -206,11 +187,6 @@ def grpo_batch(docs: Sequence[dict[str, Any]], seed: int) -> list[dict[str, Any]
 # -- measurements ---------------------------------------------------------------------------------
 
 
-def pct(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
-
-
 def single_latency(engine: Engine, docs: Sequence[dict[str, Any]], per_level: int) -> dict[str, Any]:
     """Cold-cache end-to-end latency per level: p50, p95 and the mean of each stage (ms)."""
     rng = random.Random(7)
@@ -234,7 +210,7 @@ def single_latency(engine: Engine, docs: Sequence[dict[str, Any]], per_level: in
         out[f"L{level}"] = {
             "n": per_level,
             "p50_ms": statistics.median(totals),
-            "p95_ms": pct(totals, 0.95),
+            "p95_ms": percentile(totals, 95),
             "stages_mean_ms": stages,
         }
     return out
@@ -403,7 +379,7 @@ def compare(cfgs: dict[str, Config], docs: Sequence[dict[str, Any]], per_level: 
             base = samples[BASELINE][lvl]
             levels[lvl] = {
                 **{f"{s}_p50_ms": statistics.median(v) for s, v in stages.items()},
-                **{f"{s}_p95_ms": pct(v, 0.95) for s, v in stages.items()},
+                **{f"{s}_p95_ms": percentile(v, 95) for s, v in stages.items()},
                 **{f"{s}_ratio_p50": statistics.median(v) / max(statistics.median(base[s]), 1e-9)
                    for s, v in stages.items()},
             }  # fmt: skip
@@ -714,8 +690,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def finish(results: dict[str, Any], out: Path) -> int:
     results["load_avg_1m_at_end"] = os.getloadavg()[0]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    write_results(out, results)
     print(table(results))
     print(f"wrote {out}")
     return 0

@@ -18,7 +18,6 @@ its start is reported apart (a cluster's Ray is up before a job runs). Writes
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import statistics
@@ -28,28 +27,22 @@ import time
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from common import RESULTS, ROOT, Run, machine, write_results
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from machine import Run, machine  # noqa: E402
-
-from indexing.build import build_index  # noqa: E402
-from indexing.config import BuildConfig, ClickHouseConfig, Config, EmbedderConfig  # noqa: E402
-from indexing.corpora import generate  # noqa: E402
-from indexing.corpora.files import write_corpus  # noqa: E402
-from indexing.embedders import make_embedder  # noqa: E402
-from indexing.schema import DOMAINS, Role, schema_for  # noqa: E402
-from indexing.workspace import Workspace  # noqa: E402
+from indexing.build import build_index
+from indexing.config import BuildConfig, ClickHouseConfig, Config, EmbedderConfig
+from indexing.corpora import generate
+from indexing.corpora.files import write_corpus
+from indexing.embedders import make_embedder
+from indexing.schema import DOMAINS, Role, schema_for
+from indexing.workspace import Workspace
 
 STAGES = ("generate", "embed", "clickhouse", "milvus", "bm25", "total")
-DEFAULT_OUT = ROOT / "bench" / "results" / "index_build.json"
+DEFAULT_OUT = RESULTS / "index_build.json"
 ENGINE_STAGES = ("embed", "clickhouse", "milvus", "bm25", "total")
 """Per-engine stages: ``embed`` is the wait for the next embedded chunk (under ray the pipeline's other
 stages overlap it), ``total`` the whole build call."""
-ENGINES_OUT = ROOT / "bench" / "results" / "index_build_engines.json"
+ENGINES_OUT = RESULTS / "index_build_engines.json"
 
 
 def run_one(cfg: Config, domain: str, run: Run, batch_rows: int) -> dict[str, Any]:
@@ -238,11 +231,9 @@ def compare_engines(args: argparse.Namespace, domains: list[str], info: dict[str
         lines.append(f"{q['domain']:<10} {q['embedder']:<9} {'':<6} {'':>6} {cells}")
     print("\n".join(lines))
     out = Path(args.out) if args.out != str(DEFAULT_OUT) else ENGINES_OUT
-    out.parent.mkdir(parents=True, exist_ok=True)
     payload = {"machine": info, "quick": args.quick, "ray_start_s": round(ray_start_s, 2), "load_avg_1m_at_end": os.getloadavg()[0],
                "runs": rows, "ratios": ratios}  # fmt: skip
-    out.write_text(json.dumps(payload, indent=2) + "\n")
-    print(f"\nwrote {out}")
+    print(f"\nwrote {write_results(out, payload)}")
     return 0
 
 
@@ -299,11 +290,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(run_one(cfg, domain, run, args.batch_rows))
     rats = ratios(rows, runs)
     print(table(rows, rats, info))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(
-        json.dumps({"machine": info, "quick": args.quick, "runs": rows, "ratios": rats}, indent=2) + "\n"
-    )
+    out = write_results(args.out, {"machine": info, "quick": args.quick, "runs": rows, "ratios": rats})
     print(f"\nwrote {out}")
     return 0
 

@@ -35,7 +35,6 @@ default one, for each stage's share. Prints tables, writes ``bench/results/milvu
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import re
@@ -50,28 +49,23 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import numpy as np
+import pyarrow as pa
+import yaml
+from common import RESULTS, ROOT, machine, percentile, size_label, start_milvus, stop_milvus, write_results
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from indexing.build import build_index
+from indexing.config import ClickHouseConfig, Config, EmbedderConfig, MilvusConfig
+from indexing.corpora import generate
+from indexing.corpora.files import write_corpus
+from indexing.embedders.hashing import HashingEmbedder
+from indexing.schema import PRODUCTS
+from indexing.stores import server
+from indexing.stores.milvus import MilvusStore, field_collection
+from indexing.stores.milvus_plan import AUTO_COMPACTION, BULK_LOAD, INTERACTIVE, LoadPlan
+from indexing.workspace import Workspace
 
-import numpy as np  # noqa: E402
-import pyarrow as pa  # noqa: E402
-import yaml  # noqa: E402
-from machine import machine, size_label  # noqa: E402
-
-from indexing.build import build_index  # noqa: E402
-from indexing.config import ClickHouseConfig, Config, EmbedderConfig, MilvusConfig  # noqa: E402
-from indexing.corpora import generate  # noqa: E402
-from indexing.corpora.files import write_corpus  # noqa: E402
-from indexing.embedders.hashing import HashingEmbedder  # noqa: E402
-from indexing.schema import PRODUCTS  # noqa: E402
-from indexing.stores import server  # noqa: E402
-from indexing.stores.milvus import MilvusStore, field_collection  # noqa: E402
-from indexing.stores.milvus_plan import AUTO_COMPACTION, BULK_LOAD, INTERACTIVE, LoadPlan  # noqa: E402
-from indexing.workspace import Workspace  # noqa: E402
-
-OUT = ROOT / "bench" / "results" / "milvus_load.json"
+OUT = RESULTS / "milvus_load.json"
 CHUNK_ROWS = 2_000
 """Rows per write call: the build's default chunk."""
 STEPS = ("write", "flush", "index", "load", "build", "after")
@@ -248,7 +242,7 @@ def search_latency(uri: str, names: dict[str, str], queries: np.ndarray, seed: i
     for c, values in ms.items():
         out[c] = {
             "p50_ms": round(statistics.median(values), 2),
-            "p95_ms": round(float(np.percentile(values, 95)), 2),
+            "p95_ms": round(percentile(values, 95, "linear"), 2),
         }
         if "today" in ms and c != "today":
             out[c]["ratio_to_today"] = round(
@@ -399,10 +393,12 @@ def main(argv: list[str] | None = None) -> int:
         )
     info = machine()
     root = Path(args.workspace) if args.workspace else Path(tempfile.mkdtemp(prefix="prore-milvus-load-"))
-    srv = root / "milvus-server"
+    srv = server.server_dir(root)
     settings = {k: yaml.safe_load(v) for k, _, v in (kv.partition("=") for kv in args.setting)}
     log(f"starting the Milvus server in {srv}")
-    uri = server.start(srv, port=server.free_port(), settings=settings).uri or ""
+    uri, why = start_milvus(root, settings=settings)
+    if uri is None:
+        raise SystemExit(f"error: {why}")
     try:
         log(f"embedding {args.docs:,} products")
         chunks = embedded_corpus(args.docs, args.dim)
@@ -460,13 +456,11 @@ def main(argv: list[str] | None = None) -> int:
             results["builds"] = whole_builds(uri, root, args)
         results["load_avg_1m_at_end"] = os.getloadavg()[0]
     finally:
-        server.stop(srv, timeout_s=30)
+        stop_milvus(root, timeout_s=30)
         if not args.workspace:
             shutil.rmtree(root, ignore_errors=True)
     print(report(results))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    out = write_results(args.out, results)
     print(f"\nwrote {out} ({size_label(args.docs)} products)")
     return 0
 

@@ -31,8 +31,6 @@ prepared on first use with the ``prore`` commands of ``scripts/demo.sh`` at the 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import subprocess
 import sys
@@ -41,25 +39,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from common import RESULTS, ROOT, machine, write_results
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from indexing.config import load_config
+from indexing.errors import ProReError
+from indexing.workspace import Workspace
+from rl.bench.store import load_split
+from rl.eval.metrics import Relevant, score_queries
+from serving.dsl import parse_program
+from serving.engine import Engine
+from serving.settings import PlanningOptions, ServingSettings
 
-from machine import machine  # noqa: E402
-
-from indexing.config import load_config  # noqa: E402
-from indexing.errors import ProReError  # noqa: E402
-from indexing.workspace import Workspace  # noqa: E402
-from rl.bench.store import load_split  # noqa: E402
-from rl.eval.metrics import Relevant, score_queries  # noqa: E402
-from serving.dsl import parse_program  # noqa: E402
-from serving.engine import Engine  # noqa: E402
-from serving.settings import PlanningOptions, ServingSettings  # noqa: E402
-
-DEFAULT_OUT = ROOT / "bench" / "results" / "planning.json"
-DEFAULT_WORKSPACE = ROOT / "bench" / "results" / "workspace-planning"
+DEFAULT_OUT = RESULTS / "planning.json"
+DEFAULT_WORKSPACE = RESULTS / "workspace-planning"
 PRORE = str(ROOT / ".venv" / "bin" / "prore")
 SIZES = {"ecommerce": 3000, "email": 5000}
 QUICK_SIZES = {"ecommerce": 1000, "email": 1500}
@@ -210,9 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"machine: {results['machine']}")
     print(f"embedder {args.embedder}, k {args.k}, adaptive_k_max {args.adaptive_k_max}")
     print(table(results))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2, default=str) + "\n")
-    print(f"wrote {args.out}")
+    print(f"wrote {write_results(args.out, results)}")
     return 0
 
 

@@ -48,14 +48,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from machine import machine, start_milvus, stop_milvus  # noqa: E402
-from reward_steps import (  # noqa: E402
+from common import RESULTS, ROOT, machine, percentile, start_milvus, stop_milvus, write_results
+from reward_steps import (
     BACKEND_ENV,
     DEPLOYMENTS,
     DOMAIN,
@@ -72,10 +66,10 @@ from reward_steps import (  # noqa: E402
     stage_budget,
 )
 
-from indexing.stores.server import free_port  # noqa: E402
+from indexing.stores.server import free_port
 
-DEFAULT_OUT = ROOT / "bench" / "results" / "reward.json"
-DEFAULT_WORKSPACE = ROOT / "bench" / "results" / "workspace" / "reward"
+DEFAULT_OUT = RESULTS / "reward.json"
+DEFAULT_WORKSPACE = RESULTS / "workspace" / "reward"
 CLIENTS = 8
 GOALS = {"step_s": 10.0, "ratio_vs_one_by_one": 30.0}
 
@@ -235,16 +229,11 @@ def service_run(
 # -- report ---------------------------------------------------------------------------------------
 
 
-def pct(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, int(q * len(ordered) + 0.999999) - 1))]
-
-
 def summary(run: dict[str, Any], n: int) -> dict[str, Any]:
     lat = run.pop("latencies_ms")
     run.pop("keys", None)
     return {**run, "n": n, "programs_per_s": n / run["elapsed_s"], "p50_ms": statistics.median(lat),
-            "p99_ms": pct(lat, 0.99)}  # fmt: skip
+            "p99_ms": percentile(lat, 99)}  # fmt: skip
 
 
 def table(results: dict[str, Any]) -> str:
@@ -507,8 +496,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                   check=True, capture_output=True, text=True).stdout  # fmt: skip
         results["sets"][name]["embed_batching"] = json.loads(embedded.strip().splitlines()[-1])
     results["client_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    write_results(args.out, results)
     print(table(results))
     print(f"wrote {args.out}")
     return 0

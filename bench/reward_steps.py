@@ -90,17 +90,11 @@ def garbage(program: dict[str, Any], kind: int) -> str:
 
 def ensure_index(workspace: Path, size: int) -> None:
     """Generate the corpus and build its index on the configured vector store, unless they exist."""
-    from indexing.build import build_index
-    from indexing.corpora import generate, generator_version
-    from indexing.corpora.files import write_corpus
-    from indexing.schema import PRODUCTS
-    from indexing.workspace import Workspace
+    from common import ensure_corpus
 
-    ws = Workspace(workspace)
-    manifest = ws.corpus_dir(DOMAIN) / "manifest.json"
-    if not manifest.is_file() or json.loads(manifest.read_text()).get("rows") != size:
-        meta = {"generator": DOMAIN, "generator_version": generator_version(DOMAIN), "size": size, "seed": 0}
-        write_corpus(ws, PRODUCTS, generate(DOMAIN, size, seed=0), meta)
+    from indexing.build import build_index
+
+    ensure_corpus(workspace, size)
     build_index(config(workspace), DOMAIN, progress=sys.stderr.isatty())
 
 

@@ -61,28 +61,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # loaded by path (its tests): bench/ is not on sys.path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+import scale_diagnosis as diagnosis
+from common import RESULTS, ROOT, Run, machine, percentile, size_label
 
-import scale_diagnosis as diagnosis  # noqa: E402
-from machine import Run, machine, size_label  # noqa: E402
-
-from indexing.config import ClickHouseConfig, Config, EmbedderConfig, MilvusConfig  # noqa: E402
-from indexing.errors import ProReError  # noqa: E402
-from indexing.schema import PRODUCTS, Role  # noqa: E402
-from indexing.workspace import Workspace  # noqa: E402
+from indexing.config import ClickHouseConfig, Config, EmbedderConfig, MilvusConfig
+from indexing.errors import ProReError
+from indexing.schema import PRODUCTS, Role
+from indexing.workspace import Workspace
 
 DOMAIN = "ecommerce"
 DEFAULT_SIZES = (5_000, 50_000, 200_000, 1_000_000)
 QUICK_SIZES = (2_000, 10_000)
 DEFAULT_EMBEDDERS = ("hashing", "minilm-onnx-int8")
 NEURAL = ("minilm", "minilm-onnx", "minilm-onnx-int8")
-DEFAULT_OUT = ROOT / "bench" / "results" / "scale.json"
-DEFAULT_WORKSPACE = ROOT / "bench" / "results" / "workspace-scale"
+DEFAULT_OUT = RESULTS / "scale.json"
+DEFAULT_WORKSPACE = RESULTS / "workspace-scale"
 K = 20
 """The fixed result width and every entry's default width (the paper's K)."""
 BUILD_STAGES = ("generate", "clickhouse", "embed", "milvus", "bm25", "total")
@@ -142,12 +137,6 @@ def parse_sizes(text: str) -> tuple[int, ...]:
             raise SystemExit(f"error usage: --sizes: each size must be at least 100 documents, got {part!r}")
         out.append(n)
     return tuple(sorted(set(out)))
-
-
-def pct(values: Sequence[float], q: float) -> float:
-    """The ``q`` quantile by the nearest-rank method (as bench/engine.py)."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
 def log(message: str) -> None:
@@ -517,7 +506,7 @@ def run_latency(engine: Any, by_level: Mapping[str, Sequence[Any]]) -> dict[str,
             "n": len(totals),
             "errors": errors,
             "p50_ms": round(statistics.median(totals), 3),
-            "p95_ms": round(pct(totals, 0.95), 3),
+            "p95_ms": round(percentile(totals, 95), 3),
             "stage_median_ms": medians,
             "limiting_stage": max(inner, key=lambda s: inner[s]) if inner else None,
         }

@@ -20,35 +20,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+import aiohttp
+import httpx
+from common import RESULTS, ROOT, ensure_corpus, machine, percentile, write_results
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from indexing.build import build_index
+from indexing.config import ClickHouseConfig, Config, EmbedderConfig
+from indexing.stores.server import free_port
+from serving.dsl import parse_program
+from serving.engine import Engine
 
-import aiohttp  # noqa: E402
-import httpx  # noqa: E402
-from machine import machine  # noqa: E402
-
-from indexing.build import build_index  # noqa: E402
-from indexing.config import ClickHouseConfig, Config, EmbedderConfig  # noqa: E402
-from indexing.corpora import generate, generator_version  # noqa: E402
-from indexing.corpora.files import write_corpus  # noqa: E402
-from indexing.schema import PRODUCTS  # noqa: E402
-from indexing.stores.server import free_port  # noqa: E402
-from indexing.workspace import Workspace  # noqa: E402
-from serving.dsl import parse_program  # noqa: E402
-from serving.engine import Engine  # noqa: E402
-
-DEFAULT_OUT = ROOT / "bench" / "results" / "serve.json"
-DEFAULT_WORKSPACE = ROOT / "bench" / "results" / "workspace-serve"
+DEFAULT_OUT = RESULTS / "serve.json"
+DEFAULT_WORKSPACE = RESULTS / "workspace-serve"
 CLIENTS = (1, 4, 16)
 PHRASES = ("great noise cancelling", "long battery life", "sturdy build", "comfortable fit", "bright light",
            "easy to set up", "fast charging", "good value")  # fmt: skip
@@ -66,23 +55,13 @@ def programs() -> list[dict[str, Any]]:
     return out
 
 
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
-
-
 def summary(values: list[float]) -> dict[str, float]:
-    return {"p50": round(pct(values, 50), 3), "p95": round(pct(values, 95), 3), "p99": round(pct(values, 99), 3)}
+    """p50, p95 and p99 of ``values``: each the value nearest its position (NaN for none)."""
+    return {f"p{q}": round(percentile(values, q, "nearest"), 3) for q in (50, 95, 99)}
 
 
 def ensure_index(cfg: Config, size: int) -> None:
-    ws = Workspace(cfg.workspace)
-    manifest = ws.corpus_dir("ecommerce") / "manifest.json"
-    if not manifest.is_file() or json.loads(manifest.read_text()).get("rows") != size:
-        meta = {"generator": "ecommerce", "generator_version": generator_version("ecommerce"), "size": size, "seed": 0}
-        write_corpus(ws, PRODUCTS, generate("ecommerce", size, seed=0), meta)
+    ensure_corpus(cfg.workspace, size)
     build_index(cfg, "ecommerce", progress=False)
 
 
@@ -230,16 +209,14 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         proc.terminate()
         proc.wait(timeout=60)
-    engine_p50 = pct(alone, 50)
+    engine_p50 = percentile(alone, 50, "nearest")
     execute_p50 = results["routes"]["/v1/execute"][0]["latency_ms"]["p50"]
     results["engine_alone_ms"] = summary(alone)
     results["goal"] = {"engine_p50_ms": round(engine_p50, 3), "execute_p50_ms": execute_p50,
                        "added_ms": round(execute_p50 - engine_p50, 3), "met": execute_p50 - engine_p50 <= 2.0}  # fmt: skip
     results["machine"] = machine()
     print(table(results))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2, default=str) + "\n")
-    print(f"wrote {args.out}", file=sys.stderr)
+    print(f"wrote {write_results(args.out, results)}", file=sys.stderr)
     return 0
 
 

@@ -20,7 +20,6 @@ Prints a table and writes ``bench/results/sft_recipe.json``. Needs a workspace w
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import tempfile
@@ -28,10 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+from common import RESULTS, machine, write_results
 
-ROOT = Path(__file__).resolve().parents[1]
 CANDIDATES = {
     "short/lines/random": ("short", "lines", "random"),
     "short/lines/grouped": ("short", "lines", "group_by_length"),
@@ -112,9 +109,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=2, help="untimed steps first")
     ap.add_argument("--limit", type=int, help="at most N training chats per domain (the tokenizer trains on them)")
     ap.add_argument("--candidates", nargs="+", choices=list(CANDIDATES), default=list(CANDIDATES))
-    ap.add_argument("--out", default=str(ROOT / "bench/results/sft_recipe.json"))
+    ap.add_argument("--out", default=str(RESULTS / "sft_recipe.json"))
     args = ap.parse_args()
-    from machine import machine
     from tqdm import tqdm
 
     from rl.train.config import load_defaults
@@ -131,8 +127,7 @@ def main() -> None:
               f"{r['bare_step_s_median']:>12} {r['chats_per_s']:>8} {r['chats_per_s_ratio']:>5}x")  # fmt: skip
     info = machine()
     print(f"batch {load_defaults().sft.batch_size}; median of {args.steps} steps after {args.warmup}; {info}")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"machine": info, "steps": args.steps, "warmup": args.warmup, "rows": rows}, indent=2) + "\n")
+    write_results(args.out, {"machine": info, "steps": args.steps, "warmup": args.warmup, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -16,12 +16,8 @@ import argparse
 import json
 import os
 import time
-from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-ROOT = Path(__file__).resolve().parents[1]
+from common import RESULTS, ROOT, write_results
 
 
 def main() -> None:
@@ -75,9 +71,7 @@ def main() -> None:
         print(f"{r['size']:5} {r['parameters']:>10,} {r['sft_step_s']:>11} {r['sft_tokens_per_s']:>10,} "
               f"{r['generate_32x64_s']:>12} {r['generate_tokens_per_s']:>10,}")  # fmt: skip
     print(f"batch 16 x {length} tokens; {args.threads} threads; 1-minute load average {load:.1f}")
-    out = ROOT / "bench/results/train_speed.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"threads": args.threads, "load_average": load, "rows": rows}, indent=2) + "\n")
+    write_results(RESULTS / "train_speed.json", {"threads": args.threads, "load_average": load, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -1,0 +1,157 @@
+"""What the benchmarks under ``bench/`` share: their setup, where their numbers come from and where they go.
+
+Importing this module sets a benchmark's process up, before the project's packages are imported: models
+load from the local cache only (``HF_HUB_OFFLINE=1``), tokenizers do not start threads of their own
+(``TOKENIZERS_PARALLELISM=false``; both unless already set), and the repository root comes first on
+``sys.path``, so ``python bench/x.py`` runs this checkout's packages. Then:
+
+- :class:`Run`: the one name of a benchmark configuration (an embedder at a corpus size) the benches share;
+- :func:`machine`: the cores, CPU model, Python, torch threads and load at start, recorded in every JSON;
+- :func:`percentile`: a percentile of latencies (numpy's, by the rank rule a benchmark reports);
+- :func:`write_results`: the results JSON, written under :data:`RESULTS` by default;
+- :func:`ensure_corpus`: the seeded ``ecommerce`` corpus of a size, generated once per workspace;
+- :func:`start_milvus` / :func:`stop_milvus`: the local Milvus standalone server (``prore stores up``) of
+  a benchmark's directory.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+"""The repository."""
+RESULTS = ROOT / "bench" / "results"
+"""Where the benchmarks write their results (JSON, plots) and keep their workspaces by default."""
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, str(ROOT))
+
+Rank = Literal["inverted_cdf", "nearest", "linear"]
+"""How :func:`percentile` picks a value (numpy's ``method``): ``inverted_cdf`` the nearest rank (the smallest
+value with at least ``q`` percent of the values at or below it), ``nearest`` the value at the position
+``q / 100 * (n - 1)`` rounded, ``linear`` between the two values around that position."""
+
+
+def size_label(n: int) -> str:
+    """``5000`` -> ``5k``, ``1000000`` -> ``1M``, ``2500`` -> ``2500``."""
+    if n % 1_000_000 == 0:
+        return f"{n // 1_000_000}M"
+    if n % 1000 == 0:
+        return f"{n // 1000}k"
+    return str(n)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One configuration: an embedder at a corpus size."""
+
+    embedder: str
+    docs: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.embedder} {size_label(self.docs)}"
+
+    def workspace(self, root: Path) -> Path:
+        """This run's own workspace below ``root``."""
+        return root / f"{self.embedder}-{size_label(self.docs)}"
+
+
+def machine() -> dict[str, Any]:
+    """A description of this machine, recorded in every benchmark's JSON."""
+    cpu = platform.processor() or "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    info: dict[str, Any] = {
+        "cores": os.cpu_count(),
+        "cpu": cpu,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "load_avg_1m_at_start": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+    }
+    try:
+        import torch
+
+        info["torch_threads"] = torch.get_num_threads()
+    except ImportError:
+        pass
+    return info
+
+
+def percentile(values: Sequence[float], q: float, method: Rank = "inverted_cdf") -> float:
+    """The ``q`` percentile (0 to 100) of ``values`` by ``method``; NaN for no values.
+
+    >>> percentile([4.0, 1.0, 3.0, 2.0], 50), percentile([4.0, 1.0, 3.0, 2.0], 95)
+    (2.0, 4.0)
+    >>> percentile([4.0, 1.0, 3.0, 2.0], 50, "nearest"), percentile([], 95)
+    (3.0, nan)
+    """
+    if not len(values):
+        return math.nan
+    return float(np.percentile(values, q, method=method))
+
+
+def write_results(path: Path | str, results: Any) -> Path:
+    """Write ``results`` to ``path`` as indented JSON (a value JSON has no form for as its ``str``), creating
+    the folder; returns the path."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    return out
+
+
+def ensure_corpus(workspace: Path, size: int) -> None:
+    """Generate the ``ecommerce`` corpus of ``size`` products (seed 0) in ``workspace``, unless its manifest
+    already counts ``size`` rows."""
+    from indexing.corpora import generate, generator_version
+    from indexing.corpora.files import write_corpus
+    from indexing.schema import PRODUCTS
+    from indexing.workspace import Workspace
+
+    ws = Workspace(workspace)
+    manifest = ws.corpus_dir("ecommerce") / "manifest.json"
+    if not manifest.is_file() or json.loads(manifest.read_text()).get("rows") != size:
+        meta = {"generator": "ecommerce", "generator_version": generator_version("ecommerce"), "size": size, "seed": 0}
+        write_corpus(ws, PRODUCTS, generate("ecommerce", size, seed=0), meta)
+
+
+def start_milvus(root: Path, *, settings: Mapping[str, Any] | None = None) -> tuple[str | None, str]:
+    """The URI of a local Milvus server (``prore stores up``) started in ``root / "milvus-server"`` on a free
+    port (``settings``: keys of its ``milvus.yaml``), or None and why not."""
+    try:
+        from indexing.errors import ProReError
+        from indexing.stores import server
+    except ImportError as exc:
+        return None, f"no Milvus server: {exc}"
+    failure = ""
+    for _ in range(2):  # its internal ports are picked before it binds them: another server may win one
+        try:
+            info = server.start(server.server_dir(root), port=server.free_port(), settings=settings)
+        except ProReError as exc:
+            failure = exc.one_line()
+            continue
+        return info.uri, "started"
+    return None, f"the Milvus server did not start: {failure}"
+
+
+def stop_milvus(root: Path, *, timeout_s: float = 15.0) -> None:
+    """Stop the server :func:`start_milvus` started in ``root``."""
+    from indexing.stores import server
+
+    server.stop(server.server_dir(root), timeout_s=timeout_s)
