@@ -37,15 +37,13 @@ only, which a 2.3 server does not read, and it then compacts every collection it
 **A server that goes away.** Every request to a server carries ``milvus.timeout_s``; a server that
 does not answer in time, or cannot be reached, is a :class:`~indexing.errors.StoreUnavailable`
 (retryable), never a hang. The next request connects again, and collections the restarted server
-has not loaded yet are loaded again, so the store works once the server is back.
+has not loaded yet are loaded again, so the store works once the server is back. The clients, one per URI and
+shared by the stores on it, and the typed errors are :mod:`indexing.stores.milvus_connection`'s.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import re
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
@@ -60,7 +58,16 @@ from indexing.config import Config, MilvusConfig
 from indexing.errors import ConfigError, StoreError, StoreUnavailable, require
 from indexing.schema import CorpusSchema, DType
 from indexing.stores.base import Hit, Vectors
-from indexing.stores.credentials import Credentials
+from indexing.stores.milvus_connection import (  # close_all, is_lite, open_connections: re-exported
+    Connection,
+    acquire,
+    milvus_error,
+    release,
+)
+from indexing.stores.milvus_connection import close_all as close_all
+from indexing.stores.milvus_connection import is_lite as is_lite
+from indexing.stores.milvus_connection import open_connections as open_connections
+from indexing.stores.milvus_connection import release_vector_stores as release_vector_stores
 from indexing.stores.milvus_plan import AUTO_COMPACTION, INTERACTIVE, FlushTimes, LoadPlan
 from indexing.workspace import Workspace
 
@@ -91,11 +98,6 @@ def field_collection(collection: str, field: str) -> str:
     'products__v0002__title'
     """
     return f"{collection}{FIELD_SEP}{field}"
-
-
-def is_lite(uri: str) -> bool:
-    """Whether ``uri`` is a local Milvus Lite path rather than a server address."""
-    return "://" not in uri
 
 
 def supported_index_types(lite: bool) -> tuple[str, ...]:
@@ -142,99 +144,6 @@ def search_params(cfg: MilvusConfig, k: int) -> dict[str, Any]:
     return params
 
 
-class _Connection:
-    """One pymilvus client on one URI and the collections it has loaded; shared by the stores on that URI.
-
-    After a request finds the server unreachable the connection is *stale*: the next request opens a
-    new client first (and forgets what was loaded, since a restarted server may not have it loaded).
-    """
-
-    def __init__(self, uri: str, timeout_s: float) -> None:
-        self.uri = uri
-        self.timeout_s = timeout_s
-        self.loaded: set[str] = set()
-        self.lock = threading.Lock()
-        self.refs = 0
-        self.closed = False
-        self.stale = False
-        self.client: Any = self._connect()
-
-    def _connect(self) -> Any:
-        pymilvus: Any = require("pymilvus", "milvus")
-        # pymilvus pings every 10 s even when idle; Milvus Lite's gRPC server, embedded or in server
-        # mode, keeps gRPC's default policy and answers such pings with GOAWAY (too_many_pings), which
-        # drops the connection. Rare pings only on open calls are acceptable to every Milvus server.
-        options = {"grpc.keepalive_time_ms": 600_000, "grpc.keepalive_permit_without_calls": False}
-        # A server connection is this store's own (not pymilvus' shared one), so that reconnecting
-        # replaces it without touching other clients of the process.
-        # A server's user and password come from MILVUS_USER / MILVUS_PASSWORD or MILVUS_TOKEN (a Secret on
-        # Kubernetes); Milvus Lite has no users.
-        extra: dict[str, Any] = {}
-        if not is_lite(self.uri):
-            extra = {"dedicated": True, **Credentials.from_env("MILVUS").milvus_args()}
-        try:
-            return pymilvus.MilvusClient(uri=self.uri, grpc_options=options, timeout=self.timeout_s, **extra)
-        except Exception as exc:
-            raise _error(exc, f"cannot connect to Milvus at {self.uri}") from None
-
-    def current(self) -> Any:
-        """The client, connecting again first if the last request found the server gone."""
-        with self.lock:
-            if self.stale and not self.closed:
-                old, self.client = self.client, None
-                with contextlib.suppress(Exception):
-                    old.close()
-                self.client = self._connect()  # raises StoreUnavailable while the server is down
-                self.loaded.clear()
-                self.stale = False
-            return self.client
-
-    def mark_stale(self) -> None:
-        with self.lock:
-            self.stale = True
-            self.loaded.clear()
-
-    def close(self) -> None:
-        """Close the client; for Milvus Lite also stop its in-process server and free its directory."""
-        self.closed = True
-        if self.client is not None:
-            with contextlib.suppress(Exception):
-                self.client.close()
-        if is_lite(self.uri):
-            manager: Any = require("milvus_lite.server_manager", "milvus")
-            manager.server_manager_instance.release_server(self.uri)
-
-
-_CONNECTIONS: dict[str, _Connection] = {}
-_CONNECTIONS_LOCK = threading.Lock()
-
-
-def _acquire(uri: str, timeout_s: float) -> _Connection:
-    with _CONNECTIONS_LOCK:
-        conn = _CONNECTIONS.get(uri)
-        if conn is None:
-            conn = _Connection(uri, timeout_s)
-            _CONNECTIONS[uri] = conn
-        conn.refs += 1
-        return conn
-
-
-def _release(conn: _Connection) -> None:
-    with _CONNECTIONS_LOCK:
-        conn.refs -= 1
-        last = conn.refs <= 0 and _CONNECTIONS.get(conn.uri) is conn
-        if last:
-            del _CONNECTIONS[conn.uri]
-    if last:
-        conn.close()
-
-
-def open_connections() -> dict[str, int]:
-    """URI -> number of open stores sharing its client (what is still open in this process)."""
-    with _CONNECTIONS_LOCK:
-        return {uri: conn.refs for uri, conn in _CONNECTIONS.items()}
-
-
 class MilvusStore:
     """The collections of corpus versions, one per (version, vector field); see the module docstring.
 
@@ -257,7 +166,7 @@ class MilvusStore:
         if self.lite:
             Path(uri).parent.mkdir(parents=True, exist_ok=True)
         self._timeout = None if self.lite else self.cfg.timeout_s
-        self._conn: _Connection | None = _acquire(uri, self.cfg.timeout_s)
+        self._conn: Connection | None = acquire(uri, self.cfg.timeout_s)
 
     @property
     def closed(self) -> bool:
@@ -501,7 +410,7 @@ class MilvusStore:
         """Release this store's share of the client; the last store on a URI closes it. Twice is harmless."""
         conn, self._conn = self._conn, None
         if conn is not None:
-            _release(conn)
+            release(conn)
 
     def __enter__(self) -> MilvusStore:
         return self
@@ -528,7 +437,7 @@ class MilvusStore:
         total, indexed = int(info.get("total_rows", 0) or 0), int(info.get("indexed_rows", 0) or 0)
         return int(info.get("pending_index_rows", 0) or 0) == 0 and indexed >= total
 
-    def _open(self) -> _Connection:
+    def _open(self) -> Connection:
         if self._conn is None or self._conn.closed:
             raise StoreError(f"this Milvus store ({self.uri}) is closed", code="store_closed")
         return self._conn
@@ -572,35 +481,10 @@ class MilvusStore:
         try:
             return fn(client)
         except Exception as exc:
-            err = _error(exc, f"Milvus at {self.uri}" if not self.lite else "Milvus", code)
+            err = milvus_error(exc, f"Milvus at {self.uri}" if not self.lite else "Milvus", code)
             if isinstance(err, StoreUnavailable):
                 conn.mark_stale()
             raise err from None
-
-
-_UNAVAILABLE_TEXT = re.compile(
-    r"unavailable|deadline exceeded|retry timeout|fail(ed)? (to )?connect|connection refused|"
-    r"socket closed|failed to connect|timed? ?out",
-    re.IGNORECASE,
-)
-
-
-def _error(exc: BaseException, what: str, code: str = "milvus") -> StoreError:
-    """A typed error for a failed Milvus request: :class:`StoreUnavailable` when the server could not be
-    reached or did not answer in time, else a :class:`StoreError` with ``code``."""
-    message = " ".join(str(getattr(exc, "message", None) or exc).split())[:500]
-    raw = getattr(exc, "code", None)
-    status = raw() if callable(raw) else raw  # grpc.RpcError.code() is a method
-    status_name = getattr(status, "name", None)
-    unavailable = (
-        status == 2  # pymilvus' CONNECT_FAILED
-        or status_name in ("UNAVAILABLE", "DEADLINE_EXCEEDED")
-        or type(exc).__name__ in ("MilvusUnavailableException", "ConnectError")
-        or bool(_UNAVAILABLE_TEXT.search(message))
-    )
-    if unavailable:
-        return StoreUnavailable(f"{what}: {message}")
-    return StoreError(f"{what}: {message}", code=code)
 
 
 def epoch_seconds(value: date) -> int:
@@ -632,19 +516,3 @@ def milvus_uri(cfg: Config) -> str:
 def make_vector_store(cfg: Config) -> MilvusStore:
     """A vector store of ``cfg`` for the caller to close; it shares the process's client for its URI."""
     return MilvusStore(milvus_uri(cfg), cfg.milvus)
-
-
-def close_all() -> None:
-    """Close every client of this process at once (frees Milvus Lite's directory for another process).
-
-    Stores still holding one fail afterwards with ``store_closed``; meant for process shutdown and tests.
-    """
-    with _CONNECTIONS_LOCK:
-        conns = list(_CONNECTIONS.values())
-        _CONNECTIONS.clear()
-    for conn in conns:
-        conn.close()
-
-
-release_vector_stores = close_all
-"""The former name of :func:`close_all`."""
