@@ -66,11 +66,14 @@ from reward_steps import (
     stage_budget,
 )
 
+from indexing import processes
 from indexing.stores.server import free_port
 
 DEFAULT_OUT = RESULTS / "reward.json"
 DEFAULT_WORKSPACE = RESULTS / "workspace" / "reward"
 CLIENTS = 8
+SERVICE_LOG = "reward-service.log"
+"""A reward service's output, in its replica's workspace."""
 GOALS = {"step_s": 10.0, "ratio_vs_one_by_one": 30.0}
 
 
@@ -170,9 +173,7 @@ def service_run(
 ) -> dict[str, Any]:
     """``replicas`` services (each with ``workers`` engine threads) on loopback ports; client ``c`` sends to
     replica ``c % replicas``, as a Service spreads connections over its pods."""
-    import httpx
-
-    procs: list[tuple[subprocess.Popen[bytes], str]] = []
+    procs: list[tuple[subprocess.Popen[bytes], str, Path]] = []
     try:
         for r in range(replicas):
             ws = replica_workspace(workspace, r)
@@ -180,39 +181,30 @@ def service_run(
             cmd = [sys.executable, "-m", "prore", "--workspace", str(ws), "--embedder", "minilm",
                    "--config", str(config_file(ws)), "reward", "serve", "--domain", DOMAIN, "--port", str(port),
                    "--window-ms", str(window_ms), "--engine-workers", str(workers)]  # fmt: skip
-            proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            procs.append((proc, f"http://127.0.0.1:{port}"))
-        deadline = time.monotonic() + 300
-        for proc, url in procs:
-            while True:
-                if proc.poll() is not None:
-                    raise SystemExit(
-                        f"the reward service exited: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}"
-                    )
-                try:
-                    if httpx.get(url + "/readyz", timeout=2).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise SystemExit("the reward service did not get ready within 300 s")
-                time.sleep(0.2)
-        pids = [proc.pid for proc, _ in procs]
+            log = ws / SERVICE_LOG
+            procs.append((processes.spawn(cmd, log, cwd=ROOT), f"http://127.0.0.1:{port}", log))
+        deadline = time.monotonic() + 300  # for all of them: they start side by side
+        try:
+            for proc, url, log in procs:
+                left = max(0.0, deadline - time.monotonic())
+                processes.wait_ready(url + "/readyz", what="the reward service", timeout_s=left, poll_s=0.2,
+                                     running=proc, log=log)  # fmt: skip
+        except processes.NotReady as exc:
+            raise SystemExit(exc.one_line()) from None
+        pids = [proc.pid for proc, _, _ in procs]
         service_cpu, client_cpu = [cpu_seconds(pid) for pid in pids], cpu_seconds(os.getpid())
-        out = asyncio.run(run_clients([url for _, url in procs], rollouts, in_flight, batch_ms))
+        out = asyncio.run(run_clients([url for _, url, _ in procs], rollouts, in_flight, batch_ms))
         # The clients share these cores with the service here; on a cluster verl's workers are elsewhere.
         service_after, client_after = [cpu_seconds(pid) for pid in pids], cpu_seconds(os.getpid())
         if None not in (*service_cpu, *service_after, client_cpu, client_after):
             out["service_cpu_s"] = sum(service_after) - sum(service_cpu)  # type: ignore[arg-type]
             out["client_cpu_s"] = client_after - client_cpu  # type: ignore[operator]
-        scraped = [scrape(url) for _, url in procs]
+        scraped = [scrape(url) for _, url, _ in procs]
         metrics = {k: sum(m.get(k, 0.0) for m in scraped) for k in scraped[0]}
         out["peak_rss_mb"] = sum(peak_rss_mb(pid) or 0.0 for pid in pids)
     finally:
-        for proc, _ in procs:
-            proc.terminate()
-        for proc, _ in procs:
-            proc.wait(timeout=30)
+        for proc, _, _ in procs:
+            processes.stop(proc, grace_s=30)
     count = metrics.get("reward_batch_items_count", 0.0)
     out["batches"] = count
     out["mean_batch_items"] = metrics.get("reward_batch_items_sum", 0.0) / count if count else 0.0

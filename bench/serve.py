@@ -19,17 +19,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import httpx
 from common import RESULTS, ROOT, ensure_corpus, machine, percentile, write_results
 
+from indexing import processes
 from indexing.build import build_index
 from indexing.config import ClickHouseConfig, Config, EmbedderConfig
 from indexing.stores.server import free_port
@@ -152,28 +154,24 @@ def engine_child(workspace: Path, size: int, reps: int) -> int:
     return 0
 
 
-def start_server(workspace: Path, planner_url: str | None, planner_model: str, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """``prore serve`` over the workspace's ecommerce index on a free loopback port, once it answers."""
+@contextlib.contextmanager
+def prore_serve(workspace: Path, planner_url: str | None, planner_model: str, log: Path) -> Iterator[str]:
+    """``prore serve`` over the workspace's ecommerce index on a free loopback port while the block runs: its
+    URL, once it answers (within 300 s). Stopped, with what it started, on the way out."""
     port = free_port()
     cmd = [sys.executable, "-m", "prore", "--workspace", str(workspace), "--embedder", "minilm",
            "serve", "--domains", "ecommerce", "--port", str(port), "--max-concurrent", "64",
            "--log-level", "warning"]  # fmt: skip
     if planner_url:
         cmd += ["--planner-url", planner_url, "--planner-model", planner_model, "--planner-timeout-s", "30"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log.open("wb"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"prore serve exited ({proc.returncode}); its log: {log}")
-        try:
-            if httpx.get(url + "/healthz", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    proc.terminate()
-    raise SystemExit(f"prore serve did not answer within 300 s; its log: {log}")
+    try:
+        with processes.served(
+            cmd, url + "/healthz", log, what="prore serve", timeout_s=300, poll_s=0.2, cwd=ROOT, grace_s=60
+        ):
+            yield url
+    except processes.NotReady as exc:
+        raise SystemExit(exc.one_line()) from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -196,19 +194,15 @@ def main(argv: list[str] | None = None) -> int:
     child = [sys.executable, str(Path(__file__).resolve()), "--child-engine", "--workspace", str(args.workspace),
              "--requests", str(args.requests), *(["--quick"] if args.quick else [])]  # fmt: skip
     alone = json.loads(subprocess.run(child, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
-    proc, url = start_server(args.workspace, args.planner_url, args.planner_model, args.workspace / "serve.log")
     results: dict[str, Any] = {"quick": args.quick, "corpus_size": size, "planner": args.planner_url,
                                "server": "prore serve (own process)", "client": "aiohttp", "routes": {}}  # fmt: skip
-    try:
+    with prore_serve(args.workspace, args.planner_url, args.planner_model, args.workspace / "serve.log") as url:
         execute_bodies = [{"program": p, "domain": "ecommerce", "k": 10} for p in progs]
         search_bodies = [{"query": q, "domain": "ecommerce", "k": 10} for q in REQUESTS]
         asyncio.run(load(url, "/v1/execute", execute_bodies, 1, len(progs)))  # warm the API path
         results["routes"]["/v1/execute"] = [asyncio.run(load(url, "/v1/execute", execute_bodies, c, total)) for c in CLIENTS]
         search_total = max(10, total // 4) if args.planner_url else total
         results["routes"]["/v1/search"] = [asyncio.run(load(url, "/v1/search", search_bodies, c, search_total)) for c in CLIENTS]
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
     engine_p50 = percentile(alone, 50, "nearest")
     execute_p50 = results["routes"]["/v1/execute"][0]["latency_ms"]["p50"]
     results["engine_alone_ms"] = summary(alone)
