@@ -155,6 +155,10 @@ def program(
     }
 
 
+VARIANTS: tuple[dict[str, Any], ...] = ({}, {"k": 10}, {"mode": "fuse"}, {"mode": "sparse"}, {"k": 20, "rerank": 5})
+"""How a sampled program's first entry may differ from another rollout's: its width, mode or rerank."""
+
+
 def grpo_batch(docs: Sequence[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
     """32 prompts x 4 rollouts: rollouts of a prompt share its phrases; some repeat outright."""
     rng = random.Random(seed)
@@ -168,14 +172,7 @@ def grpo_batch(docs: Sequence[dict[str, Any]], seed: int) -> list[dict[str, Any]
             if choice < 0.35:
                 out.append(first)  # the policy sampled the same program again
             else:
-                variants: list[dict[str, Any]] = [
-                    {},
-                    {"k": 10},
-                    {"mode": "fuse"},
-                    {"mode": "sparse"},
-                    {"k": 20, "rerank": 5},
-                ]
-                rpl = rng.choice(variants)
+                rpl = rng.choice(VARIANTS)
                 out.append(
                     program(
                         rng.choice((1, 2, 3)), d, other, random.Random(f"{seed}-{i}-{rng.random()}"), **rpl

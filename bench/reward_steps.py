@@ -50,10 +50,6 @@ def config_file(workspace: Path) -> Path:
 # -- rollouts (built in a child process: chDB binds one path per process) ----------------------------
 
 
-def lit(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
 def wrap(program: dict[str, Any], style: int, rng: random.Random) -> str:
     text = json.dumps(program, ensure_ascii=False)
     if style == 0:
@@ -123,13 +119,7 @@ def build_rollouts(workspace: Path, size: int, seed: int) -> dict[str, Any]:
     except BenchError:
         pass
     docs = engine_bench.sample_docs(eng, 2 * PROMPTS + 8, seed=seed)
-    variants: list[dict[str, Any]] = [
-        {},
-        {"k": 10},
-        {"mode": "fuse"},
-        {"mode": "sparse"},
-        {"k": 20, "rerank": 5},
-    ]
+    variants = engine_bench.VARIANTS
     i = 0
     while len(prompts) < PROMPTS:
         d, other = docs[i % len(docs)], docs[(i + 1) % len(docs)]
