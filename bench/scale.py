@@ -426,26 +426,6 @@ def ensure_bench(cfg: Config, test: int, run: Run) -> dict[str, Any]:
 # -- measuring ------------------------------------------------------------------------------------
 
 
-def tree_from_json(data: Mapping[str, Any]) -> Any:
-    """The condition tree of an instance's ``tree`` JSON (the inverse of :func:`rl.bench.tree.to_json`)."""
-    from rl.bench.tree import And, Leaf, Not, Or
-
-    if "leaf" in data:
-        return Leaf(
-            data["leaf"],
-            data["field"],
-            data["op"],
-            tuple(data["values"]),
-            transform=data.get("transform"),
-            facet=data.get("facet"),
-        )
-    if "not" in data:
-        return Not(tree_from_json(data["not"]))
-    if "and" in data:
-        return And(tuple(tree_from_json(c) for c in data["and"]))
-    return Or(tuple(tree_from_json(c) for c in data["or"]))
-
-
 def satisfied(engine: Any, ws: Workspace, items: Sequence[tuple[Any, str]]) -> list[bool]:
     """Whether each (condition tree, document id) holds on this corpus: the relevant-set test of
     :mod:`rl.bench.relevance`, for the named documents only (their label rows loaded, one scan per 64)."""
@@ -517,14 +497,14 @@ def measure(
     cfg: Config, run: Run, bench_ws: Workspace, candidates: Sequence[Candidate], per_level: int
 ) -> dict[str, Any]:
     """Latency, empty share and P@1 of the benchmark's test split, per candidate."""
-    from rl.bench import load_manifest, load_split
+    from rl.bench import load_manifest, load_split, tree
     from serving.dsl import parse_program
     from serving.engine import Engine
 
     instances = load_split(bench_ws, DOMAIN, "test")
     bench_manifest = load_manifest(bench_ws, DOMAIN)
     programs = [parse_program(i.program) for i in instances]
-    trees = [tree_from_json(json.loads(i.tree)) for i in instances]
+    trees = [tree.from_json(json.loads(i.tree)) for i in instances]
     by_level: dict[str, list[Any]] = {}
     for inst, prog in zip(instances, programs, strict=True):
         if len(by_level.setdefault(inst.level, [])) < per_level:

@@ -17,7 +17,7 @@ import pytest
 
 from indexing.config import Config
 from rl.bench.relevance import condition
-from rl.bench.tree import And, Leaf, Node, Not, Or, to_json
+from rl.bench.tree import And, Leaf, Node, Not, Or, from_json, to_json
 from serving.settings import ServingSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,11 +70,11 @@ TREES: list[Node] = [
 
 
 @pytest.mark.parametrize("tree", TREES, ids=["leaf", "and-not", "nested"])
-def test_instance_trees_read_back(scale: ModuleType, tree: Node) -> None:
+def test_instance_trees_read_back(tree: Node) -> None:
     """An instance stores its tree as JSON text; the benchmark reads it back to the same tree, so the
     relevance condition it judges first results by is the one synthesis computed relevant sets with."""
     stored = json.dumps(to_json(tree), ensure_ascii=False)
-    back = scale.tree_from_json(json.loads(stored))
+    back = from_json(json.loads(stored))
     assert back == tree
     assert condition(back) == condition(tree)
 

@@ -11,9 +11,9 @@ A tree is built for one gold document. Each leaf is one atomic condition on one 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 Modality = Literal["structured", "text", "image"]
 Value = str | int | float | bool
@@ -151,3 +151,26 @@ def to_json(node: Node) -> dict[str, object]:
         return {"not": to_json(node.child)}
     key = "and" if isinstance(node, And) else "or"
     return {key: [to_json(c) for c in node.children]}
+
+
+def from_json(data: Mapping[str, Any]) -> Node:
+    """The tree of :func:`to_json`'s form (an instance's stored ``tree``, parsed).
+
+    >>> t = Or((Leaf("structured", "price", "<", (200,)), Not(Leaf("text", "review", "sim", ("quiet",), facet="q"))))
+    >>> from_json(to_json(t)) == t
+    True
+    """
+    if "leaf" in data:
+        return Leaf(
+            data["leaf"],
+            data["field"],
+            data["op"],
+            tuple(data["values"]),
+            transform=data.get("transform"),
+            facet=data.get("facet"),
+        )
+    if "not" in data:
+        return Not(from_json(data["not"]))
+    if "and" in data:
+        return And(tuple(from_json(c) for c in data["and"]))
+    return Or(tuple(from_json(c) for c in data["or"]))
