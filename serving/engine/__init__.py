@@ -5,7 +5,8 @@
 >>> engine.execute(parse_program(text), k=10).ids  # doctest: +SKIP
 """
 
-from serving.engine.engine import BatchOutcome, Engine, EngineStats, Prepared
+from serving.engine.engine import Engine
+from serving.engine.prepared import BatchOutcome, EngineStats, Prepared
 from serving.engine.ranking import RRF_K, Ranked, rank_results, rrf_fuse
 from serving.engine.rerank import CosineReranker, Reranker, RerankRequest
 from serving.engine.results import (
