@@ -5,10 +5,9 @@ load from the local cache only (``HF_HUB_OFFLINE=1``), tokenizers do not start t
 (``TOKENIZERS_PARALLELISM=false``; both unless already set), and the repository root comes first on
 ``sys.path``, so ``python bench/x.py`` runs this checkout's packages. Then:
 
-- :class:`Run`: the one name of a benchmark configuration (an embedder at a corpus size) the benches share;
 - :func:`machine`: the cores, CPU model, Python, torch threads and load at start, recorded in every JSON;
 - :func:`percentile`: a percentile of latencies (numpy's, by the rank rule a benchmark reports);
-- :func:`write_results`: the results JSON, written under :data:`RESULTS` by default;
+- :func:`write_results`: the results JSON (each script's default path is under :data:`RESULTS`);
 - :func:`ensure_corpus`: the seeded ``ecommerce`` corpus of a size, generated once per workspace;
 - :func:`start_milvus` / :func:`stop_milvus`: the local Milvus standalone server (``prore stores up``) of
   a benchmark's directory.
@@ -22,7 +21,6 @@ import os
 import platform
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -41,31 +39,6 @@ Rank = Literal["inverted_cdf", "nearest", "linear"]
 """How :func:`percentile` picks a value (numpy's ``method``): ``inverted_cdf`` the nearest rank (the smallest
 value with at least ``q`` percent of the values at or below it), ``nearest`` the value at the position
 ``q / 100 * (n - 1)`` rounded, ``linear`` between the two values around that position."""
-
-
-def size_label(n: int) -> str:
-    """``5000`` -> ``5k``, ``1000000`` -> ``1M``, ``2500`` -> ``2500``."""
-    if n % 1_000_000 == 0:
-        return f"{n // 1_000_000}M"
-    if n % 1000 == 0:
-        return f"{n // 1000}k"
-    return str(n)
-
-
-@dataclass(frozen=True)
-class Run:
-    """One configuration: an embedder at a corpus size."""
-
-    embedder: str
-    docs: int
-
-    @property
-    def label(self) -> str:
-        return f"{self.embedder} {size_label(self.docs)}"
-
-    def workspace(self, root: Path) -> Path:
-        """This run's own workspace below ``root``."""
-        return root / f"{self.embedder}-{size_label(self.docs)}"
 
 
 def machine() -> dict[str, Any]:

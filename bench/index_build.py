@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import RESULTS, ROOT, Run, machine, write_results
+from common import RESULTS, ROOT, machine, write_results
 
 from indexing.build import build_index
 from indexing.config import BuildConfig, ClickHouseConfig, Config, EmbedderConfig
@@ -36,6 +36,7 @@ from indexing.corpora.files import write_corpus
 from indexing.embedders import make_embedder
 from indexing.schema import DOMAINS, Role, schema_for
 from indexing.workspace import Workspace
+from rl.eval.scale.runs import Run
 
 STAGES = ("generate", "embed", "clickhouse", "milvus", "bm25", "total")
 DEFAULT_OUT = RESULTS / "index_build.json"

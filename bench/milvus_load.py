@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import yaml
-from common import RESULTS, ROOT, machine, percentile, size_label, start_milvus, stop_milvus, write_results
+from common import RESULTS, ROOT, machine, percentile, start_milvus, stop_milvus, write_results
 
 from indexing.build import build_index
 from indexing.config import ClickHouseConfig, Config, EmbedderConfig, MilvusConfig
@@ -64,6 +64,7 @@ from indexing.stores import server
 from indexing.stores.milvus import MilvusStore, field_collection
 from indexing.stores.milvus_plan import AUTO_COMPACTION, BULK_LOAD, INTERACTIVE, LoadPlan
 from indexing.workspace import Workspace
+from rl.eval.scale.runs import size_label
 
 OUT = RESULTS / "milvus_load.json"
 CHUNK_ROWS = 2_000

@@ -1,4 +1,4 @@
-"""The pieces of ``bench/scale.py`` that decide what it measures and how it judges answers.
+"""The pieces of ``bench/scale.py`` (:mod:`rl.eval.scale`) that decide what it measures and how it judges answers.
 
 The benchmark itself (corpora up to 1M products on a Milvus server) is far too slow for the suite;
 ``python bench/scale.py --quick`` is its smoke run.
@@ -6,32 +6,26 @@ The benchmark itself (corpora up to 1M products on a Milvus server) is far too s
 
 from __future__ import annotations
 
-import importlib.util
+import doctest
 import json
 import math
-import sys
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from indexing.config import Config
 from rl.bench.relevance import condition
 from rl.bench.tree import And, Leaf, Node, Not, Or, from_json, to_json
+from rl.eval.scale import diagnosis
+from rl.eval.scale.estimates import pick_neural_sizes, power_fit
+from rl.eval.scale.runs import (
+    CANDIDATES,
+    available_candidates,
+    candidate_config,
+    parse_sizes,
+    planning_options,
+    size_label,
+)
 from serving.settings import ServingSettings
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def scale() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_scale", ROOT / "bench" / "scale.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_scale"] = module
-    spec.loader.exec_module(module)
-    return module
-
 
 TREES: list[Node] = [
     Leaf("text", "review", "sim", ("strong bass",), facet="headphones.bass"),
@@ -79,60 +73,56 @@ def test_instance_trees_read_back(tree: Node) -> None:
     assert condition(back) == condition(tree)
 
 
-def test_candidates_set_the_engines_planning_options(scale: ModuleType) -> None:
-    names = [c.name for c in scale.CANDIDATES]
-    runnable, left_out = scale.available_candidates(names)
+def test_candidates_set_the_engines_planning_options() -> None:
+    names = [c.name for c in CANDIDATES]
+    runnable, left_out = available_candidates(names)
     assert {c.name for c in runnable} | set(left_out) == set(names)
     assert "fixed" in {c.name for c in runnable}  # needs nothing turned on
-    _, defaults = scale.planning_options()
+    _, defaults = planning_options()
     for c in runnable:
-        cfg = scale.candidate_config(Config(), c)
+        cfg = candidate_config(Config(), c)
         if defaults:
             planning = cfg.section(ServingSettings).planning
             for key, value in c.planning.items():
                 assert getattr(planning, key) == value
     for name, why in left_out.items():
-        wanted = next(c for c in scale.CANDIDATES if c.name == name)
+        wanted = next(c for c in CANDIDATES if c.name == name)
         assert any(key in why for key, on in wanted.planning.items() if on)
     with pytest.raises(SystemExit, match="unknown candidate"):
-        scale.available_candidates(["fixed", "magic"])
+        available_candidates(["fixed", "magic"])
 
 
-def test_neural_sizes_fit_the_embedding_budget(scale: ModuleType) -> None:
+def test_neural_sizes_fit_the_embedding_budget() -> None:
     sizes, rate, budget = (5_000, 50_000, 200_000), 20.0, 3_000.0
-    keep, estimate = scale.pick_neural_sizes(sizes, rate, budget, lambda n: False)
+    keep, estimate = pick_neural_sizes(sizes, rate, budget, lambda n: False)
     assert sum(n / rate for n in keep) <= budget
     rest = [n for n in sizes if n not in keep]
     assert rest and sum(n / rate for n in keep) + rest[0] / rate > budget
     assert estimate["50k"] == pytest.approx(50_000 / rate)
     # A size already built costs no embedding, so a larger one may now fit.
-    keep_built, _ = scale.pick_neural_sizes(sizes, rate, budget, lambda n: n == keep[-1])
+    keep_built, _ = pick_neural_sizes(sizes, rate, budget, lambda n: n == keep[-1])
     assert len(keep_built) >= len(keep)
 
 
-def test_power_fit_recovers_the_growth_exponent(scale: ModuleType) -> None:
+def test_power_fit_recovers_the_growth_exponent() -> None:
     a, b = 3e-4, 1.2
     points = [(n, a * n**b) for n in (5_000, 50_000, 200_000)]
-    fit = scale.power_fit(points)
+    fit = power_fit(points)
     assert fit is not None
     assert fit[0] == pytest.approx(a, rel=1e-6) and fit[1] == pytest.approx(b, rel=1e-6)
-    one = scale.power_fit(points[:1])
+    one = power_fit(points[:1])
     assert one is not None and one[1] == 1.0 and math.isclose(one[0] * 5_000, points[0][1])
-    assert scale.power_fit([(5_000, math.nan)]) is None
+    assert power_fit([(5_000, math.nan)]) is None
 
 
-def test_sizes_parse_like_the_corpus_command(scale: ModuleType) -> None:
-    assert scale.parse_sizes("1M,5k,50_000,5k") == (5_000, 50_000, 1_000_000)
-    assert [scale.size_label(n) for n in (5_000, 1_000_000, 2_500)] == ["5k", "1M", "2500"]
+def test_sizes_parse_like_the_corpus_command() -> None:
+    assert parse_sizes("1M,5k,50_000,5k") == (5_000, 50_000, 1_000_000)
+    assert [size_label(n) for n in (5_000, 1_000_000, 2_500)] == ["5k", "1M", "2500"]
     with pytest.raises(SystemExit, match="--sizes"):
-        scale.parse_sizes("5k,lots")
+        parse_sizes("5k,lots")
 
 
-def test_the_break_down_groups_programs_and_names_why_pure_vector_first_results_miss(scale: ModuleType) -> None:
-    import doctest
-
-    import scale_diagnosis as diagnosis  # bench/ is on the path once bench/scale.py is loaded
-
+def test_the_break_down_groups_programs_and_names_why_pure_vector_first_results_miss() -> None:
     assert doctest.testmod(diagnosis).failed == 0
     tree = Leaf("text", "review", "sim", ("strong bass",), facet="headphones.bass")
     inst = type("I", (), {"level": "L1", "modalities": ("text",), "tree": json.dumps(to_json(tree)),

@@ -1,0 +1,146 @@
+"""What a scaling run is: its corpus sizes and labels, the planning candidates it compares, and the constants
+and small helpers the other modules of :mod:`rl.eval.scale` share."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from indexing.config import Config
+
+DOMAIN = "ecommerce"
+K = 20
+"""The fixed result width and every entry's default width (the paper's K)."""
+BUILD_STAGES = ("generate", "clickhouse", "embed", "milvus", "bm25", "total")
+LEVELS = ("L1", "L2", "L3")
+GOAL_P50_MS = 50.0
+"""The latency goal: p50 at most this at 1M products."""
+GOAL_P1_RATIO = 0.95
+"""The quality goal: P@1 with pushdown at 1M at least this share of P@1 at the smallest size."""
+RESULT_FILE = "result.json"
+"""A run's results, in its workspace."""
+BUILD_FILE = "build.json"
+"""A run's build record, in its workspace: a later invocation reuses the build with its numbers."""
+
+
+def size_label(n: int) -> str:
+    """``5000`` -> ``5k``, ``1000000`` -> ``1M``, ``2500`` -> ``2500``."""
+    if n % 1_000_000 == 0:
+        return f"{n // 1_000_000}M"
+    if n % 1000 == 0:
+        return f"{n // 1000}k"
+    return str(n)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One configuration: an embedder at a corpus size."""
+
+    embedder: str
+    docs: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.embedder} {size_label(self.docs)}"
+
+    def workspace(self, root: Path) -> Path:
+        """This run's own workspace below ``root``."""
+        return root / f"{self.embedder}-{size_label(self.docs)}"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One way of planning retrieval: ``planning`` holds the ``serving.planning`` options it sets."""
+
+    name: str
+    label: str
+    planning: Mapping[str, Any]
+
+
+CANDIDATES: tuple[Candidate, ...] = (
+    Candidate("fixed", "fixed K=20", {"pushdown": False, "adaptive_k": False}),
+    Candidate("pushdown", "filter pushdown", {"pushdown": True, "adaptive_k": False}),
+    Candidate("adaptive", "adaptive K", {"pushdown": False, "adaptive_k": True}),
+    Candidate("both", "pushdown + adaptive K", {"pushdown": True, "adaptive_k": True}),
+    Candidate("conditional", "conditional", {"pushdown": False, "adaptive_k": False, "conditional": True}),
+    Candidate(
+        "conditional_pushdown",
+        "conditional + pushdown",
+        {"pushdown": True, "adaptive_k": False, "conditional": True},
+    ),
+    Candidate("all", "all three passes", {"pushdown": True, "adaptive_k": True, "conditional": True}),
+)
+"""Side by side in one run. An option the engine does not have yet counts as off: a candidate that
+needs one on is left out (and said so) until ``serving.planning`` has it."""
+
+
+def parse_sizes(text: str) -> tuple[int, ...]:
+    """A comma list of counts such as ``5k,50k,1M`` or ``3000``; increasing, no repeats."""
+    out = []
+    for part in text.split(","):
+        m = re.fullmatch(r"\s*(\d[\d_]*)\s*([kKmM]?)\s*", part)
+        if not m:
+            raise SystemExit(f"error usage: --sizes expects counts like 5k,50k,1M, got {part!r}")
+        n = int(m.group(1).replace("_", "")) * {"": 1, "k": 1000, "m": 1_000_000}[m.group(2).lower()]
+        if n < 100:
+            raise SystemExit(f"error usage: --sizes: each size must be at least 100 documents, got {part!r}")
+        out.append(n)
+    return tuple(sorted(set(out)))
+
+
+def planning_options() -> tuple[type[Any] | None, dict[str, Any]]:
+    """``(PlanningOptions class, its default values)`` when ``serving.planning`` exists, else ``(None, {})``."""
+    from serving.settings import ServingSettings
+
+    fields = {f.name: f for f in dataclasses.fields(ServingSettings)}
+    if "planning" not in fields:
+        return None, {}
+    default = ServingSettings().planning  # type: ignore[attr-defined]
+    return type(default), dataclasses.asdict(default)
+
+
+def available_candidates(wanted: Sequence[str]) -> tuple[list[Candidate], dict[str, str]]:
+    """The candidates of ``wanted`` this engine can run, and why each other one is left out."""
+    _, defaults = planning_options()
+    known = {c.name: c for c in CANDIDATES}
+    out, missing = [], {}
+    for name in wanted:
+        if name not in known:
+            raise SystemExit(f"error usage: unknown candidate {name!r}; choose from {', '.join(known)}")
+        c = known[name]
+        absent = [k for k, v in c.planning.items() if v and k not in defaults]
+        if absent:
+            missing[name] = f"serving.planning has no {', '.join(absent)} yet"
+        else:
+            out.append(c)
+    return out, missing
+
+
+def candidate_config(cfg: Config, candidate: Candidate) -> Config:
+    """``cfg`` with the candidate's ``serving.planning`` options (the others keep their defaults)."""
+    from serving.settings import ServingSettings
+
+    cls, defaults = planning_options()
+    if cls is None:
+        return cfg
+    settings = cfg.section(ServingSettings)
+    values = {k: v for k, v in candidate.planning.items() if k in defaults}
+    planning = dataclasses.replace(settings.planning, **values)  # type: ignore[attr-defined]
+    return cfg.with_section(dataclasses.replace(settings, planning=planning))  # type: ignore[call-arg]
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def atomic_json(path: Path, data: Any) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    tmp.replace(path)
