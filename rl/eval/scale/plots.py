@@ -3,8 +3,10 @@ P@1."""
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Mapping
+import operator
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -66,18 +68,22 @@ def plots(results: Mapping[str, Any], where: Path, stem: str) -> list[str]:
         plt.close(fig)
 
     names = list(results["candidates"])
+
+    def candidate_curves(ax: Any, value: Callable[[Mapping[str, Any]], Any]) -> None:
+        """A line per embedder and candidate: ``value`` of the candidate's measures against the size, where
+        it has one."""
+        for j, e in enumerate(embedders):
+            for i, name in enumerate(names):
+                pts = [(r["docs"], value(r["candidates"][name])) for r in series(e) if name in r["candidates"]]
+                pts = [(x, y) for x, y in pts if y is not None]
+                if pts:
+                    ax.plot(*zip(*pts, strict=True), styles[j % 4], marker="osD^"[j % 4], color=f"C{i}",
+                            label=f"{results['candidates'][name]['label']} ({e})")  # fmt: skip
+
     fig, axes = plt.subplots(1, len(LEVELS), figsize=(10, 3.6), dpi=110, sharey=True)
     try:
         for ax, lv in zip(axes, LEVELS, strict=True):
-            for j, e in enumerate(embedders):
-                rs = series(e)
-                for i, name in enumerate(names):
-                    pts = [(r["docs"], r["candidates"][name]["latency"].get(lv, {}).get("p50_ms"))
-                           for r in rs if name in r["candidates"]]  # fmt: skip
-                    pts = [(x, y) for x, y in pts if y is not None]
-                    if pts:
-                        ax.plot(*zip(*pts, strict=True), styles[j % 4], marker="osD^"[j % 4], color=f"C{i}",
-                                label=f"{results['candidates'][name]['label']} ({e})")  # fmt: skip
+            candidate_curves(ax, functools.partial(_p50_ms, lv))
             ax.axhline(GOAL_P50_MS, color="grey", lw=0.8, ls="--")
             size_axis(ax)
             ax.set_title(f"{lv} p50")
@@ -95,13 +101,7 @@ def plots(results: Mapping[str, Any], where: Path, stem: str) -> list[str]:
     try:
         for ax, key, title in ((axes[0], "empty_share", "share of programs returning nothing"),
                                (axes[1], "p_at_1", "P@1 (first result satisfies the request)")):  # fmt: skip
-            for j, e in enumerate(embedders):
-                rs = series(e)
-                for i, name in enumerate(names):
-                    pts = [(r["docs"], r["candidates"][name][key]) for r in rs if name in r["candidates"]]
-                    if pts:
-                        ax.plot(*zip(*pts, strict=True), styles[j % 4], marker="osD^"[j % 4], color=f"C{i}",
-                                label=f"{results['candidates'][name]['label']} ({e})")  # fmt: skip
+            candidate_curves(ax, operator.itemgetter(key))
             size_axis(ax)
             ax.set_ylim(0, 1)
             ax.set_title(title, fontsize=9)
@@ -114,3 +114,8 @@ def plots(results: Mapping[str, Any], where: Path, stem: str) -> list[str]:
     finally:
         plt.close(fig)
     return written
+
+
+def _p50_ms(level: str, measures: Mapping[str, Any]) -> Any:
+    """A candidate's p50 at ``level`` (None where it has none)."""
+    return measures["latency"].get(level, {}).get("p50_ms")
