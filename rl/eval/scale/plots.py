@@ -46,6 +46,13 @@ def plots(results: Mapping[str, Any], where: Path, stem: str) -> list[str]:
         ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         ax.set_xlabel("products")
 
+    def save(fig: Any, name: str) -> None:
+        """Lay ``fig`` out and write it beside the JSON, as ``{stem}_{name}.png``."""
+        fig.tight_layout()
+        path = where / f"{stem}_{name}.png"
+        fig.savefig(path)
+        written.append(str(path))
+
     fig, ax = plt.subplots(figsize=(7.5, 4.2), dpi=110)
     try:
         for j, e in enumerate(embedders):
@@ -60,10 +67,7 @@ def plots(results: Mapping[str, Any], where: Path, stem: str) -> list[str]:
         ax.set_title("Index build time per stage")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=6, ncol=2)
-        fig.tight_layout()
-        path = where / f"{stem}_build.png"
-        fig.savefig(path)
-        written.append(str(path))
+        save(fig, "build")
     finally:
         plt.close(fig)
 
@@ -90,10 +94,7 @@ def plots(results: Mapping[str, Any], where: Path, stem: str) -> list[str]:
             ax.grid(True, which="both", alpha=0.3)
         axes[0].set_ylabel("ms (cold caches)")
         axes[-1].legend(fontsize=6)
-        fig.tight_layout()
-        path = where / f"{stem}_latency.png"
-        fig.savefig(path)
-        written.append(str(path))
+        save(fig, "latency")
     finally:
         plt.close(fig)
 
@@ -107,10 +108,7 @@ def plots(results: Mapping[str, Any], where: Path, stem: str) -> list[str]:
             ax.set_title(title, fontsize=9)
             ax.grid(True, which="both", alpha=0.3)
         axes[1].legend(fontsize=6)
-        fig.tight_layout()
-        path = where / f"{stem}_quality.png"
-        fig.savefig(path)
-        written.append(str(path))
+        save(fig, "quality")
     finally:
         plt.close(fig)
     return written
