@@ -24,9 +24,11 @@ OpenAI-compatible chat-completions endpoint (a vLLM server, KServe's Hugging Fac
   A near miss gets a bounded repair, one step each at most: raw control characters inside strings are
   escaped, and text around the one JSON object is cut. What still fails is a :class:`PlannerOutputError`
   carrying the parser's code.
-- **Timeouts, retries, circuit breaker.** Every call has a connect and a total timeout. A refused
-  connection, a 429 or a 5xx is retried with exponential backoff (``retries`` times); a timeout is not
-  retried, so a hung endpoint costs one timeout. After ``breaker_threshold`` failed calls in a row the
+- **Timeouts, retries, circuit breaker.** Calls go through :class:`indexing.openai_client.OpenAIClient`
+  and its one retry policy. Every call has a connect and a total timeout. A refused connection, a 429 or a
+  5xx is retried (``retries`` times) after the server's ``Retry-After`` or an exponential backoff with full
+  jitter, either capped at ``max_backoff_s``; a timeout is not retried, so a hung endpoint costs one
+  timeout. After ``breaker_threshold`` failed calls in a row the
   breaker opens: calls fail at once with code ``planner_circuit_open`` for ``breaker_reset_s``, then one
   trial call decides whether it closes again. A dead endpoint therefore costs one timeout, not one per
   request.
@@ -45,12 +47,21 @@ import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
-
-import httpx
+from typing import Any
 
 from indexing.config import EmbedderConfig
 from indexing.errors import ProReError
+from indexing.openai_client import (
+    NO_RETRY,
+    OpenAIBadResponse,
+    OpenAIClient,
+    OpenAIError,
+    OpenAIStatusError,
+    OpenAITimeout,
+    OpenAIUnreachable,
+    RetryPolicy,
+    Usage,
+)
 from indexing.schema import schema_for
 from serving.dsl import DEFAULT_LIMITS, DslLimits, FormatError, Program, extract_program
 from serving.dsl.structured import STRUCTURED_LIMITS, constraint_grammar
@@ -129,7 +140,9 @@ class PlannerSettings:
     retries: int = 2
     """Further tries after a refused connection, a 429 or a 5xx (timeouts are not retried)."""
     backoff_s: float = 0.2
-    """First backoff; doubled on each retry."""
+    """Ceiling of the first backoff, doubled on each retry; the wait is drawn below it (full jitter)."""
+    max_backoff_s: float = 2.0
+    """Longest wait between two tries, a ``Retry-After`` included (a stage deadline still caps the whole call)."""
     breaker_threshold: int = 1
     """Failed calls in a row that open the circuit breaker."""
     breaker_reset_s: float = 30.0
@@ -158,6 +171,12 @@ class PlannerSettings:
     def models_url(self) -> str:
         return self.url.rstrip("/") + "/models"
 
+    @property
+    def retry(self) -> RetryPolicy:
+        """The client's retry policy: ``retries`` more tries, timeouts never retried."""
+        return RetryPolicy(max_attempts=max(1, self.retries + 1), backoff_s=self.backoff_s,
+                           max_backoff_s=self.max_backoff_s, retry_timeouts=False)  # fmt: skip
+
 
 def prepare(settings: PlannerSettings, domains: Iterable[str]) -> None:
     """Build each domain's decoding constraint now (they are cached): a missing xgrammar (which ``json``
@@ -166,13 +185,6 @@ def prepare(settings: PlannerSettings, domains: Iterable[str]) -> None:
     if settings.structured and settings.output != "free":
         for domain in domains:
             constraint_grammar(schema_for(domain), settings.output, settings.schema_limits)
-
-
-class Usage(NamedTuple):
-    """A chat call's token counts, as an OpenAI-compatible endpoint reports them (``usage``)."""
-
-    prompt_tokens: int
-    completion_tokens: int
 
 
 @dataclass(frozen=True)
@@ -297,7 +309,8 @@ def read_program(completion: str, *, limits: DslLimits = DEFAULT_LIMITS) -> tupl
 
 
 class Planner:
-    """An async client of a planner endpoint; one per event loop (it holds an ``httpx.AsyncClient``)."""
+    """An async client of a planner endpoint; one per event loop (its :class:`OpenAIClient` holds an
+    ``httpx.AsyncClient``)."""
 
     def __init__(self, settings: PlannerSettings, *, dsl_limits: DslLimits = DEFAULT_LIMITS,
                  values: Mapping[str, Mapping[str, Sequence[str]]] | None = None) -> None:  # fmt: skip
@@ -307,11 +320,8 @@ class Planner:
         """Each domain's column values (:func:`serving.dsl.grounding.read_column_values`), which the
         ``grounded`` output narrows string literals to; a domain without them keeps the free string rule."""
         self.breaker = CircuitBreaker(settings.breaker_threshold, settings.breaker_reset_s)
-        headers = {"Authorization": f"Bearer {settings.api_key}"} if settings.api_key else {}
-        self._client = httpx.AsyncClient(
-            headers=headers,
-            timeout=httpx.Timeout(settings.timeout_s, connect=settings.connect_timeout_s),
-        )
+        self._client = OpenAIClient(settings.url, api_key=settings.api_key, timeout_s=settings.timeout_s,
+                                    connect_timeout_s=settings.connect_timeout_s, retry=settings.retry)  # fmt: skip
         self._model = settings.model
         """The model asked for: the settings' name, or the one the endpoint lists (:meth:`model`)."""
         self.exemplars = open_for_planner(settings.card, settings.embedder) if settings.card else None
@@ -359,20 +369,16 @@ class Planner:
             return self._model
         url = self.settings.models_url
         try:
-            response = await self._client.get(url)
-        except httpx.TimeoutException:
+            names = await self._client.amodels()
+        except OpenAITimeout:
             raise PlannerUnavailable(f"the planner did not list its models within {self.settings.timeout_s:g} s",
                                      code="planner_timeout") from None  # fmt: skip
-        except httpx.HTTPError as exc:
-            raise PlannerUnavailable(f"cannot reach the planner at {self.settings.url}: {type(exc).__name__}",
+        except (OpenAIStatusError, OpenAIBadResponse) as exc:
+            raise PlannerUnavailable(f"the planner's {url} answered HTTP {exc.status} without a model list",
+                                     code="planner_bad_response") from None  # fmt: skip
+        except OpenAIUnreachable as exc:
+            raise PlannerUnavailable(f"cannot reach the planner at {self.settings.url}: {exc.reason}",
                                      code="planner_unavailable") from None  # fmt: skip
-        try:
-            names = [str(m["id"]) for m in response.json()["data"]] if response.status_code == 200 else None
-        except (ValueError, KeyError, TypeError):
-            names = None
-        if names is None:
-            raise PlannerUnavailable(f"the planner's {url} answered HTTP {response.status_code} without a model list",
-                                     code="planner_bad_response")  # fmt: skip
         if len(names) != 1:
             served = f"several models ({', '.join(names[:5])})" if names else "no model"
             raise PlannerUnavailable(f"the planner at {self.settings.url} serves {served}; name the one to ask "
@@ -437,58 +443,35 @@ class Planner:
         return await self._complete({**body, "model": await self.model()})
 
     async def _complete(self, body: dict[str, Any]) -> tuple[list[str], int, Usage]:
+        """The text of every choice of one chat call (in the order of their ``index``), the HTTP calls it
+        took and its usage; the client's errors as this module's."""
         s = self.settings
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                response = await self._client.post(s.chat_url, json=body)
-            except httpx.TimeoutException:
-                raise PlannerUnavailable(
-                    f"the planner did not answer within {s.timeout_s:g} s", code="planner_timeout"
-                ) from None
-            except httpx.HTTPError as exc:
-                problem = f"cannot reach the planner at {s.url}: {type(exc).__name__}"
-                retry = True
-            else:
-                if response.status_code == 200:
-                    return _contents(response), attempt, _usage(response)
-                problem = f"the planner answered HTTP {response.status_code}: {response.text[:200]}"
-                retry = response.status_code == 429 or response.status_code >= 500
-            if not retry or attempt > s.retries:
-                raise PlannerUnavailable(" ".join(problem.split()), code="planner_unavailable")
-            await asyncio.sleep(s.backoff_s * 2 ** (attempt - 1))
+        try:
+            got = await self._client.achat(body)
+        except OpenAITimeout:
+            raise PlannerUnavailable(
+                f"the planner did not answer within {s.timeout_s:g} s", code="planner_timeout"
+            ) from None
+        except OpenAIStatusError as exc:
+            raise PlannerUnavailable(f"the planner answered HTTP {exc.status}: {exc.body[:200]}",
+                                     code="planner_unavailable") from None  # fmt: skip
+        except OpenAIBadResponse:
+            raise PlannerUnavailable(
+                "the planner's answer is not a chat completion", code="planner_bad_response"
+            ) from None
+        except OpenAIUnreachable as exc:
+            raise PlannerUnavailable(
+                f"cannot reach the planner at {s.url}: {exc.reason}", code="planner_unavailable"
+            ) from None
+        texts = [c.text for c in got.choices if c.text is not None]
+        if not texts or len(texts) != len(got.choices):
+            raise PlannerUnavailable("the planner's completion has no text", code="planner_bad_response")
+        return texts, got.attempts, got.usage
 
     async def ready(self) -> bool:
         """Whether the endpoint lists models now (``GET /models``); one short call, no retry."""
         try:
-            response = await self._client.get(self.settings.models_url, timeout=self.settings.connect_timeout_s + 1)
-        except httpx.HTTPError:
+            await self._client.amodels(retry=NO_RETRY, timeout_s=self.settings.connect_timeout_s + 1)
+        except OpenAIError:
             return False
-        return response.status_code == 200
-
-
-def _usage(response: httpx.Response) -> Usage:
-    """The answer's ``usage`` token counts; zeros for an endpoint that reports none (or nonsense)."""
-    try:
-        usage = response.json().get("usage") or {}
-        counts = (usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0)
-    except (ValueError, AttributeError):
-        return Usage(0, 0)
-    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts):
-        return Usage(0, 0)
-    return Usage(*counts)
-
-
-def _contents(response: httpx.Response) -> list[str]:
-    """The text of every choice of a chat completion, in the order of their ``index``."""
-    try:
-        choices = sorted(response.json()["choices"], key=lambda c: c.get("index", 0))
-        contents = [c["message"]["content"] for c in choices]
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-        raise PlannerUnavailable(
-            "the planner's answer is not a chat completion", code="planner_bad_response"
-        ) from None
-    if not contents or not all(isinstance(c, str) for c in contents):
-        raise PlannerUnavailable("the planner's completion has no text", code="planner_bad_response")
-    return contents
+        return True

@@ -1,23 +1,27 @@
 """A client of an OpenAI-compatible ``POST {endpoint}/v1/embeddings`` server.
 
-In a cluster this serves a model such as Qwen3-Embedding behind vLLM or TEI. Only the standard
-library is used, so the client adds no dependency. A refused connection or a timeout raises
-:class:`EmbedderUnavailable` (retryable); a server that answers with an error or a malformed body
+In a cluster this serves a model such as Qwen3-Embedding behind vLLM or TEI. Requests go through
+:class:`indexing.openai_client.OpenAIClient` and its retry policy (a refused connection, a timeout, a 429
+or a 5xx is tried again). A server still unreachable, timing out or answering 5xx raises
+:class:`EmbedderUnavailable` (retryable); a server that answers with another error or a malformed body
 raises :class:`EmbedderError`.
 """
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
 from indexing.embedders.base import EmbedderError, EmbedderUnavailable, Vectors, empty, normalize_rows
 from indexing.errors import ConfigError
+from indexing.openai_client import (
+    OpenAIBadResponse,
+    OpenAIClient,
+    OpenAIError,
+    OpenAIStatusError,
+    RetryPolicy,
+)
 
 
 class OpenAIEmbedder:
@@ -32,16 +36,19 @@ class OpenAIEmbedder:
         timeout_s: float = 30.0,
         dim: int | None = None,
         api_key: str | None = None,
+        retry: RetryPolicy | None = None,
     ) -> None:
         if not endpoint.startswith(("http://", "https://")):
             raise ConfigError(f"embedder endpoint must be an http(s) URL, got {endpoint!r}")
-        self.url = endpoint.rstrip("/").removesuffix("/v1") + "/v1/embeddings"
+        base = endpoint.rstrip("/").removesuffix("/v1") + "/v1"
+        self.url = base + "/embeddings"
         self.model = model
         self.name = f"openai:{model}"
         self.batch_size = max(1, batch_size)
         self.timeout_s = timeout_s
         self.api_key = api_key
         self._dim = dim
+        self._client = OpenAIClient(base, api_key=api_key, timeout_s=timeout_s, retry=retry)
 
     @property
     def dim(self) -> int:
@@ -62,34 +69,21 @@ class OpenAIEmbedder:
             raise EmbedderError(f"{self.url} returned {out.shape[1]}-dimensional vectors, expected {self._dim}")
         return out
 
+    def close(self) -> None:
+        """Close the HTTP client (harmless when none was opened)."""
+        self._client.close()
+
     def _request(self, batch: list[str]) -> Vectors:
-        body = json.dumps({"model": self.model, "input": batch, "encoding_format": "float"}).encode()
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        req = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                payload: Any = json.loads(resp.read())
-        except urllib.error.HTTPError as exc:
-            detail = exc.read()[:200].decode(errors="replace")
-            if exc.code >= 500:
-                raise EmbedderUnavailable(f"{self.url} answered HTTP {exc.code}: {detail}") from None
-            raise EmbedderError(f"{self.url} rejected the request (HTTP {exc.code}): {detail}") from None
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise EmbedderUnavailable(f"embedding endpoint {self.url} is unreachable: {reason}") from None
-        except json.JSONDecodeError:
-            raise EmbedderError(f"{self.url} did not answer with JSON") from None
-        return _vectors_of(payload, len(batch), self.url)
-
-
-def _vectors_of(payload: Any, expected: int, url: str) -> Vectors:
-    try:
-        items = sorted(payload["data"], key=lambda d: int(d["index"]))
-        rows = [item["embedding"] for item in items]
-    except (KeyError, TypeError, ValueError):
-        raise EmbedderError(f"{url} answered without an OpenAI 'data' list of embeddings") from None
-    if len(rows) != expected:
-        raise EmbedderError(f"{url} returned {len(rows)} embeddings for {expected} texts")
-    return normalize_rows(rows)
+            got = self._client.embeddings(self.model, batch)
+        except OpenAIStatusError as exc:
+            if exc.status >= 500:
+                raise EmbedderUnavailable(f"{self.url} answered HTTP {exc.status}: {exc.body[:200]}") from None
+            raise EmbedderError(f"{self.url} rejected the request (HTTP {exc.status}): {exc.body[:200]}") from None
+        except OpenAIBadResponse as exc:
+            raise EmbedderError(exc.message) from None
+        except OpenAIError as exc:  # unreachable, or timed out
+            raise EmbedderUnavailable(f"embedding endpoint {self.url} is unreachable: {exc}") from None
+        if len(got.vectors) != len(batch):
+            raise EmbedderError(f"{self.url} returned {len(got.vectors)} embeddings for {len(batch)} texts")
+        return normalize_rows(got.vectors)

@@ -3,21 +3,26 @@
 Every response is cached on disk, keyed by (model, prompt), so a rerun of the same synthesis sends
 nothing. A rewrite is kept only when it still names every value the program filters on; otherwise
 the templated request stands (see :func:`keeps_anchors`).
+
+Requests go through :class:`indexing.openai_client.OpenAIClient` and its retry policy (``retry``), with the
+key in :data:`KEY_ENV` when that is set.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from indexing.openai_client import OpenAIClient, OpenAIError, RetryPolicy
 from indexing.workspace import atomic_write_json
 from rl.bench.errors import BenchError
+
+KEY_ENV = "PRORE_REWRITER_API_KEY"
+"""The environment variable whose value the rewriter sends as its bearer token (none when unset)."""
 
 SYSTEM_PROMPT = (
     "You rewrite search requests so they sound like a real person typed them. Keep the meaning exactly: "
@@ -42,6 +47,8 @@ class RewriterConfig:
     """Per-request HTTP timeout."""
     concurrency: int = 8
     """Requests in flight at once (the endpoint batches them; the results keep their order)."""
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    """When a failed request is sent again (:class:`~indexing.openai_client.RetryPolicy`)."""
 
 
 def build_messages(nl: str) -> list[dict[str, str]]:
@@ -87,6 +94,7 @@ class Rewriter:
         self.cache_dir = cache_dir
         self.sent = 0
         self.cached = 0
+        self._client = OpenAIClient(cfg.url, api_key_env=KEY_ENV, timeout_s=cfg.timeout_s, retry=cfg.retry)
 
     def _path(self, key: str) -> Path:
         return self.cache_dir / key[:2] / f"{key}.json"
@@ -114,20 +122,19 @@ class Rewriter:
             results = pool.map(self.rewrite, texts)
             return list(tqdm(results, total=len(texts), desc="rewriting", unit="q", disable=not progress))
 
+    def close(self) -> None:
+        """Close the HTTP client (harmless when none was opened)."""
+        self._client.close()
+
     def _post(self, body: dict[str, Any]) -> str:
-        url = self.cfg.url.rstrip("/") + "/chat/completions"
-        req = urllib.request.Request(
-            url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
-        )
+        url = self._client.url("chat/completions")
         try:
-            with urllib.request.urlopen(req, timeout=self.cfg.timeout_s) as resp:
-                data = json.loads(resp.read())
-        except (urllib.error.URLError, TimeoutError, OSError, ValueError) as exc:
+            got = self._client.chat(body)
+        except OpenAIError as exc:
             raise BenchError(f"rewriter endpoint {url} failed: {exc}", code="bench_rewriter") from None
-        try:
-            content = str(data["choices"][0]["message"]["content"])
-        except (KeyError, IndexError, TypeError):
-            raise BenchError(f"rewriter endpoint {url} sent no chat completion", code="bench_rewriter") from None
+        if not got.choices:
+            raise BenchError(f"rewriter endpoint {url} sent no chat completion", code="bench_rewriter")
+        content = got.choices[0].text or ""
         # Reasoning models may prepend a think block; only the answer line is a request.
         lines = content.split("</think>")[-1].strip().splitlines()
         return lines[0].strip().strip('"') if lines else ""

@@ -10,6 +10,8 @@
 - ``llm:URL`` asks an OpenAI-compatible chat endpoint (``http://host:port/v1``; ``llm:URL#MODEL`` names
   the model, else the endpoint's first) few-shot, as the paper's commercial-LLM baseline: the full schema
   prompt plus :data:`N_SHOTS` exemplar programs from the train split covering every modality and level.
+  Calls go through :class:`indexing.openai_client.OpenAIClient` (its default retry policy), with the key in
+  :data:`LLM_KEY_ENV` when that is set.
 
 Programs are parsed with the reward's rule and executed by the engine in one ``execute_many`` call. A
 method that produced no ranking says why, with the failed layer first: ``format``, ``validation`` or
@@ -30,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from indexing.errors import ProReError
+from indexing.openai_client import OpenAIClient, OpenAIError, OpenAIStatusError
 from rl.errors import TrainError
 from rl.eval.methods import EvalInstance, MethodContext, MethodSpec, Outcome, get_method, register_family
 from rl.prompt import Message, card_profile, messages
@@ -51,6 +54,10 @@ MEMORY_SHARE = 0.1
 refuses to start beside any other process, and a small planner needs far less."""
 N_SHOTS = 7
 """Exemplar programs of the few-shot baseline (the paper's 6-7, covering every modality)."""
+LLM_TIMEOUT_S = 120.0
+"""Time one chat call of ``llm:URL`` may take."""
+LLM_KEY_ENV = "PRORE_LLM_API_KEY"
+"""The environment variable whose value ``llm:URL`` sends as its bearer token (none when unset)."""
 
 
 class EndpointUnavailable(TrainError):
@@ -433,18 +440,18 @@ def few_shot_messages(ctx: MethodContext, nl: str) -> list[Message]:
 
 def llm_run(target: str, *, workers: int = 8) -> Callable[[MethodContext, Sequence[EvalInstance], int], list[Outcome]]:
     """The method function of ``llm:URL[#MODEL]``."""
-    import httpx
-
     url, _, model = target.partition("#")
     base = url.rstrip("/")
 
     def run(ctx: MethodContext, batch: Sequence[EvalInstance], k: int) -> list[Outcome]:
-        client: httpx.Client = ctx.cache.setdefault("llm:client", httpx.Client(base_url=base, timeout=120))
+        client: OpenAIClient | None = ctx.cache.get("llm:client")
+        if client is None:
+            client = ctx.cache["llm:client"] = OpenAIClient(base, api_key_env=LLM_KEY_ENV, timeout_s=LLM_TIMEOUT_S)
         name = model or ctx.cache.get("llm:model")
         if not name:
             try:
-                name = client.get("/models").json()["data"][0]["id"]
-            except (httpx.HTTPError, KeyError, IndexError, ValueError) as exc:
+                name = client.models()[0]
+            except (OpenAIError, IndexError) as exc:
                 raise EndpointUnavailable(f"cannot list the models of {base}: {exc}") from exc
             ctx.cache["llm:model"] = name
 
@@ -452,16 +459,19 @@ def llm_run(target: str, *, workers: int = 8) -> Callable[[MethodContext, Sequen
             body = {"model": name, "messages": few_shot_messages(ctx, inst.nl), "temperature": 0.0,
                     "max_tokens": MAX_TOKENS}  # fmt: skip
             try:
-                r = client.post("/chat/completions", json=body)
-                if 400 <= r.status_code < 500 and r.status_code != 429:
-                    raise TrainError(f"the endpoint {base} refused the request ({r.status_code}): {r.text[:300]}",
-                                     code="llm_request")  # fmt: skip
-                r.raise_for_status()
-                choice = r.json()["choices"][0]
-                cut = MAX_TOKENS if choice.get("finish_reason") == "length" else None
-                return Completion(str(choice["message"]["content"] or ""), cut)
-            except (httpx.HTTPError, KeyError, IndexError, ValueError) as exc:
+                got = client.chat(body)
+            except OpenAIStatusError as exc:
+                if 400 <= exc.status < 500 and exc.status != 429:
+                    raise TrainError(f"the endpoint {base} refused the request ({exc.status}): {exc.body}",
+                                     code="llm_request") from None  # fmt: skip
                 raise EndpointUnavailable(f"the endpoint {base} failed: {exc}") from exc
+            except OpenAIError as exc:
+                raise EndpointUnavailable(f"the endpoint {base} failed: {exc}") from exc
+            if not got.choices:
+                raise EndpointUnavailable(f"the endpoint {base} failed: its chat completion has no choice")
+            choice = got.choices[0]
+            cut = MAX_TOKENS if choice.finish_reason == "length" else None
+            return Completion(choice.text or "", cut)
 
         with ThreadPoolExecutor(max_workers=workers) as pool:
             texts = list(pool.map(ask, batch))

@@ -24,6 +24,7 @@ from indexing.embedders import (
 from indexing.embedders.hashing import HashingEmbedder
 from indexing.embedders.openai import OpenAIEmbedder
 from indexing.errors import ConfigError
+from indexing.openai_client import NO_RETRY
 from indexing.schema import Role
 
 
@@ -194,7 +195,7 @@ def test_openai_client_reports_a_server_that_went_away() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])  # closed again below: nothing listens there
-    emb = OpenAIEmbedder(f"http://127.0.0.1:{port}", "m", timeout_s=2)
+    emb = OpenAIEmbedder(f"http://127.0.0.1:{port}", "m", timeout_s=2, retry=NO_RETRY)  # retries: test_openai_client.py
     with pytest.raises(EmbedderUnavailable) as err:
         emb.embed(["hello"])
     assert err.value.retryable and err.value.code == "embedder_unavailable"

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from indexing.openai_client import NO_RETRY
 from indexing.schema import EMAILS, PRODUCTS
 from indexing.workspace import Workspace
 from rl.bench.compile import compile_tree
@@ -204,8 +205,8 @@ def test_rewriter_request_and_anchor_check() -> None:
 
 
 def test_rewriter_answers_from_its_cache_without_a_request(tmp_path: Path) -> None:
-    # A closed local port: a cache miss fails at once, and no service anywhere is contacted.
-    cfg = RewriterConfig(url="http://127.0.0.1:9/v1", model="m", timeout_s=0.5)
+    # A closed local port, tried once: a cache miss fails at once, and no service anywhere is contacted.
+    cfg = RewriterConfig(url="http://127.0.0.1:9/v1", model="m", timeout_s=0.5, retry=NO_RETRY)
     rw = Rewriter(cfg, tmp_path)
     key = cache_key(cfg.model, build_request(cfg, "Find red jackets")["messages"])
     path = tmp_path / key[:2] / f"{key}.json"
