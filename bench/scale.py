@@ -48,6 +48,7 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -164,6 +165,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             code = worker(Run(args.embedder, args.docs), Path(args.run_workspace), options,
                           Path(args.bench_from) if args.bench_from else None)  # fmt: skip
+        except BaseException:
+            # exit_process() ends the process at once: say why first, or the parent sees only the status.
+            traceback.print_exc()
+            raise
         finally:
             exit_process(code)  # chDB may abort in its destructors at interpreter exit
     if args.report:
