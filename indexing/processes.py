@@ -71,7 +71,7 @@ def wait_ready(
     poll_s: float = 0.5,
     running: Process | Callable[[], bool] | None = None,
     log: Path | None = None,
-    error: Callable[[str], Exception] = NotReady,
+    error: Callable[[str], BaseException] = NotReady,
 ) -> None:
     """Return once ``ready`` passes: a URL that answers a GET with 200, or a callable that returns ``True``
     (``False`` or an exception means not yet; the last exception is the reason a timeout gives).
@@ -146,7 +146,7 @@ def served(
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     grace_s: float = 30.0,
-    error: Callable[[str], Exception] = NotReady,
+    error: Callable[[str], BaseException] = NotReady,
 ) -> Iterator[subprocess.Popen[bytes]]:
     """Run ``command`` (:func:`spawn`) until the block ends, entered once ``ready`` passes (:func:`wait_ready`);
     the process group is stopped (:func:`stop`) on the way out, whether the wait failed or not."""
