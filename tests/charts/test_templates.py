@@ -278,9 +278,11 @@ def test_the_operators_clusterrole_grants_every_call_it_makes() -> None:
     for sub, verbs in ((registry._changing, ("get", "list", "watch", "patch")), (registry._spawning, ("get", "list", "watch", "patch")),
                        (registry._watching, ("get", "list", "watch"))):  # fmt: skip
         for selector in sub.get_all_selectors():
-            needs.update((selector.group, selector.any_name, verb) for verb in verbs)
+            group, name = selector.group, selector.any_name
+            assert isinstance(group, str) and isinstance(name, str), selector  # RBAC rules name exact resources
+            needs.update((group, name, verb) for verb in verbs)
             if verbs[-1] == "patch":
-                needs.add((selector.group, selector.any_name + "/status", "patch"))
+                needs.add((group, name + "/status", "patch"))
     source = (REPO / "operators" / "kube.py").read_text()
     called = {node.attr for node in ast.walk(ast.parse(source))
               if isinstance(node, ast.Attribute) and node.attr.endswith(("_custom_object", "_custom_object_status"))}  # fmt: skip

@@ -23,6 +23,7 @@ from indexing.embedders import (
 )
 from indexing.embedders.hashing import HashingEmbedder
 from indexing.embedders.openai import OpenAIEmbedder
+from indexing.embedders.registry import Factory
 from indexing.errors import ConfigError
 from indexing.openai_client import NO_RETRY
 from indexing.schema import Role
@@ -131,7 +132,7 @@ def test_registry_rejects_unknown_and_duplicate_names() -> None:
         make_embedder(EmbedderConfig(text="word2vec"), Role.TEXT)
     assert err.value.code == "unknown_embedder"
     assert "hashing, minilm, minilm-onnx, minilm-onnx-int8, openai" in err.value.one_line()
-    reg = Registry("thing")
+    reg: Registry[Factory] = Registry("thing")
     reg.register("x")(lambda cfg: HashingEmbedder(4))
     with pytest.raises(ConfigError) as dup:
         reg.register("x")(lambda cfg: HashingEmbedder(4))

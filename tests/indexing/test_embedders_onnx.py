@@ -7,6 +7,7 @@ query; int8 is measured against the same bar and its difference stays within the
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ QUERIES = [
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A fresh cache directory: the export itself runs in this test module."""
     path = tmp_path_factory.mktemp("onnx-cache")
     mp = pytest.MonkeyPatch()

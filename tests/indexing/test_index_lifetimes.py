@@ -122,10 +122,14 @@ def test_opening_and_closing_a_handle_100_times_leaves_no_descriptor_or_thread_b
             assert idx.sparse_search("body", ["server outage"], 3)[0]
             assert idx.sql.count(idx.table) == 60
 
+    def hundred_cycles() -> None:
+        for _ in range(100):
+            cycle()
+
     for _ in range(5):  # warm-up: models, BM25 indexes and chDB are loaded once per process
         cycle()
     fds = _fds()
-    left = _threads_left_by(lambda: [cycle() for _ in range(100)])
+    left = _threads_left_by(hundred_cycles)
     assert uri not in open_connections()  # the last store on the URI closed its client
     assert _fds() <= fds + 3, (fds, _fds())
     assert len(left) <= 2, left

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import socket
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -262,8 +263,8 @@ def test_nprobe_reaches_the_server(milvus_standalone: str) -> None:
     queries = vecs[:8]
     exact = np.argsort(-(queries @ vecs.T), axis=1)[:, :50]
     want = [[f"r{i:05d}" for i in row] for row in exact]
-    ivf = {"index_type": "IVF_FLAT", "index_params": {"nlist": 32}}
-    with MilvusStore(milvus_standalone, MilvusConfig(**ivf, nprobe=32)) as everything:
+    ivf = MilvusConfig(index_type="IVF_FLAT", index_params={"nlist": 32})
+    with MilvusStore(milvus_standalone, replace(ivf, nprobe=32)) as everything:
         everything.drop_collection("probe__v0001")
         everything.create_collection("probe__v0001", schema, {"text": dim})
         everything.upsert("probe__v0001", schema, table, {"text": vecs})
@@ -272,7 +273,7 @@ def test_nprobe_reaches_the_server(milvus_standalone: str) -> None:
         everything.release("probe__v0001")
         got = [[i for i, _ in row] for row in everything.search("probe__v0001", "text", queries, 50)]
         assert got == want
-        with MilvusStore(milvus_standalone, MilvusConfig(**ivf, nprobe=1)) as one:
+        with MilvusStore(milvus_standalone, replace(ivf, nprobe=1)) as one:
             narrow = [[i for i, _ in row] for row in one.search("probe__v0001", "text", queries, 50)]
         recall = np.mean([len(set(a) & set(b)) / 50 for a, b in zip(narrow, want, strict=True)])
         assert recall < 0.9

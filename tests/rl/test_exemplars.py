@@ -6,14 +6,16 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import pytest
 
 from indexing.config import Config
+from indexing.corpora.vocab import facets
 from indexing.workspace import Workspace
 from prore.cli import main
 from rl.bench import load_split
-from rl.bench.phrases import facets
+from rl.bench.store import Instance
 from rl.bench.verbalize import families
 from rl.train.recombine import corpus_spans, recombine, recombined_rows
 from rl.train.sft import SftJob, exemplar_index, instances, rows
@@ -41,8 +43,20 @@ def _shots(row: dict[str, object]) -> list[tuple[str, str]]:
     return [(middle[i]["content"], middle[i + 1]["content"]) for i in range(0, len(middle), 2)]
 
 
+class ExemplarRows(NamedTuple):
+    """An SFT job with 3 exemplars a prompt, its exemplar index (closed), instances and rows."""
+
+    job: SftJob
+    exemplars: ExemplarIndex
+    train: list[Instance]
+    train_rows: list[dict[str, Any]]
+    val_rows: list[dict[str, Any]]
+
+
 @pytest.fixture(scope="module")
-def exemplar_rows(train_bench: Workspace, small_index_cfg: Config, tmp_path_factory: pytest.TempPathFactory):
+def exemplar_rows(
+    train_bench: Workspace, small_index_cfg: Config, tmp_path_factory: pytest.TempPathFactory
+) -> ExemplarRows:
     job = _job(train_bench, small_index_cfg, tmp_path_factory.mktemp("ex"))
     train, _ = instances(job)
     index = exemplar_index(job, train)
@@ -51,10 +65,12 @@ def exemplar_rows(train_bench: Workspace, small_index_cfg: Config, tmp_path_fact
         train_rows, val_rows = rows(job, index)
     finally:
         index.close()
-    return job, index, train, train_rows, val_rows
+    return ExemplarRows(job, index, train, train_rows, val_rows)
 
 
-def test_every_training_prompt_gets_k_exemplars_of_its_domain_from_the_train_split_never_itself(exemplar_rows) -> None:
+def test_every_training_prompt_gets_k_exemplars_of_its_domain_from_the_train_split_never_itself(
+    exemplar_rows: ExemplarRows,
+) -> None:
     _, _, train, train_rows, val_rows = exemplar_rows
     by_domain = {d: {(i.nl, i.program) for i in train if i.domain == d} for d in DOMAINS}
     for inst, row in zip(train, train_rows, strict=True):
@@ -66,15 +82,16 @@ def test_every_training_prompt_gets_k_exemplars_of_its_domain_from_the_train_spl
     assert all(len(_shots(r)) == 3 for r in val_rows)
 
 
-def test_exemplars_prefer_diverse_program_shapes(exemplar_rows) -> None:
+def test_exemplars_prefer_diverse_program_shapes(exemplar_rows: ExemplarRows) -> None:
     _, _, _, train_rows, _ = exemplar_rows
     distinct = [len({program_shape(p) for _, p in _shots(r)}) for r in train_rows]
     # 80 training requests per domain over a dozen shapes: almost every prompt finds three shapes.
     assert sum(d == 3 for d in distinct) / len(distinct) > 0.9
 
 
-def test_nothing_of_the_ood_wording_reaches_a_training_prompt_or_an_exemplar(exemplar_rows, train_bench: Workspace,
-                                                                              small_index_cfg: Config) -> None:  # fmt: skip
+def test_nothing_of_the_ood_wording_reaches_a_training_prompt_or_an_exemplar(
+    exemplar_rows: ExemplarRows, train_bench: Workspace, small_index_cfg: Config
+) -> None:
     _, index, train, train_rows, val_rows = exemplar_rows
     texts = [m["content"] for r in train_rows + val_rows for m in r["prompt"] + r["completion"]]
     texts += [p.request for p in index.pairs] + [p.program for p in index.pairs]
@@ -99,7 +116,7 @@ def test_nothing_of_the_ood_wording_reaches_a_training_prompt_or_an_exemplar(exe
 
 
 def test_index_round_trips_through_a_model_directory_and_the_card_checks_its_version(
-        exemplar_rows, small_index_cfg: Config, tmp_path: Path) -> None:  # fmt: skip
+        exemplar_rows: ExemplarRows, small_index_cfg: Config, tmp_path: Path) -> None:  # fmt: skip
     _, index, train, _, _ = exemplar_rows
     index.save(tmp_path)
     again = ExemplarIndex.load(tmp_path, embedder=small_index_cfg.embedder)
@@ -162,7 +179,9 @@ def test_sft_with_exemplars_ships_its_index_and_the_planner_reads_it(train_bench
         ctx.close()
 
 
-def test_recombination_swaps_a_said_phrase_in_request_and_program_alike(exemplar_rows, small_index_cfg: Config) -> None:
+def test_recombination_swaps_a_said_phrase_in_request_and_program_alike(
+    exemplar_rows: ExemplarRows, small_index_cfg: Config
+) -> None:
     import random
 
     _, _, train, _, _ = exemplar_rows

@@ -132,12 +132,10 @@ def test_concurrent_clients_are_coalesced(
 def test_client_batching_sends_one_request_per_window_and_isolates_a_bad_item(
     service: Running, scorer: RewardScorer, rollouts: list[dict[str, Any]]
 ) -> None:
-    bad = {"completion": "{}", "domain": "recipes", "gold_id": "x"}  # a domain the service does not serve
-
     async def main() -> tuple[list[Any], RewardClient]:
         async with RewardClient(service.url, batch_window_ms=50.0, max_batch_items=32) as client:
             calls = [client.score_one(**i) for i in rollouts[:20]]
-            calls.append(client.score_one(**bad))
+            calls.append(client.score_one("{}", domain="recipes", gold_id="x"))  # a domain not served
             calls += [client.score_one(**i) for i in rollouts[20:]]
             return await asyncio.gather(*calls, return_exceptions=True), client
 

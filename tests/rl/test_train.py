@@ -147,8 +147,9 @@ def test_sft_refuses_chats_whose_program_falls_past_max_length(train_bench: Work
 def test_offset_gives_training_requests_the_limited_run_never_saw(train_bench: Workspace, tmp_path: Path) -> None:
     from rl.train.sft import SftJob, rows
 
-    def job(**kw: int) -> SftJob:
-        return SftJob(workspace=train_bench.root, domains=DOMAINS, out=tmp_path, profile="compact", **kw)
+    def job(*, limit: int | None = None, offset: int = 0) -> SftJob:
+        return SftJob(workspace=train_bench.root, domains=DOMAINS, out=tmp_path, profile="compact", limit=limit,
+                      offset=offset)  # fmt: skip
 
     def requests(rs: list[dict[str, object]]) -> set[str]:
         return {r["prompt"][-1]["content"] for r in rs}  # type: ignore[index]

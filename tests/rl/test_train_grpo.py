@@ -11,7 +11,8 @@ from indexing.config import Config
 from indexing.workspace import Workspace
 from prore.cli import main
 from rl.reward import RewardScorer
-from rl.reward.service import ServerThread, ServiceSettings, create_app
+from rl.reward.service import ServerThread, create_app
+from rl.reward.settings import ServiceSettings
 from rl.train.data import load_instances, rl_row, split_train_val
 from rl.train.logs import read_metrics
 from rl.train.prompt_filter import (

@@ -21,7 +21,7 @@ import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import pytest
 
@@ -47,8 +47,19 @@ TINY = ("data.train_batch_size=4", "actor_rollout_ref.rollout.n=2", "actor_rollo
 run of `prore train launch grpo --cpu` gives them; checked against verl's validation."""
 
 
+class Setup(TypedDict):
+    """What :func:`setup` yields."""
+
+    root: Path
+    """The module's directory: the workspace (``ws``) and every run's output."""
+    out: Path
+    """The export's directory (``rl/`` and ``sft/`` parquet)."""
+    url: str
+    """The reward service."""
+
+
 @pytest.fixture(scope="module")
-def setup(small_index_cfg: Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def setup(small_index_cfg: Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     """A benchmark, its export (short prompts) and the reward service scoring it."""
     root = tmp_path_factory.mktemp("verl-cpu")
     with served_export(small_index_cfg, DOMAIN, root) as served:
@@ -102,7 +113,7 @@ LEARN = ("data.train_batch_size=4", "actor_rollout_ref.rollout.n=4", "actor_roll
 
 
 @pytest.fixture(scope="module")
-def sft_planner(setup: dict[str, Any]) -> Path:
+def sft_planner(setup: Setup) -> Path:
     """A small planner trained by the project's local SFT on the benchmark the reward service scores, with
     the export's prompt profile: the model a cluster's RL starts from."""
     if not MAIN_PRORE.is_file():
@@ -117,7 +128,7 @@ def sft_planner(setup: dict[str, Any]) -> Path:
     return out / "final"
 
 
-def _dapo(setup: dict[str, Any], model: Path, steps: int, log: Path) -> subprocess.CompletedProcess[str]:
+def _dapo(setup: Setup, model: Path, steps: int, log: Path) -> subprocess.CompletedProcess[str]:
     p = LaunchParams(model=str(model), data_dir=str(setup["out"]), n_gpus_per_node=1, micro_batch=4,
                      checkpoint_dir=str(setup["root"] / "dapo-ckpt"), experiment="dapo", reward_url=setup["url"],
                      python=sys.executable, extra=(*LEARN, f"trainer.total_training_steps={steps}"), cpu=True)  # fmt: skip
@@ -134,7 +145,7 @@ def _steps(log: Path) -> dict[int, dict[str, float]]:
     return {r["step"]: r["data"] for r in map(json.loads, log.read_text().splitlines())}
 
 
-def test_dapo_from_an_sft_planner_learns_checkpoints_and_resumes(setup: dict[str, Any], sft_planner: Path) -> None:
+def test_dapo_from_an_sft_planner_learns_checkpoints_and_resumes(setup: Setup, sft_planner: Path) -> None:
     import torch
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM

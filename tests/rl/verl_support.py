@@ -38,7 +38,7 @@ def require_verl() -> ModuleType:
         reason = "verl 0.9.1 is installed in .venv-verl, not here: run `make test-verl`"
     else:
         reason = "verl 0.9.1 needs its own environment: `bash scripts/verl-env.sh` makes .venv-verl, then `make test-verl`"
-    verl = pytest.importorskip("verl", reason=reason)
+    verl: ModuleType = pytest.importorskip("verl", reason=reason)
     assert verl.__version__ == "0.9.1", f"the verl tests pin verl 0.9.1, found {verl.__version__}"
     return verl
 
@@ -110,7 +110,10 @@ def tiny_qwen3(out: Path, texts: list[str], *, vocab: int = 1024, with_model: bo
     trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=specials,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())  # fmt: skip
     tok.train_from_iterator(texts, trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    # transformers leaves the tokenizer's and the model's __init__ unannotated (as in rl.train).
+    fast = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
+        tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>"
+    )
     fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(out)
     if with_model:
@@ -118,9 +121,9 @@ def tiny_qwen3(out: Path, texts: list[str], *, vocab: int = 1024, with_model: bo
             vocab_size=len(fast), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
             num_attention_heads=2, num_key_value_heads=1, head_dim=32, max_position_embeddings=4096,
             tie_word_embeddings=False, eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id,
-            bos_token_id=None, torch_dtype="float32",
+            bos_token_id=None, dtype="float32",
         )  # fmt: skip
-        Qwen3ForCausalLM(cfg).save_pretrained(out)
+        Qwen3ForCausalLM(cfg).save_pretrained(out)  # type: ignore[no-untyped-call]
     return out
 
 

@@ -50,4 +50,5 @@ def test_batch_slots_hold_distinct_errors(engine: Engine) -> None:
     assert len({id(o) for o in outcomes}) == 3
     assert len({o.one_line() for o in outcomes if isinstance(o, DslError)}) == 1
     again = engine.execute_many([BAD])[0]
+    assert isinstance(again, ValidationError)
     assert again is not outcomes[0] and again.__traceback__ is None

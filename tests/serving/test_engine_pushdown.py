@@ -48,7 +48,9 @@ UNPUSHABLE = ["bell\x07", "nul\x00x", "del\x7f"]
 
 def where(sql: str, table: str = "products") -> exp.Expr:
     tree = sqlglot.parse_one(f"SELECT id FROM {table} WHERE {sql}", read="clickhouse")
-    return tree.args["where"].this
+    condition = tree.args["where"].this
+    assert isinstance(condition, exp.Expr)
+    return condition
 
 
 def quote(text: str) -> str:

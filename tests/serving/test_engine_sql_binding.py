@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -16,12 +16,14 @@ from serving.dsl import Program, Retrieval, parse_program
 from serving.engine import DeadlineExceeded, Engine, ExecutionResult
 from serving.settings import ServingSettings, SqlSettings
 
-MODES = ("bound", "literal")
+IdsMode = Literal["bound", "literal"]
+"""The values of :attr:`SqlSettings.ids`."""
+MODES: tuple[IdsMode, ...] = ("bound", "literal")
 
 
 @pytest.fixture(scope="module")
 def engines(small_index_cfg: Config) -> Iterator[dict[str, Engine]]:
-    opened = {
+    opened: dict[str, Engine] = {
         mode: Engine.open(small_index_cfg, "ecommerce", sql_settings=SqlSettings(ids=mode)) for mode in MODES
     }
     yield opened
@@ -156,7 +158,7 @@ def fine_grained(
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_id_in_reads_only_the_granules_of_its_ids(fine_grained: Config, mode: str) -> None:
+def test_id_in_reads_only_the_granules_of_its_ids(fine_grained: Config, mode: IdsMode) -> None:
     k = 5
     program = Program(
         "SELECT id FROM products WHERE rating >= 1 AND id IN <text_1>",
