@@ -9,7 +9,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence, Sized
 from pathlib import Path
 
 import pytest
@@ -23,12 +23,11 @@ from rl.bench import load_split
 from rl.errors import TrainError
 from rl.eval.methods import MethodContext, Outcome, get_method
 from rl.eval.report import FAILURES, failure_breakdown
-from rl.eval.runner import evaluate, modality_group
+from rl.eval.runner import QueryResult, evaluate, modality_group
 from rl.reward import parse_completion
 from rl.train.planner import (
     N_SHOTS,
     SHOTS_KEY,
-    STRUCTURED_LIMITS,
     Completion,
     Decoding,
     LoadedPlanner,
@@ -43,6 +42,7 @@ from rl.train.planner import (
     vote,
 )
 from serving.dsl.grounding import Grounding
+from serving.dsl.structured import STRUCTURED_LIMITS
 from tests.processes import VLLM_SERVER, served
 from tests.rl.train_support import TINY
 
@@ -74,12 +74,11 @@ def vllm_server(tiny_planner: Path, tmp_path_factory: pytest.TempPathFactory) ->
         yield url
 
 
-def _check_run(run: object, instances: list[object]) -> None:
-    results = run.results  # type: ignore[attr-defined]
+def _check_run(results: Sequence[QueryResult], instances: Sized) -> None:
     assert len(results) == len(instances)
     counts = failure_breakdown(results)
-    errors = [r for r in results if r.error is not None]
-    assert all(r.error.split(" ", 1)[0] in FAILURES for r in errors), [r.error for r in errors]
+    errors = [r.error for r in results if r.error is not None]
+    assert all(e.split(" ", 1)[0] in FAILURES for e in errors), errors
     assert counts["format"] + counts["validation"] + counts["execution"] == len(errors)
     assert sum(r.scores["exec"] for r in results) == len(results) - len(errors)
 
@@ -94,7 +93,7 @@ def test_planner_method_generates_executes_and_scores(small_index_cfg: Config, t
             spec = get_method(f"{family}:{tiny_planner}")
             assert spec.name == f"{family}:sft"
             run = runs[family] = evaluate(small_index_cfg, "ecommerce", spec, instances, progress=False, ctx=ctx)
-            _check_run(run, instances)
+            _check_run(run.results, instances)
             if family in ("planner-grammar", "planner-grounded"):  # what the grammar admits validates
                 # (an untrained model may write nesting past llguidance's Earley item cap, which then stops
                 # constraining that one completion: a format failure, never a validation one)
@@ -146,7 +145,7 @@ def test_execution_guided_decoding_resamples_only_what_failed(small_index_cfg: C
         spec = get_method(f"planner-json:{tiny_planner}?samples=4")
         assert spec.name == "planner-json:sft-eg4"
         guided = evaluate(small_index_cfg, "ecommerce", spec, instances, progress=False, ctx=ctx).results
-        _check_run(type("Run", (), {"results": guided})(), instances)
+        _check_run(guided, instances)
         failed = [i for i, r in enumerate(greedy) if not r.ids]
         assert failed, "the 3-step planner fails some requests, so the second pass runs"
         for i, (g, r) in enumerate(zip(greedy, guided, strict=True)):
@@ -248,7 +247,8 @@ def test_llm_method_runs_few_shot_against_a_vllm_server(small_index_cfg: Config,
     try:
         chat = few_shot_messages(ctx, instances[0].nl)
         assert [m["role"] for m in chat] == ["system", *["user", "assistant"] * N_SHOTS, "user"]
-        _check_run(evaluate(small_index_cfg, "ecommerce", spec, instances, progress=False, ctx=ctx), instances)
+        run = evaluate(small_index_cfg, "ecommerce", spec, instances, progress=False, ctx=ctx)
+        _check_run(run.results, instances)
         assert ctx.cache["llm:model"] == "tiny-planner"
     finally:
         ctx.close()

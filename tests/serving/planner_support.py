@@ -57,9 +57,10 @@ class ScriptedPlanner:
                 return JSONResponse({"error": "scripted"}, status_code=self.status)
             n = int(self.bodies[-1].get("n") or 1)
             texts = [self.completion] if n == 1 else [self.samples[i % len(self.samples)] for i in range(n)]
-            body = {"id": "c", "object": "chat.completion", "model": PLANNER_NAME,
-                    "choices": [{"index": i, "finish_reason": "stop", "message": {"role": "assistant", "content": t}}
-                                for i, t in reversed(list(enumerate(texts)))]}  # fmt: skip
+            choices = [{"index": i, "finish_reason": "stop", "message": {"role": "assistant", "content": t}}
+                       for i, t in reversed(list(enumerate(texts)))]  # fmt: skip
+            body: dict[str, object] = {"id": "c", "object": "chat.completion", "model": PLANNER_NAME,
+                                       "choices": choices}  # fmt: skip
             if self.usage is not None:
                 body["usage"] = self.usage
             return JSONResponse(body)

@@ -21,8 +21,9 @@ from serving.engine import Engine
 from serving.planner import PlannerSettings
 from tests.serving.planner_support import ScriptedPlanner
 
+GOOD_SQL = "SELECT id FROM products WHERE price < 200 AND id IN <text_1>"
 GOOD = {
-    "sql": "SELECT id FROM products WHERE price < 200 AND id IN <text_1>",
+    "sql": GOOD_SQL,
     "retrieval_list": [{"type": "text", "field": "review", "query": "great noise cancelling"}],
 }
 HOSTILE = [
@@ -133,8 +134,8 @@ def _metric(api: Api, name: str, **labels: str) -> float:
 def test_a_failed_program_is_answered_by_the_samples_most_agree_on(guided_api: Api, scripted_planner: ScriptedPlanner) -> None:
     """Execution-guided decoding: the first program fails validation; of 4 samples, one is not a program,
     one fails, and the two that rank something agree, so they answer (never the fallback)."""
-    other = {**GOOD, "sql": GOOD["sql"].replace("price < 200", "price < 50")}
-    scripted_planner.completion = json.dumps({**GOOD, "sql": GOOD["sql"].replace("<text_1>", "<text_2>")})
+    other = {**GOOD, "sql": GOOD_SQL.replace("price < 200", "price < 50")}
+    scripted_planner.completion = json.dumps({**GOOD, "sql": GOOD_SQL.replace("<text_1>", "<text_2>")})
     scripted_planner.samples = ["not a program", json.dumps(GOOD), json.dumps(other), json.dumps(GOOD)]
     answered = _metric(guided_api, "proretrieval_api_guided_total", outcome="answered")
     r = _search(guided_api, k=5)

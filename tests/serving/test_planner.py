@@ -6,7 +6,9 @@ import asyncio
 import json
 import sys
 import time
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
@@ -14,6 +16,7 @@ from indexing.errors import ProReError
 from serving.dsl import DslLimits, Program
 from serving.planner import (
     CircuitBreaker,
+    Plan,
     Planner,
     PlannerOutputError,
     PlannerSettings,
@@ -28,14 +31,16 @@ GOOD = '{"sql": "SELECT id FROM products WHERE id IN <text_1>", "retrieval_list"
 # A schema a random model cannot wander in for long: short SQL, short queries, at most two entries.
 TIGHT = DslLimits(max_sql_chars=120, max_query_chars=24, max_entries=2)
 
+T = TypeVar("T")
 
-def _run(coro):  # type: ignore[no-untyped-def]
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
 
 
-async def _plan(settings: PlannerSettings, domain: str, nl: str, **kw):  # type: ignore[no-untyped-def]
+async def _plan(settings: PlannerSettings, domain: str, nl: str, *, timeout_s: float | None = None) -> Plan:
     async with Planner(settings) as planner:
-        return await planner.plan(domain, nl, **kw)
+        return await planner.plan(domain, nl, timeout_s=timeout_s)
 
 
 # -- against vLLM ---------------------------------------------------------------------------------
@@ -105,7 +110,8 @@ def test_vllm_ready_and_unknown_model_is_unavailable_without_retry(vllm_server: 
 
 def test_request_carries_the_one_prompt_and_evaluations_json_grammar(scripted_planner: ScriptedPlanner) -> None:
     from indexing.schema import PRODUCTS
-    from rl.train.planner import STRUCTURED_LIMITS, program_grammar
+    from rl.train.planner import program_grammar
+    from serving.dsl.structured import STRUCTURED_LIMITS
     from serving.prompt import messages
 
     scripted_planner.completion = GOOD
