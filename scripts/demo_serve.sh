@@ -70,7 +70,9 @@ import json, sys
 r = json.load(sys.stdin)
 src = r["source"] + (f" ({r['"'"'fallback'"'"']['"'"'reason'"'"']})" if r["fallback"] else "")
 print(f"answered by: {src}")
-print("program:", json.dumps(r["program"]))
+if r["fallback"] and r.get("planner_program"):
+    print("the planner wrote:", json.dumps(r["planner_program"]))
+print("program that ran:" if r["fallback"] else "program:", json.dumps(r["program"]))
 for x in r["results"]:
     f = x["fields"]
     print(f"  {x['"'"'rank'"'"']}. {x['"'"'id'"'"']}  {f.get('"'"'title'"'"', '"'"''"'"')}  {f.get('"'"'price'"'"', '"'"''"'"')}")
