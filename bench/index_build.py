@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from common import RESULTS, ROOT, machine, write_results
 
@@ -132,7 +132,7 @@ def table(rows: list[dict[str, Any]], rats: list[dict[str, Any]], info: dict[str
 
 
 def run_engine(
-    root: Path, domain: str, embedder: str, docs: int, engine: str, actors: int, name: str
+    root: Path, domain: str, embedder: str, docs: int, engine: Literal["local", "ray"], actors: int, name: str
 ) -> dict[str, float]:
     """One fresh build of a generated corpus with ``engine``: seconds per stage (generation untimed).
 
@@ -186,7 +186,8 @@ def compare_engines(args: argparse.Namespace, domains: list[str], info: dict[str
                 make_embedder(EmbedderConfig(text=embedder, image=embedder), Role.TEXT).embed(["warm up"])
                 # The first ray build also starts the actors' worker processes: warm them up, untimed.
                 run_engine(root, domain, embedder, 100, "ray", args.actors, "warmup")
-                for engine in ("local", "ray"):
+                engines: tuple[Literal["local", "ray"], ...] = ("local", "ray")
+                for engine in engines:
                     runs = []
                     for n in range(args.repeats):
                         print(
