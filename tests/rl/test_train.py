@@ -193,3 +193,25 @@ def test_sft_trains_under_deepspeed_zero_on_cpu(config: str, train_bench: Worksp
     assert read_card(out / "final")["deepspeed"] == {"config": config, "zero_stage": int(config[-1])}
     model = load_model(out / "final")
     assert parameter_count(model) == summary["parameters"]
+
+
+@pytest.mark.parametrize(("world", "skipped"), [("1", True), ("2", False)])
+def test_deepspeed_skips_its_shared_memory_op_only_in_a_world_of_one(
+    world: str, skipped: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A single rank has no peer to reduce with through shared memory: DeepSpeed is told the op is unavailable
+    (so its CPU backend does not compile it); a world of several ranks keeps whatever DeepSpeed's probe found."""
+    pytest.importorskip("deepspeed", reason="needs the deepspeed extra")
+    import deepspeed.ops
+
+    from rl.train.deepspeed import SHM_COMM, skip_shared_memory_comm
+
+    ops = deepspeed.ops.__compatible_ops__
+    monkeypatch.setitem(ops, SHM_COMM, True)  # as the probe finds it on Linux; restored after the test
+    monkeypatch.setenv("WORLD_SIZE", world)
+    assert skip_shared_memory_comm() is skipped
+    assert ops[SHM_COMM] is (not skipped)
+    from deepspeed.comm.torch import build_shm_op
+
+    if skipped:  # what DeepSpeed's torch backend calls at init: no op, so nothing is compiled
+        assert build_shm_op() is None
