@@ -20,17 +20,16 @@ trainer sends one request per sample, so the client's cost per request is the re
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
 import os
 import random
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 
+from indexing.openai_client import retry_after_s
 from rl.reward.errors import RewardError, RewardUnavailable
 from rl.reward.settings import URL_ENV
 
@@ -47,25 +46,6 @@ class ClientStats:
     """429 answers."""
     unavailable: int = 0
     """Connection failures and 5xx answers."""
-
-
-def retry_after_s(value: str | None) -> float | None:
-    """Seconds a ``Retry-After`` header asks for (delta-seconds or an HTTP date), or None.
-
-    >>> retry_after_s("2"), retry_after_s("0.5"), retry_after_s(None), retry_after_s("soon")
-    (2.0, 0.5, None, None)
-    """
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 class RewardClient:
