@@ -1,9 +1,9 @@
 """Typed, frozen configuration, loaded from a documented YAML file (see ``docs/config.example.yaml``).
 
 Precedence: defaults < YAML file (``--config``) < environment (``PRORE_WORKSPACE``) < command-line flags.
-Unknown keys are rejected, and every value is checked against its field's type, so a typo never
-silently falls back to a default: each mistake is one :class:`~indexing.errors.ConfigError` line
-naming the dotted key (``serving.dsl.default_k``).
+Unknown keys are rejected, and every value is checked against its field's type by pydantic (see
+:func:`load_section`), so a typo never silently falls back to a default: each mistake is one
+:class:`~indexing.errors.ConfigError` line naming the dotted key (``serving.dsl.default_k``).
 
 This layer owns ``workspace`` and the ``clickhouse``, ``milvus``, ``embedder`` and ``build`` sections. A layer
 above adds a section of its own, a frozen dataclass whose fields all have defaults, with
@@ -42,6 +42,8 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import yaml
+from pydantic import TypeAdapter, ValidationError
+from pydantic_core import ErrorDetails, to_json
 
 from indexing.errors import ConfigError
 from indexing.registry import Registry
@@ -228,9 +230,23 @@ def section_name(cls: type[Any]) -> str:
     raise ConfigError(f"{cls.__name__} is not a registered config section")
 
 
-# -- typed loading --------------------------------------------------------------------------------
+# -- typed loading: pydantic over the frozen dataclasses -------------------------------------------
 
-_KIND: dict[type[Any], str] = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+_KIND: dict[str, str] = {"bool": "true or false", "int": "an integer", "float": "a number", "string": "a string",
+                         "list": "a list", "tuple": "a list", "dict": "a mapping", "dataclass": "a mapping"}
+"""What a value must be, by the first word of pydantic's error type (``int_type``, ``dataclass_exact_type``)."""
+
+_UNKNOWN_KEY = "unexpected_keyword_argument"
+"""pydantic's error type for a key that is no field of the dataclass."""
+
+_ADAPTERS: dict[type[Any], TypeAdapter[Any]] = {}
+
+
+def _adapter(cls: type[S]) -> TypeAdapter[S]:
+    """The pydantic adapter of ``cls``, built once (it costs milliseconds)."""
+    if cls not in _ADAPTERS:
+        _ADAPTERS[cls] = TypeAdapter(cls)
+    return _ADAPTERS[cls]
 
 
 def _got(value: Any) -> str:
@@ -238,77 +254,53 @@ def _got(value: Any) -> str:
     return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
 
 
-def _value(tp: Any, value: Any, where: str) -> Any:
-    """``value`` read from YAML as type ``tp`` (a field's annotation), or a one-line ConfigError."""
-    if tp is Any:
-        return value
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin is typing.Union or origin is types.UnionType:
-        if value is None and type(None) in args:
-            return None
-        options = [a for a in args if a is not type(None)]
-        if len(options) == 1:
-            return _value(options[0], value, where)
-        for option in options:
-            try:
-                return _value(option, value, where)
-            except ConfigError:
-                continue
-        raise ConfigError(f"{where} has the wrong type, got {_got(value)}")
-    if origin is typing.Literal:
-        if value not in args:
-            raise ConfigError(f"{where} must be one of {', '.join(map(str, args))}, got {_got(value)}")
-        return value
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return load_section(tp, value, where)
-    if tp is Path:
-        if not isinstance(value, str):
-            raise ConfigError(f"{where} must be a path, got {_got(value)}")
-        return Path(value)
-    if tp in _KIND:
-        ok = isinstance(value, tp) and not (tp is not bool and isinstance(value, bool))
-        if tp is float and isinstance(value, int) and not isinstance(value, bool):
-            return float(value)
-        if not ok:
-            raise ConfigError(f"{where} must be {_KIND[tp]}, got {_got(value)}")
-        return value
-    if origin is tuple:
-        if not isinstance(value, list | tuple):
-            raise ConfigError(f"{where} must be a list, got {_got(value)}")
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_value(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
-        if args and len(args) != len(value):
-            raise ConfigError(f"{where} must be a list of {len(args)} items, got {len(value)}")
-        return tuple(_value(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value, strict=True)))
-    if origin in (dict, Mapping) or tp in (dict, Mapping):
-        if not isinstance(value, dict):
-            raise ConfigError(f"{where} must be a mapping, got {_got(value)}")
-        vt = args[1] if len(args) == 2 else Any
-        return {str(k): _value(vt, v, f"{where}.{k}") for k, v in value.items()}
-    if origin is list:
-        if not isinstance(value, list):
-            raise ConfigError(f"{where} must be a list, got {_got(value)}")
-        return [_value(args[0] if args else Any, v, f"{where}[{i}]") for i, v in enumerate(value)]
-    return value
+def _not_none(tp: Any) -> Any:
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    return args[0] if typing.get_origin(tp) in (typing.Union, types.UnionType) and len(args) == 1 else tp
+
+
+def _type_at(tp: Any, loc: tuple[int | str, ...]) -> Any:
+    """The annotation at ``loc`` (a pydantic error's location) in ``tp``: a field, an item, a value."""
+    for part in loc:
+        tp = _not_none(tp)
+        tp = typing.get_type_hints(tp)[str(part)] if dataclasses.is_dataclass(tp) else typing.get_args(tp)[-1]
+    return _not_none(tp)
+
+
+def _message(error: ErrorDetails, tp: Any, where: str) -> str:
+    """One line for pydantic's ``error`` in a value read as ``tp`` under the key ``where``, naming the dotted key."""
+    loc, kind, value = error["loc"], error["type"], error["input"]
+    at = where + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc)
+    if kind == _UNKNOWN_KEY:
+        known = sorted(f.name for f in dataclasses.fields(_type_at(tp, loc[:-1])) if f.init)
+        return f"unknown key {at}; known keys: {', '.join(known)}"
+    if kind == "literal_error":
+        choices = ", ".join(map(str, typing.get_args(_type_at(tp, loc))))
+        return f"{at} must be one of {choices}, got {_got(value)}"
+    if kind == "value_error":  # raised by a __post_init__
+        return f"{at}: {error['ctx']['error']}"
+    if kind.split("_")[0] in _KIND:
+        return f"{at} must be {_KIND[kind.split('_')[0]]}, got {_got(value)}"
+    return f"{at}: {error['msg']}"
 
 
 def load_section(cls: type[S], raw: Any, where: str) -> S:
-    """The frozen dataclass ``cls`` from the mapping ``raw`` (YAML), checking keys and value types.
+    """``raw`` (decoded YAML) read as ``cls``, a frozen dataclass (or the workspace's ``Path``), by pydantic.
 
-    Keys left out keep their defaults. A check in the class's ``__post_init__`` may raise its own
-    :class:`ConfigError`; a ``ValueError`` or ``TypeError`` there becomes one.
+    YAML holds JSON's kinds of value, so they are checked by pydantic's strict JSON rules: a bool is not an
+    integer, nor a string a number; an integer is a float, a list a tuple, a string a path. Unknown keys are
+    refused, keys left out keep their defaults. A check in the class's ``__post_init__`` may raise its own
+    :class:`ConfigError`; a ``ValueError`` or ``TypeError`` there becomes one. The first mistake (an unknown
+    key before any other) is the error, on one line.
     """
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where} must be a mapping, got {_got(raw)}")
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
-    unknown = sorted(str(k) for k in set(raw) - set(fields))
-    if unknown:
-        raise ConfigError(f"unknown key {where}.{unknown[0]}; known keys: {', '.join(sorted(fields))}")
-    hints = typing.get_type_hints(cls)
-    values = {name: _value(hints[name], raw[name], f"{where}.{name}") for name in raw}
+    adapter = _adapter(cls)
     try:
-        return cls(**values)
-    except (TypeError, ValueError) as exc:
+        return adapter.validate_json(to_json(raw, inf_nan_mode="constants"), strict=True, extra="forbid")
+    except ValidationError as exc:
+        errors = exc.errors()
+        error = next((e for e in errors if e["type"] == _UNKNOWN_KEY), errors[0])
+        raise ConfigError(_message(error, cls, where)) from None
+    except TypeError as exc:  # pydantic passes a __post_init__'s TypeError through
         raise ConfigError(f"{where}: {exc}") from None
 
 
@@ -324,7 +316,7 @@ def config_from_mapping(raw: Mapping[str, Any], *, workspace: str | Path | None 
 
     builtin = {name: load_section(cls, given(name), name) for name, cls in BUILTIN_SECTIONS.items()}
     layered = {name: load_section(SECTIONS.get(name), given(name), name) for name in SECTIONS.names()}
-    ws = Path(workspace) if workspace is not None else _value(Path, raw.get("workspace", "workspace"), "workspace")
+    ws = Path(workspace) if workspace is not None else load_section(Path, raw.get("workspace", "workspace"), "workspace")
     return Config(workspace=ws, **builtin, sections=layered)
 
 

@@ -3,7 +3,7 @@
 Group ``proretrieval.io``, version ``v1alpha1``. Each spec is a frozen dataclass whose fields carry their
 documentation and limits (:func:`operators.schema.spec_field`); :mod:`operators.crdgen` turns them into the
 CRD YAML under ``charts/proretrieval/crds/``, and the operator reads resources back through the same
-classes (:func:`operators.schema.load`).
+classes, validated by pydantic under :data:`operators.schema.SPEC` (:func:`operators.schema.load`).
 
 The training hyperparameters are *not* repeated here: an unset field means the recipe's value, the
 paper's (``rl/verl/recipes/defaults.yaml``, read by ``prore train launch`` inside the RayJob). A field set
@@ -15,9 +15,11 @@ here becomes one Hydra override of that command.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from operators.schema import openapi, spec_field
+from pydantic import with_config
+
+from operators.schema import SPEC, openapi, spec_field
 
 GROUP = "proretrieval.io"
 VERSION = "v1alpha1"
@@ -31,12 +33,15 @@ PVC_URI = r"^pvc://[a-z0-9]([-a-z0-9]*[a-z0-9])?(/[^\s]*)?$"
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 RTX_4090 = "NVIDIA-GeForce-RTX-4090"
 """The ``nvidia.com/gpu.product`` label GPU feature discovery puts on RTX 4090 nodes."""
-PROMPT_PROFILES = ("full", "short", "compact")
+PromptProfile = Literal["full", "short", "compact"]
+PROMPT_PROFILES: tuple[str, ...] = get_args(PromptProfile)
 """The prompt builder's profiles (serving.prompt.PROFILES; the operator imports no product package)."""
-PLANNER_OUTPUTS = ("json", "grammar", "grounded", "free")
+PlannerOutput = Literal["json", "grammar", "grounded", "free"]
+PLANNER_OUTPUTS: tuple[str, ...] = get_args(PlannerOutput)
 """How the transformer constrains the planner's decoding (serving.planner.OUTPUTS)."""
 
 
+@with_config(SPEC)
 @dataclass(frozen=True)
 class DataSpec:
     """Where the training data lives."""
@@ -52,6 +57,7 @@ class DataSpec:
     )
 
 
+@with_config(SPEC)
 @dataclass(frozen=True)
 class Hyperparameters:
     """Overrides of the recipe's hyperparameters; unset means the paper's value from the recipe."""
@@ -70,6 +76,7 @@ class Hyperparameters:
                                         "equal).", default=False)  # fmt: skip
 
 
+@with_config(SPEC)
 @dataclass(frozen=True)
 class Resources:
     """The Ray cluster: a CPU head and one GPU worker group."""
@@ -86,6 +93,7 @@ class Resources:
                                default="16Gi")  # fmt: skip
 
 
+@with_config(SPEC)
 @dataclass(frozen=True)
 class RewardServiceRef:
     """The shared reward service (`prore reward serve`, deployed by the chart)."""
@@ -98,6 +106,7 @@ class RewardServiceRef:
                                  pattern=r"^https?://[^\s]+$")  # fmt: skip
 
 
+@with_config(SPEC)
 @dataclass(frozen=True)
 class RunPolicy:
     """How long the RayJob may take, and what happens after."""
@@ -115,6 +124,7 @@ class RunPolicy:
                                               minimum=0)  # fmt: skip
 
 
+@with_config(SPEC)
 @dataclass(frozen=True)
 class Autoscaling:
     """Replica bounds and the queue signal the planner endpoint scales on (a KEDA ScaledObject)."""
@@ -130,6 +140,7 @@ class Autoscaling:
                                                 default=None, pattern=r"^https?://[^\s]+$")  # fmt: skip
 
 
+@with_config(SPEC)
 @dataclass(frozen=True)
 class Promote:
     """Serve the trained planner when the run succeeds (creates a PlannerService)."""
@@ -143,6 +154,7 @@ class Promote:
                                    default=True)  # fmt: skip
 
 
+@with_config(SPEC)
 @dataclass(frozen=True)
 class RetrievalTrainingJobSpec:
     """Train the planner with verl on a KubeRay Ray cluster, scored by the shared reward service."""
@@ -168,6 +180,7 @@ class RetrievalTrainingJobSpec:
     promote: Promote | None = spec_field("Serve the result on success.", default=None)
 
 
+@with_config(SPEC)
 @dataclass(frozen=True)
 class PlannerServiceSpec:
     """Serve a trained planner: a KServe InferenceService on vLLM, autoscaled on its queue."""
@@ -181,30 +194,31 @@ class PlannerServiceSpec:
     max_model_len: int = spec_field("vLLM's context length (prompt and program).", default=4096, minimum=256)
     autoscaling: Autoscaling = spec_field("Replica bounds and queue target.", default_factory=Autoscaling)
     transformer: bool = spec_field("Put the project's transformer in front of the predictor.", default=True)
-    prompt_profile: str = spec_field("Prompt profile the planner was trained with, as its planner.json says; "
-                                     "verl runs and pretrained checkpoints: full.", default="full",
-                                     enum=PROMPT_PROFILES)  # fmt: skip
-    planner_output: str = spec_field("How the transformer constrains the planner's decoding: json (the DSL's JSON "
-                                     "schema, for vLLM's default xgrammar backend), grammar (the program grammar: "
-                                     "typed SQL, placeholders matched to entries) or grounded (the program grammar "
-                                     "with search phrases copied from the request and string literals among the "
-                                     "corpus's values), both for vLLM's guidance backend, or free.", default="json",
-                                     enum=PLANNER_OUTPUTS)  # fmt: skip
+    prompt_profile: PromptProfile = spec_field(
+        "Prompt profile the planner was trained with, as its planner.json says; verl runs and pretrained "
+        "checkpoints: full.", default="full")  # fmt: skip
+    planner_output: PlannerOutput = spec_field(
+        "How the transformer constrains the planner's decoding: json (the DSL's JSON schema, for vLLM's default "
+        "xgrammar backend), grammar (the program grammar: typed SQL, placeholders matched to entries) or grounded "
+        "(the program grammar with search phrases copied from the request and string literals among the corpus's "
+        "values), both for vLLM's guidance backend, or free.", default="json")  # fmt: skip
     transformer_image: str | None = spec_field("Transformer image; default: the operator's.", default=None)
     source_job: str | None = spec_field("RetrievalTrainingJob that produced the model.", default=None)
 
 
+@with_config(SPEC)
 @dataclass(frozen=True)
 class Condition:
     """One condition, as Kubernetes conditions are."""
 
     type: str = spec_field("Condition type.", default="")
-    status: str = spec_field("True, False or Unknown.", default="Unknown", enum=("True", "False", "Unknown"))
+    status: Literal["True", "False", "Unknown"] = spec_field("True, False or Unknown.", default="Unknown")
     reason: str = spec_field("CamelCase reason.", default="")
     message: str = spec_field("For a person.", default="")
     last_transition_time: str = spec_field("RFC 3339 time of the last change.", default="")
 
 
+@with_config(SPEC)
 @dataclass(frozen=True)
 class TrainingStatus:
     """Mirrors the RayJob."""
@@ -224,6 +238,7 @@ class TrainingStatus:
                                              default_factory=list)  # fmt: skip
 
 
+@with_config(SPEC)
 @dataclass(frozen=True)
 class PlannerStatus:
     """Mirrors the InferenceService."""

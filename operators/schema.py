@@ -1,19 +1,24 @@
 """Typed resource definitions: one dataclass field gives the CRD's OpenAPI schema and the loader's check.
 
-A spec is a frozen dataclass whose fields are declared with :func:`spec_field` (help text, enum,
-bounds, pattern). :func:`openapi` turns the class into the structural ``openAPIV3Schema`` the CRD
-carries, and :func:`load` reads a resource's dict into the class, refusing what the schema refuses
-with one :class:`~operators.errors.SpecError` naming the field. The API server applies the schema
-first; the loader is the same rule for ``prore k8s render`` and for resources an older CRD let in.
+A spec is a frozen dataclass, configured with :data:`SPEC` (``@with_config(SPEC)``), whose fields are
+declared with :func:`spec_field` (help text, bounds, pattern; a choice is a ``Literal`` type).
+:func:`openapi` turns the class into the structural ``openAPIV3Schema`` the CRD carries, and :func:`load`
+reads a resource's dict into the class through pydantic, refusing what the schema refuses with one
+:class:`~operators.errors.SpecError` naming the field. The API server applies the schema first; the loader
+is the same rule for ``prore k8s render`` and for resources an older CRD let in.
 
 JSON names are the camelCase of the field names (``gpus_per_node`` -> ``gpusPerNode``).
 
 >>> from dataclasses import dataclass
->>> @dataclass(frozen=True)
+>>> from pydantic import with_config
+>>> @with_config(SPEC)
+... @dataclass(frozen=True)
 ... class Demo:
 ...     gpus_per_node: int = spec_field("GPUs on each node.", default=1, minimum=1)
 >>> openapi(Demo)["properties"]["gpusPerNode"]
 {'type': 'integer', 'description': 'GPUs on each node.', 'minimum': 1, 'default': 1}
+>>> load(Demo, {"gpusPerNode": 3})
+Demo(gpus_per_node=3)
 >>> load(Demo, {"gpusPerNode": 0}, "spec")
 Traceback (most recent call last):
 ...
@@ -23,34 +28,17 @@ operators.errors.SpecError: spec.gpusPerNode: must be at least 1, got 0
 from __future__ import annotations
 
 import dataclasses
-import re
 import types
 import typing
 from typing import Any, TypeVar, get_args, get_origin, get_type_hints
+
+from pydantic import ConfigDict, TypeAdapter, ValidationError
+from pydantic_core import ErrorDetails, to_json
 
 from operators.errors import SpecError
 
 T = TypeVar("T")
 _MISSING: Any = dataclasses.MISSING
-
-
-def spec_field(
-    help: str,
-    *,
-    default: Any = _MISSING,
-    default_factory: Any = _MISSING,
-    enum: tuple[str, ...] | None = None,
-    minimum: float | None = None,
-    maximum: float | None = None,
-    pattern: str | None = None,
-    min_length: int | None = None,
-) -> Any:
-    """A dataclass field with what its schema says: ``help`` becomes the CRD's description."""
-    meta = {"help": help, "enum": enum, "minimum": minimum, "maximum": maximum, "pattern": pattern,
-            "min_length": min_length}  # fmt: skip
-    if default_factory is not _MISSING:
-        return dataclasses.field(default_factory=default_factory, metadata=meta)
-    return dataclasses.field(default=default, metadata=meta)
 
 
 def json_name(name: str) -> str:
@@ -59,16 +47,46 @@ def json_name(name: str) -> str:
     return head + "".join(w.upper() if w == "url" else w.capitalize() for w in rest)
 
 
-def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
+SPEC = ConfigDict(alias_generator=json_name, strict=True, extra="forbid")
+"""How a spec class reads JSON: camelCase names, strict JSON types (a bool is not an integer, a string not a
+number; an integer is a number), no unknown field. A nested spec class without a config of its own inherits it."""
+
+_SCHEMA_KEYS = (("ge", "minimum"), ("le", "maximum"), ("pattern", "pattern"), ("min_length", "minLength"))
+"""The OpenAPI name of each pydantic constraint a :func:`spec_field` can carry."""
+
+
+def spec_field(
+    help: str,
+    *,
+    default: Any = _MISSING,
+    default_factory: Any = _MISSING,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    pattern: str | None = None,
+    min_length: int | None = None,
+) -> Any:
+    """A dataclass field with what its schema says: ``help`` becomes the CRD's description.
+
+    The metadata uses pydantic's ``Field`` names (``description``, ``ge``, ``le``, ...): pydantic reads them
+    from a dataclass field, so the loader checks the bounds the schema declares.
+    """
+    given = {"description": help, "ge": minimum, "le": maximum, "pattern": pattern, "min_length": min_length}
+    meta = {key: value for key, value in given.items() if value is not None}
+    if default_factory is not _MISSING:
+        return dataclasses.field(default_factory=default_factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def _unwrap_optional(tp: Any) -> Any:
     if get_origin(tp) in (typing.Union, types.UnionType):
         args = [a for a in get_args(tp) if a is not type(None)]
-        if len(args) == 1 and len(get_args(tp)) == 2:
-            return args[0], True
-    return tp, False
+        if len(args) == 1:
+            return args[0]
+    return tp
 
 
 def _type_schema(tp: Any) -> dict[str, Any]:
-    tp, _ = _unwrap_optional(tp)
+    tp = _unwrap_optional(tp)
     origin = get_origin(tp)
     if tp is str:
         return {"type": "string"}
@@ -96,18 +114,12 @@ def openapi(cls: type) -> dict[str, Any]:
     required: list[str] = []
     for f in dataclasses.fields(cls):
         schema = _type_schema(hints[f.name])
-        meta = f.metadata
-        if meta.get("help"):
-            schema["description"] = meta["help"]
-        if meta.get("enum"):
-            schema["enum"] = list(meta["enum"])
-        for key, name in (("minimum", "minimum"), ("maximum", "maximum"), ("pattern", "pattern"),
-                          ("min_length", "minLength")):  # fmt: skip
-            if meta.get(key) is not None:
-                schema[name] = meta[key]
+        if f.metadata.get("description"):
+            schema["description"] = f.metadata["description"]
+        schema.update({name: f.metadata[key] for key, name in _SCHEMA_KEYS if key in f.metadata})
         if f.default is not _MISSING and f.default is not None:
             schema["default"] = list(f.default) if isinstance(f.default, tuple) else f.default
-        elif f.default_factory is not _MISSING and dataclasses.is_dataclass(_unwrap_optional(hints[f.name])[0]):
+        elif f.default_factory is not _MISSING and dataclasses.is_dataclass(_unwrap_optional(hints[f.name])):
             schema["default"] = {}  # so the API server fills the nested defaults
         if f.default is _MISSING and f.default_factory is _MISSING:
             required.append(json_name(f.name))
@@ -121,88 +133,86 @@ def openapi(cls: type) -> dict[str, Any]:
     return out
 
 
+# -- loading: pydantic over the spec classes -----------------------------------------------------
+
+_KIND = {"int": "an integer", "float": "a number", "bool": "true or false", "string": "a string",
+         "list": "a list", "dict": "a mapping", "dataclass": "a mapping"}  # fmt: skip
+"""What a value must be, by the first word of pydantic's error type (``int_type``, ``dataclass_exact_type``)."""
+
+_UNKNOWN_FIELD = "unexpected_keyword_argument"
+"""pydantic's error type for a key that is no field of the dataclass."""
+
+
+_ADAPTERS: dict[type[Any], TypeAdapter[Any]] = {}
+
+
+def _adapter(cls: type[T]) -> TypeAdapter[T]:
+    """The pydantic adapter of ``cls``, built once (it costs milliseconds)."""
+    if cls not in _ADAPTERS:
+        _ADAPTERS[cls] = TypeAdapter(cls)
+    return _ADAPTERS[cls]
+
+
 def _describe(value: Any) -> str:
     return repr(value) if not isinstance(value, str) else f"'{value}'"
 
 
-def _check_scalar(value: Any, meta: typing.Mapping[str, Any], path: str) -> None:
-    if meta.get("enum") and value not in meta["enum"]:
-        raise SpecError(f"must be one of {', '.join(meta['enum'])}; got {_describe(value)}", path=path)
-    if meta.get("minimum") is not None and value < meta["minimum"]:
-        raise SpecError(f"must be at least {meta['minimum']}, got {value}", path=path)
-    if meta.get("maximum") is not None and value > meta["maximum"]:
-        raise SpecError(f"must be at most {meta['maximum']}, got {value}", path=path)
-    if meta.get("min_length") is not None and len(value) < meta["min_length"]:
-        raise SpecError(f"must have at least {meta['min_length']} character(s)", path=path)
-    if meta.get("pattern") is not None and not re.search(meta["pattern"], value):
-        raise SpecError(f"{_describe(value)} does not match {meta['pattern']}", path=path)
+def _json_fields(cls: Any) -> dict[str, Any]:
+    """The type of each field of spec class ``cls``, by JSON name, in declaration order."""
+    hints = get_type_hints(cls)
+    return {json_name(f.name): hints[f.name] for f in dataclasses.fields(cls)}
 
 
-def _load_value(tp: Any, value: Any, meta: typing.Mapping[str, Any], path: str) -> Any:
-    tp, optional = _unwrap_optional(tp)
+def _type_at(cls: Any, loc: tuple[int | str, ...]) -> Any:
+    """The type at ``loc`` (a pydantic error's location, in JSON names) inside spec class ``cls``."""
+    tp = cls
+    for part in loc:
+        tp = _unwrap_optional(tp)
+        tp = _json_fields(tp)[str(part)] if dataclasses.is_dataclass(tp) else get_args(tp)[-1]
+    return _unwrap_optional(tp)
+
+
+def message(error: ErrorDetails, cls: Any) -> str:
+    """What is wrong, in one line, for pydantic's ``error`` in data read as ``cls`` (the path is the caller's)."""
+    kind, value, ctx = error["type"], error["input"], error.get("ctx", {})
+    if kind == "missing":
+        return "is required"
+    if kind == _UNKNOWN_FIELD:
+        return f"unknown field; known fields are {', '.join(_json_fields(_type_at(cls, error['loc'][:-1])))}"
     if value is None:
-        if optional:
-            return None
-        raise SpecError("must not be null", path=path)
-    origin = get_origin(tp)
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise SpecError(f"must be true or false, got {_describe(value)}", path=path)
-    elif tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise SpecError(f"must be an integer, got {_describe(value)}", path=path)
-    elif tp is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise SpecError(f"must be a number, got {_describe(value)}", path=path)
-        value = float(value)
-    elif tp is str or origin is typing.Literal:
-        if not isinstance(value, str):
-            raise SpecError(f"must be a string, got {_describe(value)}", path=path)
-        if origin is typing.Literal and value not in get_args(tp):
-            raise SpecError(f"must be one of {', '.join(get_args(tp))}; got '{value}'", path=path)
-    elif origin in (list, tuple):
-        if not isinstance(value, list):
-            raise SpecError(f"must be a list, got {_describe(value)}", path=path)
-        items = [_load_value(get_args(tp)[0], v, {}, f"{path}[{i}]") for i, v in enumerate(value)]
-        return tuple(items) if origin is tuple else items
-    elif origin is dict:
-        if not isinstance(value, dict):
-            raise SpecError(f"must be a mapping, got {_describe(value)}", path=path)
-        return {str(k): _load_value(get_args(tp)[1], v, {}, f"{path}.{k}") for k, v in value.items()}
-    elif dataclasses.is_dataclass(tp):
-        return load(typing.cast(type, tp), value, path)
-    _check_scalar(value, meta, path)
-    return value
+        return "must not be null"
+    if kind == "literal_error":
+        return f"must be one of {', '.join(get_args(_type_at(cls, error['loc'])))}; got {_describe(value)}"
+    if kind == "greater_than_equal":
+        return f"must be at least {ctx['ge']}, got {value}"
+    if kind == "less_than_equal":
+        return f"must be at most {ctx['le']}, got {value}"
+    if kind == "string_too_short":
+        return f"must have at least {ctx['min_length']} character(s)"
+    if kind == "string_pattern_mismatch":
+        return f"{_describe(value)} does not match {ctx['pattern']}"
+    if kind.split("_")[0] in _KIND:
+        return f"must be {_KIND[kind.split('_')[0]]}, got {_describe(value)}"
+    return str(error["msg"])
 
 
 def load(cls: type[T], data: Any, path: str = "spec") -> T:
-    """Read ``data`` (a resource's spec, or part of it) into ``cls``; unknown or bad fields raise SpecError."""
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise SpecError(f"must be a mapping, got {_describe(data)}", path=path)
-    hints = get_type_hints(cls)
-    fields = {json_name(f.name): f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise SpecError(f"unknown field; known fields are {', '.join(fields)}", path=f"{path}.{unknown[0]}")
-    kwargs: dict[str, Any] = {}
-    for name, f in fields.items():
-        if name not in data:
-            if f.default is _MISSING and f.default_factory is _MISSING:
-                raise SpecError("is required", path=f"{path}.{name}")
-            continue
-        kwargs[f.name] = _load_value(hints[f.name], data[name], f.metadata, f"{path}.{name}")
-    return cls(**kwargs)
+    """Read ``data`` (a resource's spec, or part of it) into ``cls``; unknown or bad fields raise SpecError.
+
+    The data is JSON (from the API server, or YAML), checked by pydantic's strict JSON rules under ``cls``'s
+    :data:`SPEC` config. ``None`` is an empty mapping. The first mistake (an unknown field before any other)
+    is the error.
+    """
+    adapter = _adapter(cls)
+    try:
+        return adapter.validate_json(to_json({} if data is None else data, inf_nan_mode="constants"))
+    except ValidationError as exc:
+        errors = exc.errors()
+        error = next((e for e in errors if e["type"] == _UNKNOWN_FIELD), errors[0])
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error["loc"])
+        raise SpecError(message(error, cls), path=path + where) from None
 
 
 def dump(obj: Any) -> Any:
     """The resource dict of a spec object (camelCase keys, None fields left out): :func:`load`'s inverse."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {json_name(f.name): dump(getattr(obj, f.name)) for f in dataclasses.fields(obj)
-                if getattr(obj, f.name) is not None}  # fmt: skip
-    if isinstance(obj, list | tuple):
-        return [dump(v) for v in obj]
-    if isinstance(obj, dict):
-        return {k: dump(v) for k, v in obj.items()}
-    return obj
+    return _adapter(type(obj)).dump_python(obj, mode="json", by_alias=True, exclude_none=True)

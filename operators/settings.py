@@ -9,10 +9,19 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, TypeAdapter, ValidationError
 
 from operators.errors import SpecError
+from operators.schema import message
 
 ENV_PREFIX = "PRORE_OPERATOR_"
+
+
+def _words(value: Any) -> Any:
+    """A tuple's variable holds its items separated by spaces (``python -m serving.kserve``)."""
+    return tuple(value.split()) if isinstance(value, str) else value
 
 
 @dataclass(frozen=True)
@@ -31,7 +40,7 @@ class OperatorSettings:
     """Extended resource name of a GPU (the NVIDIA device plugin's)."""
     prometheus_address: str = "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
     """Prometheus that KEDA queries for vLLM's queue metric (kube-prometheus-stack's service)."""
-    transformer_command: tuple[str, ...] = ("python", "-m", "serving.kserve")
+    transformer_command: Annotated[tuple[str, ...], BeforeValidator(_words)] = ("python", "-m", "serving.kserve")
     """The transformer's command: the project's ``kserve.Model`` under KServe's ModelServer. KServe appends
     ``--model_name``, ``--predictor_host`` and ``--http_port`` to its arguments, which that parser reads."""
     workspace_claim: str = "proretrieval-workspace"
@@ -62,20 +71,13 @@ class OperatorSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorSettings:
-        """Settings from ``PRORE_OPERATOR_<FIELD>`` variables (``PRORE_OPERATOR_TRAINING_IMAGE``, ...)."""
+        """Settings from ``PRORE_OPERATOR_<FIELD>`` variables (``PRORE_OPERATOR_TRAINING_IMAGE``, ...), each
+        read as text by pydantic (``60`` for a number); a bad value is a SpecError naming its variable."""
         env = os.environ if env is None else env
-        given: dict[str, object] = {}
-        for f in fields(cls):
-            raw = env.get(ENV_PREFIX + f.name.upper())
-            if raw is None:
-                continue
-            if f.type in ("tuple[str, ...]",):
-                given[f.name] = tuple(raw.split())
-            elif f.type in ("float", float):
-                try:
-                    given[f.name] = float(raw)
-                except ValueError:
-                    raise SpecError(f"must be a number, got {raw!r}", path=ENV_PREFIX + f.name.upper()) from None
-            else:
-                given[f.name] = raw
-        return cls(**given)  # type: ignore[arg-type]
+        names = {f.name: ENV_PREFIX + f.name.upper() for f in fields(cls)}
+        given = {name: env[var] for name, var in names.items() if var in env}
+        try:
+            return TypeAdapter(cls).validate_strings(given, strict=True)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            raise SpecError(message(error, cls), path=names[str(error["loc"][0])]) from None
