@@ -5,7 +5,8 @@ arrive within a short window (``window_ms``) into one batch, which :class:`~rl.r
 runs with one ``execute_many`` call per domain; the ``reward_batch_items`` histogram shows how well
 that works. Load is bounded: past ``max_concurrent_requests`` requests in flight or ``max_queue_items``
 items waiting, a caller gets 429 with ``Retry-After``. A bad request is a 4xx whose body is one line:
-``{"error": <code>, "detail": <reason>}``.
+``{"error": <code>, "detail": <reason>}``. The probes, that error shape and the in-flight limit are the
+ones the query API has too (:mod:`serving.http`).
 
 Scores are deterministic (see :mod:`rl.reward.scorer`), so a client may retry any request whose
 answer it did not get. The one exception is the service's batch deadline (``batch_timeout_s``),
@@ -27,10 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from indexing.errors import ProReError
@@ -40,9 +39,8 @@ from rl.reward.instances import InstanceIndex
 from rl.reward.metrics import ServiceMetrics
 from rl.reward.scorer import RewardItem, RewardResult, RewardScorer
 from rl.reward.settings import ServiceSettings
-from serving.api.server import ServerThread, error_response, validation_line
-
-__all__ = ["ServerThread", "create_app"]
+from serving.http.app import create_service_app, error_response, overloaded_response
+from serving.http.limit import InflightLimit, Overloaded
 
 # -- wire format ----------------------------------------------------------------------------------
 
@@ -71,15 +69,6 @@ class ScoreRequestIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     items: list[ScoreItemIn] = Field(min_length=1)
-
-
-class Overloaded(Exception):
-    """The service refuses a request now; ``reason`` names the limit it hit."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
-        self.detail = detail
 
 
 # -- coalescing -----------------------------------------------------------------------------------
@@ -142,7 +131,9 @@ class Coalescer:
             raise RewardUnavailable("the reward service is not running")
         if self._depth + len(items) > self.settings.max_queue_items:
             raise Overloaded(
-                "queue_full", f"{self._depth} items are waiting; at most {self.settings.max_queue_items}"
+                "queue_full",
+                f"{self._depth} items are waiting; at most {self.settings.max_queue_items}",
+                self.settings.retry_after_s,
             )
         future: asyncio.Future[list[RewardResult]] = asyncio.get_running_loop().create_future()
         self._queue.append(_Pending(items, future))
@@ -231,10 +222,6 @@ class Coalescer:
 # -- the app --------------------------------------------------------------------------------------
 
 
-_error = error_response
-_validation_line = validation_line
-
-
 def warmup_items(domains: Sequence[str]) -> list[RewardItem]:
     """One program per domain that loads its embedder and touches its table."""
     out = []
@@ -257,9 +244,12 @@ class ServiceState:
         self.scorer = scorer
         self.instances = instances
         self.coalescer = Coalescer(scorer, settings)
-        self.inflight = 0
+        self.limit = InflightLimit(settings.max_concurrent_requests, settings.retry_after_s)
+        """Score requests in flight, each holding a slot from before its items are resolved."""
         self.ready = False
-        self.metrics = ServiceMetrics(scorer.cache_stats, lambda: self.coalescer.depth, lambda: self.inflight)
+        self.metrics = ServiceMetrics(
+            scorer.cache_stats, lambda: self.coalescer.depth, lambda: self.limit.count
+        )
         self.coalescer.metrics = self.metrics
 
     def resolve(self, items: Sequence[ScoreItemIn]) -> list[RewardItem]:
@@ -304,34 +294,30 @@ def create_app(
             state.ready = False
             await state.coalescer.stop()
 
-    app = FastAPI(title="ProRetrieval reward service", lifespan=lifespan)
-    app.state.reward = state
-    retry = settings.retry_after_s
-
-    @app.exception_handler(RequestValidationError)
-    async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        state.metrics.rejections.labels("bad_request").inc()
-        state.metrics.requests.labels("422").inc()
-        return _error(422, "bad_request", _validation_line(exc))
-
-    @app.get("/healthz")
-    async def healthz() -> dict[str, str]:
-        return {"status": "ok"}
-
-    @app.get("/readyz")
-    async def readyz() -> JSONResponse:
-        body: dict[str, Any] = {
+    async def readiness() -> dict[str, Any]:
+        return {
             "ready": state.ready,
             "domains": sorted(scorer.engines),
             "instances": len(state.instances),
             "accuracy": scorer.config.accuracy,
             "length_unit": scorer.unit,
         }
-        return JSONResponse(body, status_code=200 if state.ready else 503)
 
-    @app.get("/metrics")
-    async def metrics() -> Response:
-        return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    def rejected(reason: str, status: int) -> None:
+        # A request refused before the score route runs is counted by status here, as the route counts its own.
+        state.metrics.rejections.labels(reason).inc()
+        state.metrics.requests.labels(str(status)).inc()
+
+    app = create_service_app(
+        "ProRetrieval reward service",
+        registry=state.metrics.registry,
+        readiness=readiness,
+        on_rejection=rejected,
+        not_ready="the service is starting or stopping",
+        lifespan=lifespan,
+    )
+    app.state.reward = state
+    retry = settings.retry_after_s
 
     @app.post("/v1/score")
     async def score(body: ScoreRequestIn) -> JSONResponse:
@@ -344,31 +330,26 @@ def create_app(
     async def _score(body: ScoreRequestIn) -> JSONResponse:
         if not state.ready:
             state.metrics.rejections.labels("not_ready").inc()
-            return _error(503, "not_ready", "the reward service is starting", retry)
+            return error_response(503, "not_ready", "the reward service is starting", retry)
         if len(body.items) > settings.max_request_items:
             state.metrics.rejections.labels("too_large").inc()
-            return _error(
+            return error_response(
                 413, "too_large", f"{len(body.items)} items; at most {settings.max_request_items} a request"
             )
-        if state.inflight >= settings.max_concurrent_requests:
-            state.metrics.rejections.labels("concurrency").inc()
-            return _error(429, "overloaded", f"{state.inflight} requests in flight; retry later", retry)
         try:
-            items = state.resolve(body.items)
-        except RewardError as exc:
-            state.metrics.rejections.labels("bad_item").inc()
-            return _error(422, exc.code, exc.message)
-        state.inflight += 1
-        try:
-            results = await state.coalescer.submit(items)
-        except Overloaded as exc:
+            with state.limit:
+                try:
+                    items = state.resolve(body.items)
+                except RewardError as exc:
+                    state.metrics.rejections.labels("bad_item").inc()
+                    return error_response(422, exc.code, exc.message)
+                results = await state.coalescer.submit(items)
+        except Overloaded as exc:  # the in-flight limit or the coalescer's queue
             state.metrics.rejections.labels(exc.reason).inc()
-            return _error(429, "overloaded", exc.detail, retry)
+            return overloaded_response(exc)
         except ProReError as exc:
             status = 503 if exc.retryable else 500
-            return _error(status, exc.code, exc.message, retry if exc.retryable else None)
-        finally:
-            state.inflight -= 1
+            return error_response(status, exc.code, exc.message, retry if exc.retryable else None)
         return JSONResponse({"results": [r.to_dict() for r in results]})
 
     return app

@@ -1,5 +1,7 @@
 """The query API's ASGI app: ``POST /v1/search``, ``/v1/plan`` and ``/v1/execute``, ``GET /healthz``,
-``/readyz``, ``/metrics``, ``/v1/examples``, ``/openapi.json`` and the playground at ``/``.
+``/readyz``, ``/metrics``, ``/v1/examples``, ``/openapi.json`` and the playground at ``/``. The probes and
+the 422 of a request that fails validation come from the factory both HTTP services share
+(:func:`serving.http.app.create_service_app`).
 
 The routes answer through :class:`serving.api.service.QueryService` (the planner, the fallback that lets
 ``/v1/search`` always answer, execution-guided decoding, the deadlines); a request it refuses is answered
@@ -27,17 +29,16 @@ from importlib import resources
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from serving.api.schemas import ErrorOut, ExecuteIn, PlanIn, PlanOut, SearchIn, SearchOut
-from serving.api.server import error_response, validation_line
 from serving.api.service import QueryService, Refused
 from serving.api.settings import ApiSettings
 from serving.engine import Engine
+from serving.http.app import create_service_app, error_response, overloaded_response
+from serving.http.limit import Overloaded
 from serving.planner import PlannerError, PlannerSettings, planner_http_status
 
 log = logging.getLogger("serving.api")
@@ -91,8 +92,13 @@ def create_app(engines: Mapping[str, Engine], planner: PlannerSettings | None = 
         finally:
             await service.stop()
 
-    app = FastAPI(
-        title="ProRetrieval query API",
+    metrics = service.metrics
+    app = create_service_app(
+        "ProRetrieval query API",
+        registry=metrics.registry,
+        readiness=service.ready,
+        on_rejection=lambda reason, status: metrics.rejections.labels(reason).inc(),
+        not_ready="the index or the planner does not answer",
         description="Natural language in, a retrieval program and ranked results out; BM25+dense RRF when planning fails.",
         version="1",
         lifespan=lifespan,
@@ -100,13 +106,7 @@ def create_app(engines: Mapping[str, Engine], planner: PlannerSettings | None = 
         redoc_url=None,
     )
     app.state.service = service
-    metrics = service.metrics
     app.add_middleware(Envelope, service=service, settings=cfg)
-
-    @app.exception_handler(RequestValidationError)
-    async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        metrics.rejections.labels("bad_request").inc()
-        return error_response(422, "bad_request", validation_line(exc))
 
     @app.exception_handler(Refused)
     async def refused(request: Request, exc: Refused) -> JSONResponse:
@@ -116,21 +116,6 @@ def create_app(engines: Mapping[str, Engine], planner: PlannerSettings | None = 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page() -> HTMLResponse:
         return HTMLResponse(_page(service.engines))
-
-    @app.get("/healthz")
-    async def healthz() -> dict[str, str]:
-        """The process answers."""
-        return {"status": "ok"}
-
-    @app.get("/readyz", responses={503: {"description": "the index or the planner does not answer"}})
-    async def readyz() -> JSONResponse:
-        """Ready when every index and the planner (when configured) answer."""
-        body = await service.ready()
-        return JSONResponse(body, status_code=200 if body["ready"] else 503)
-
-    @app.get("/metrics", response_class=Response)
-    async def metrics_route() -> Response:
-        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/v1/examples")
     async def examples() -> dict[str, list[str]]:
@@ -206,21 +191,21 @@ class Envelope:
                 marked["X-Request-ID"] = rid
             await send(message)
 
-        counted = False
+        held = False
         try:
             refusal = self._refusal(headers, limited)
+            if refusal is None and limited:
+                refusal = self._admit()
+                held = refusal is None
             if refusal is None:
-                if limited:
-                    service.inflight += 1
-                    counted = True
                 body, refusal = await self._body(receive)
                 if refusal is None:
                     await self.app(scope, _replay(body, receive), send_marked)
             if refusal is not None:
                 await refusal(scope, receive, send_marked)
         finally:
-            if counted:
-                service.inflight -= 1
+            if held:
+                service.limit.release()
             seconds = time.perf_counter() - start
             route = path if path in _ROUTES else "other"
             metrics.requests.labels(route, str(status)).inc()
@@ -234,8 +219,8 @@ class Envelope:
             log.info(json.dumps(line))
 
     def _refusal(self, headers: Headers, limited: bool) -> Response | None:
-        """The answer to a request refused before its body is read, or None."""
-        cfg, service, metrics = self.settings, self.service, self.service.metrics
+        """The answer to a request refused before its body is read and a slot taken, or None."""
+        cfg, metrics = self.settings, self.service.metrics
         length = headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > cfg.max_body_bytes):
             metrics.rejections.labels("too_large").inc()
@@ -245,9 +230,15 @@ class Envelope:
             response = error_response(401, "unauthorized", "a bearer token is required")
             response.headers["WWW-Authenticate"] = "Bearer"
             return response
-        if limited and service.inflight >= cfg.max_concurrent:
-            metrics.rejections.labels("concurrency").inc()
-            return error_response(429, "overloaded", f"{service.inflight} requests in flight; retry later", cfg.retry_after_s)
+        return None
+
+    def _admit(self) -> Response | None:
+        """Take a slot of the service's in-flight limit (``max_concurrent``), or the 429 that says it is full."""
+        try:
+            self.service.limit.acquire()
+        except Overloaded as exc:
+            self.service.metrics.rejections.labels(exc.reason).inc()
+            return overloaded_response(exc)
         return None
 
     async def _body(self, receive: Receive) -> tuple[bytes, Response | None]:

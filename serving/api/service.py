@@ -38,6 +38,7 @@ from serving.dsl import DslError, Program, Retrieval, parse_program
 from serving.dsl.grounding import read_column_values
 from serving.engine import Engine, ExecutionResult
 from serving.engine.results import candidate_name, consensus
+from serving.http.limit import InflightLimit
 from serving.planner import Plan, Planner, PlannerError, PlannerSettings
 
 MAIN_TEXT: Mapping[str, str] = {"ecommerce": "description", "email": "body"}
@@ -89,8 +90,9 @@ class QueryService:
         self.planner_settings = planner
         self.planner: Planner | None = None
         self.settings = settings
-        self.inflight = 0
-        self.metrics = ApiMetrics(lambda: self.inflight)
+        self.limit = InflightLimit(settings.max_concurrent, settings.retry_after_s)
+        """Requests under ``/v1/`` in flight; the query API's envelope takes a slot per request."""
+        self.metrics = ApiMetrics(lambda: self.limit.count)
         self._executors = {d: ThreadPoolExecutor(1, thread_name_prefix=f"engine-{d}") for d in self.engines}
         self._docs: LRUCache[tuple[str, tuple[str, ...], str], dict[str, Any]] = LRUCache(settings.doc_cache_rows)
 

@@ -17,9 +17,10 @@ from indexing.stores.server import free_port
 from rl.reward import RewardError, RewardItem, RewardScorer
 from rl.reward.client import RewardClient
 from rl.reward.instances import Answer, InstanceIndex
-from rl.reward.service import ServerThread, create_app
+from rl.reward.service import create_app
 from rl.reward.settings import ServiceSettings
 from serving.dsl import parse_program
+from serving.http.server import ServerThread
 
 DOMAIN = "ecommerce"
 

@@ -11,7 +11,7 @@ from indexing.config import Config
 from indexing.workspace import Workspace
 from prore.cli import main
 from rl.reward import RewardScorer
-from rl.reward.service import ServerThread, create_app
+from rl.reward.service import create_app
 from rl.reward.settings import ServiceSettings
 from rl.train.data import load_instances, rl_row, split_train_val
 from rl.train.logs import read_metrics
@@ -26,6 +26,7 @@ from rl.train.prompt_filter import (
     saved_filter,
 )
 from rl.train.rewards import LAYER_NAMES, LayeredReward, in_process, layers
+from serving.http.server import ServerThread
 from tests.rl.train_support import TINY
 
 RL_FLAGS = ["--max-steps", "2", "--prompts-per-step", "2", "--num-generations", "2", "--max-completion-length", "24",

@@ -30,10 +30,11 @@ from omegaconf import DictConfig, OmegaConf  # noqa: E402
 from indexing.config import Config  # noqa: E402
 from indexing.workspace import Workspace  # noqa: E402
 from rl.reward import RewardItem, RewardScorer  # noqa: E402
-from rl.reward.service import ServerThread, create_app  # noqa: E402
+from rl.reward.service import create_app  # noqa: E402
 from rl.reward.settings import URL_ENV, ServiceSettings  # noqa: E402
 from rl.verl.launch import LaunchParams, argv  # noqa: E402
 from rl.verl.reward_fn import compute_score  # noqa: E402
+from serving.http.server import ServerThread  # noqa: E402
 from tests.rl.verl_support import compose_argv, served_export, tiny_qwen3  # noqa: E402
 
 DOMAIN = "ecommerce"

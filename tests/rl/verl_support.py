@@ -22,10 +22,11 @@ from rl.bench import SynthConfig, synthesize
 from rl.bench.context import BenchContext
 from rl.reward import RewardScorer
 from rl.reward.instances import InstanceIndex
-from rl.reward.service import ServerThread, create_app
+from rl.reward.service import create_app
 from rl.reward.settings import ServiceSettings
 from rl.verl.export import ExportConfig, export, train_dir
 from serving.engine import Engine
+from serving.http.server import ServerThread
 
 SIZES = {"train": 24, "test": 4, "ood": 4}
 ROOT = Path(__file__).resolve().parents[2]

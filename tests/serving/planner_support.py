@@ -26,7 +26,7 @@ class ScriptedPlanner:
         from fastapi import FastAPI
         from fastapi.responses import JSONResponse
 
-        from serving.api.server import ServerThread
+        from serving.http.server import ServerThread
 
         self.completion = ""
         self.models = [PLANNER_NAME]

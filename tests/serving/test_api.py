@@ -14,10 +14,10 @@ import pytest
 
 from indexing.config import Config
 from serving.api.app import create_app
-from serving.api.server import ServerThread
 from serving.api.service import fallback_program
 from serving.api.settings import ApiSettings
 from serving.engine import Engine
+from serving.http.server import ServerThread
 from serving.planner import PlannerSettings
 from tests.serving.planner_support import ScriptedPlanner
 

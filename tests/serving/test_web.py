@@ -17,9 +17,9 @@ import pytest
 from indexing.config import Config
 from indexing.stores.server import free_port
 from serving.api.app import create_app
-from serving.api.server import ServerThread
 from serving.api.settings import ApiSettings
 from serving.engine import Engine
+from serving.http.server import ServerThread
 from serving.planner import PlannerSettings
 from tests.serving.planner_support import ScriptedPlanner
 
