@@ -16,24 +16,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from indexing.errors import ProReError
 from rl.eval.errors import EvalError, OracleMismatch
 from rl.eval.methods import EvalInstance, MethodContext, Outcome, register_method
+from rl.eval.outcome import Failure, failure_of, run_programs
 from serving.dsl import Program, parse_program, strip_retrievals, validate
 
 _SHOWN = 10  # failing qids named in the error; the rest are counted
-
-
-def _outcomes(results: Sequence[Any]) -> list[Outcome]:
-    out = []
-    for res in results:
-        if isinstance(res, ProReError):
-            out.append(Outcome.failed(res.one_line()))
-        else:
-            out.append(Outcome.ranked(res.ids))
-    return out
 
 
 def stripped_program(program: str, ctx: MethodContext) -> str:
@@ -57,18 +47,15 @@ def sql_only(ctx: MethodContext, instances: Sequence[EvalInstance], k: int) -> l
 def _execute(
     ctx: MethodContext, instances: Sequence[EvalInstance], k: int, read: Callable[[EvalInstance], Program]
 ) -> list[Outcome]:
-    """Each instance's program read by ``read`` (its error an outcome of its own), the rest run as one batch."""
-    programs: list[Program | None] = []
-    errors: dict[int, str] = {}
-    for i, inst in enumerate(instances):
+    """Each instance's program read by ``read`` (a parse or validation error is its outcome, in its layer), the
+    rest run as one batch."""
+    programs: list[Program | Failure] = []
+    for inst in instances:
         try:
             programs.append(read(inst))
         except ProReError as exc:
-            programs.append(None)
-            errors[i] = exc.one_line()
-    runnable = [p for p in programs if p is not None]
-    results = iter(_outcomes(ctx.engine.execute_many(runnable, k)))
-    return [Outcome.failed(errors[i]) if p is None else next(results) for i, p in enumerate(programs)]
+            programs.append(failure_of(exc))
+    return [Outcome.of(r) for r in run_programs(ctx.engine, programs, k)]
 
 
 def oracle_failures(instances: Sequence[EvalInstance], outcomes: Sequence[Outcome]) -> list[str]:

@@ -20,6 +20,7 @@ from indexing.config import Config
 from indexing.registry import Registry
 from indexing.schema import CorpusSchema, schema_for
 from rl.eval.errors import DuplicateMethod, EvalError, UnknownMethod
+from rl.eval.outcome import Failure, Layer, Ran
 
 PROVIDERS: tuple[str, ...] = ("rl.baselines.fusion", "rl.baselines.self_query", "rl.baselines.gold")
 """Modules imported before a lookup so that the methods they define are registered."""
@@ -48,18 +49,27 @@ class EvalInstance(Protocol):
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a method returned for one instance: ranked ids, or the reason it produced none."""
+    """What a method returned for one instance: ranked ids, or the reason it produced none and the layer
+    (:data:`rl.eval.outcome.Layer`) where it stopped."""
 
     ids: tuple[str, ...] | None
     error: str | None = None
+    layer: Layer | None = None
 
     @classmethod
     def ranked(cls, ids: Sequence[str]) -> Outcome:
         return cls(ids=tuple(ids))
 
     @classmethod
-    def failed(cls, error: str) -> Outcome:
-        return cls(ids=None, error=" ".join(error.split()) or "failed")
+    def failed(cls, error: str, layer: Layer = "execution") -> Outcome:
+        return cls(ids=None, error=" ".join(error.split()) or "failed", layer=layer)
+
+    @classmethod
+    def of(cls, ran: Ran) -> Outcome:
+        """The outcome of one item of :func:`rl.eval.outcome.run_programs`."""
+        if isinstance(ran, Failure):
+            return cls.failed(ran.line(), ran.layer)
+        return cls.ranked(ran.ids)
 
     @property
     def ok(self) -> bool:

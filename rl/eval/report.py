@@ -28,6 +28,7 @@ from indexing.workspace import Workspace, atomic_write_json, atomic_write_text
 from rl.eval.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES, bootstrap_many
 from rl.eval.errors import EvalError
 from rl.eval.metrics import ALL_METRICS, FOUND_VS_SATISFIED, GRADED, GRADED_NA, METRICS
+from rl.eval.outcome import FAILURE_LAYERS
 from rl.eval.plots import Bar, grouped_bars, metric_label
 from rl.eval.runner import LEVELS, MODALITY_GROUPS, EvalRun, QueryResult
 
@@ -38,7 +39,7 @@ LEVEL_PNG = "by_level.png"
 MODALITY_PNG = "by_modality.png"
 PLOTTED: tuple[str, ...] = ("hit@1", "hit@3", "mrr", "ndcg@3", "p@1", "p@5", "ndcg@10", "recall@10")
 """Metrics drawn in the charts (the graded ones only where the run has them)."""
-FAILURES: tuple[str, ...] = ("format", "validation", "execution", "miss", "not-satisfied")
+FAILURES: tuple[str, ...] = (*FAILURE_LAYERS, "miss", "not-satisfied")
 """Why a query did not count, in the reward's layer order (DESIGN.md section 5): the completion did not
 parse as a program, the program failed validation, it did not run, it ran and the gold was not first, it
 ran and its first result does not satisfy the request (only where the benchmark has relevant sets)."""
@@ -47,20 +48,18 @@ ran and its first result does not satisfy the request (only where the benchmark 
 def failure_breakdown(results: Iterable[QueryResult]) -> dict[str, int]:
     """How many queries failed at each of :data:`FAILURES`.
 
-    A failed query's error starts with its layer (``format``, ``validation`` or ``execution``, as the
-    planner methods write it from the reward's parser and the engine's typed errors); any other error is
-    an execution failure. ``miss`` and ``not-satisfied`` count queries that ran: one query can be both.
+    A failed query counts in its :attr:`~rl.eval.runner.QueryResult.layer` (:mod:`rl.eval.outcome`). ``miss``
+    and ``not-satisfied`` count queries that ran: one query can be both.
 
     >>> ok = QueryResult("q1", "L1", "text", "P1", 2, {"p@1": 0.0}, ("P2",), None)
-    >>> bad = QueryResult("q2", "L1", "text", "P1", None, {}, (), "format not_json: no JSON object")
+    >>> bad = QueryResult("q2", "L1", "text", "P1", None, {}, (), "format not_json: no JSON object", "format")
     >>> failure_breakdown([ok, bad])
     {'format': 1, 'validation': 0, 'execution': 0, 'miss': 1, 'not-satisfied': 1}
     """
     counts = dict.fromkeys(FAILURES, 0)
     for r in results:
         if r.error is not None:
-            layer = r.error.split(" ", 1)[0]
-            counts[layer if layer in FAILURES[:3] else "execution"] += 1
+            counts[r.layer or "execution"] += 1
             continue
         counts["miss"] += r.rank != 1
         counts["not-satisfied"] += r.scores.get("p@1", 1.0) == 0.0

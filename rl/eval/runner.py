@@ -23,6 +23,7 @@ from indexing.config import Config
 from rl.eval.errors import EvalError
 from rl.eval.methods import EvalInstance, MethodContext, MethodSpec, Outcome, get_method
 from rl.eval.metrics import DEFAULT_CUTOFF, Relevant, score_queries
+from rl.eval.outcome import Layer
 
 LEVELS: tuple[str, ...] = ("L1", "L2", "L3")
 MODALITY_GROUPS: tuple[str, ...] = ("structured", "text", "image", "mixed")
@@ -62,6 +63,8 @@ class QueryResult:
     scores: dict[str, float]
     ids: tuple[str, ...]
     error: str | None
+    layer: Layer | None = None
+    """Where a failed query stopped (``format``, ``validation`` or ``execution``); None when it ran."""
 
     def as_record(self) -> dict[str, Any]:
         """A flat JSON-ready row for the per-query results file."""
@@ -74,6 +77,7 @@ class QueryResult:
             **self.scores,
             "ids": list(self.ids),
             "error": self.error,
+            "layer": self.layer,
         }
 
 
@@ -158,6 +162,7 @@ def _score(instances: Sequence[EvalInstance], outcomes: Sequence[Outcome], k: in
                 scores=scores.as_dict(),
                 ids=tuple(out.ids[:k]) if out.ids is not None else (),
                 error=out.error,
+                layer=out.layer,
             )
         )
     return results

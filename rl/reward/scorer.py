@@ -19,16 +19,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from indexing.config import Config
-from indexing.errors import ProReError
 from indexing.index import open_index
 from indexing.schema import DOMAINS
+from rl.eval.outcome import Failure, Ran, read_completion, run_programs
 from rl.reward.config import LengthUnit, RewardConfig
 from rl.reward.errors import RewardError
 from rl.reward.length import LengthCounter
-from rl.reward.parse import Parsed, parse_completion
 from rl.reward.terms import Terms, accuracy_term, length_term
 from serving.dsl import Program
-from serving.engine import CacheSizes, Engine, ExecutionLimits, ExecutionResult
+from serving.engine import CacheSizes, Engine, ExecutionLimits
 
 TIMEOUT_CODE = "reward_timeout"
 """Error code of an item whose batch ran past the service's deadline: ``S_e`` is 0."""
@@ -192,37 +191,32 @@ class RewardScorer:
         for item in items:
             self.check(item)
         t0 = time.perf_counter()
-        parsed: list[Parsed] = []
+        read: list[Program | Failure] = []
         parse_ms: list[float] = []
         for item in items:
             start = time.perf_counter()
-            parsed.append(parse_completion(item.completion))
+            read.append(read_completion(item.completion))
             parse_ms.append((time.perf_counter() - start) * 1000)
 
-        outcomes: dict[int, ExecutionResult | ProReError] = {}
+        outcomes: dict[int, Ran] = {}
         execute_ms: dict[int, float] = {}
-        by_domain: dict[str, dict[str, tuple[Program, list[int]]]] = {}
-        for i, (item, p) in enumerate(zip(items, parsed, strict=True)):
-            if p.program is not None:
-                slot = by_domain.setdefault(item.domain, {})
-                key = p.program.to_json(explicit=True)
-                slot.setdefault(key, (p.program, []))[1].append(i)
-        for domain, unique in by_domain.items():
-            programs = [program for program, _ in unique.values()]
+        by_domain: dict[str, list[int]] = {}
+        for i, (item, p) in enumerate(zip(items, read, strict=True)):
+            if isinstance(p, Program):
+                by_domain.setdefault(item.domain, []).append(i)
+        for domain, idxs in by_domain.items():
             start = time.perf_counter()
-            got = self.engines[domain].execute_many(programs, k=self.config.cutoff)
-            share = (time.perf_counter() - start) * 1000 / sum(len(idxs) for _, idxs in unique.values())
-            for (_, idxs), outcome in zip(unique.values(), got, strict=True):
-                if isinstance(outcome, ProReError) and outcome.retryable:
-                    raise outcome  # a store went away: no score is known, the caller retries
-                for i in idxs:
-                    outcomes[i] = outcome
-                    execute_ms[i] = share
+            # A retryable error raises: a store went away, no score is known, the caller retries.
+            got = run_programs(self.engines[domain], [read[i] for i in idxs], self.config.cutoff, raise_retryable=True)
+            share = (time.perf_counter() - start) * 1000 / len(idxs)
+            for i, outcome in zip(idxs, got, strict=True):
+                outcomes[i] = outcome
+                execute_ms[i] = share
         batch_share = (time.perf_counter() - t0) * 1000 / max(len(items), 1)
         return [
-            self._result(item, p, outcomes.get(i), {"parse": parse_ms[i], "execute": execute_ms.get(i, 0.0),
-                                                    "total": batch_share})
-            for i, (item, p) in enumerate(zip(items, parsed, strict=True))
+            self._result(item, p if isinstance(p, Failure) else outcomes.get(i),
+                         {"parse": parse_ms[i], "execute": execute_ms.get(i, 0.0), "total": batch_share})
+            for i, (item, p) in enumerate(zip(items, read, strict=True))
         ]  # fmt: skip
 
     def unscored(
@@ -230,23 +224,18 @@ class RewardScorer:
     ) -> RewardResult:
         """The result of an item whose program got no time to run: ``S_f`` as parsed, ``S_e = 0``."""
         self.check(item)
-        p = parse_completion(item.completion)
-        if p.error is not None:
-            return self._result(item, p, None, {})
+        p = read_completion(item.completion)
+        if isinstance(p, Failure):
+            return self._result(item, p, {})
         text = message or "the batch ran past the service's deadline; the program scores S_e = 0"
         return self._finish(item, 1.0, 0.0, (), code, text, {}, timed_out=True)
 
-    def _result(
-        self,
-        item: RewardItem,
-        p: Parsed,
-        outcome: ExecutionResult | ProReError | None,
-        timings: dict[str, float],
-    ) -> RewardResult:
-        if p.error is not None:
-            return self._finish(item, 0.0, 0.0, (), p.error.code, p.error.message, timings)
-        if isinstance(outcome, ProReError):
-            return self._finish(item, 1.0, 0.0, (), outcome.code, outcome.message, timings)
+    def _result(self, item: RewardItem, outcome: Ran | None, timings: dict[str, float]) -> RewardResult:
+        """The terms of an item that ran or failed: a ``format`` failure earns nothing, any other failure
+        ``S_f`` alone."""
+        if isinstance(outcome, Failure):
+            s_f = 0.0 if outcome.layer == "format" else 1.0
+            return self._finish(item, s_f, 0.0, (), outcome.code, outcome.message, timings)
         if outcome is None:
             return self._finish(item, 1.0, 0.0, (), "exec_failed", "the program did not run", timings)
         return self._finish(item, 1.0, 1.0, outcome.ids, None, None, timings)

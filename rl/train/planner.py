@@ -31,13 +31,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from indexing.errors import ProReError
 from indexing.openai_client import OpenAIClient, OpenAIError, OpenAIStatusError
 from rl.errors import TrainError
 from rl.eval.methods import EvalInstance, MethodContext, MethodSpec, Outcome, get_method, register_family
+from rl.eval.outcome import Failure, read_completion, run_programs
 from rl.prompt import Message, card_profile, messages
-from rl.reward import parse_completion
-from serving.dsl import Program, ValidationError, longest_program_chars
+from serving.dsl import Program, longest_program_chars
 from serving.dsl.grounding import read_column_values
 from serving.dsl.structured import STRUCTURED_LIMITS, constraint_grammar, program_json_grammar
 from serving.engine.results import consensus
@@ -101,33 +100,17 @@ class Completion:
 
 
 def execute(ctx: MethodContext, completions: Sequence[str | Completion], k: int) -> list[Outcome]:
-    """Parse each completion and run the programs in one ``execute_many``; failures name their layer.
-
-    A completion that does not parse and was cut by the token budget fails as ``format truncated``."""
-    outcomes: list[Outcome | None] = [None] * len(completions)
-    programs: list[Program] = []
-    where: list[int] = []
-    for i, got in enumerate(completions):
+    """Parse each completion and run the programs in one ``execute_many`` (:func:`rl.eval.outcome.run_programs`);
+    a failure carries its layer. A completion that does not parse and was cut by the token budget fails as
+    ``format truncated``."""
+    read: list[Program | Failure] = []
+    for got in completions:
         c = got if isinstance(got, Completion) else Completion(got)
-        parsed = parse_completion(c.text)
-        if parsed.program is None:
-            assert parsed.error is not None
-            if c.cut_at is not None:
-                outcomes[i] = Outcome.failed(f"format truncated: generation stopped at the budget of {c.cut_at} "
-                                             f"tokens ({parsed.error.code}: {parsed.error.message})")  # fmt: skip
-            else:
-                outcomes[i] = Outcome.failed(f"format {parsed.error.code}: {parsed.error.message}")
-        else:
-            programs.append(parsed.program)
-            where.append(i)
-    if programs:
-        for i, got in zip(where, ctx.engine.execute_many(programs, k=k), strict=True):
-            if isinstance(got, ProReError):
-                layer = "validation" if isinstance(got, ValidationError) else "execution"
-                outcomes[i] = Outcome.failed(f"{layer} {got.code}: {got.message}")
-            else:
-                outcomes[i] = Outcome.ranked(got.ids)
-    return [o for o in outcomes if o is not None]
+        p = read_completion(c.text)
+        if isinstance(p, Failure) and c.cut_at is not None:
+            p = Failure("format", "truncated", f"generation stopped at the budget of {c.cut_at} tokens ({p.code}: {p.message})")
+        read.append(p)
+    return [Outcome.of(r) for r in run_programs(ctx.engine, read, k)]
 
 
 # -- planner:PATH -------------------------------------------------------------------------------------

@@ -170,3 +170,17 @@ def test_self_query_email_flags_and_domain(email_ctx: MethodContext) -> None:
     hits = [doc for doc, _ in dense_rankings(email_ctx, [parsed.query], 20, filter=expr)[0]]
     allowed = {r[0] for r in _rows(email_ctx, f"SELECT id FROM {table} WHERE sender_domain = {_quote(domain)} AND NOT is_read")}
     assert hits and set(hits) <= allowed
+
+
+def test_a_gold_program_that_fails_validation_counts_in_the_validation_layer(
+    ctx: MethodContext, small_index_cfg: Config, instances: list[Inst]
+) -> None:
+    from rl.eval.report import failure_breakdown
+
+    bad = json.dumps({"sql": "SELECT id FROM products WHERE colour = 'red'", "retrieval_list": []})
+    run = evaluate(small_index_cfg, "ecommerce", "sql-only", [replace(instances[0], program=bad), instances[1]],
+                   k=K, progress=False, ctx=ctx)  # fmt: skip
+    failed, ran = run.results
+    assert failed.layer == "validation" and failed.error is not None and failed.error.startswith("validation ")
+    assert ran.layer is None and ran.error is None
+    assert failure_breakdown(run.results)["validation"] == 1 and failure_breakdown(run.results)["execution"] == 0

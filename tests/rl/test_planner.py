@@ -220,13 +220,14 @@ def test_a_completion_cut_by_the_budget_fails_as_format_truncated(small_index_cf
         ctx.close()
     assert cut.error is not None and cut.error.startswith("format truncated: generation stopped at the budget of 256")
     assert bad.error is not None and bad.error.startswith("format ") and "truncated" not in bad.error
+    assert cut.layer == bad.layer == "format"
     assert failure_breakdown_of([cut, bad])["format"] == 2
 
 
 def failure_breakdown_of(outcomes: list[object]) -> dict[str, int]:
     from rl.eval.runner import QueryResult
 
-    return failure_breakdown([QueryResult(f"q{i}", "L1", "text", "P1", None, {}, (), o.error)  # type: ignore[attr-defined]
+    return failure_breakdown([QueryResult(f"q{i}", "L1", "text", "P1", None, {}, (), o.error, o.layer)  # type: ignore[attr-defined]
                               for i, o in enumerate(outcomes)])  # fmt: skip
 
 
