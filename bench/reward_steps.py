@@ -96,7 +96,7 @@ def ensure_index(workspace: Path, size: int) -> None:
 
 def build_rollouts(workspace: Path, size: int, seed: int) -> dict[str, Any]:
     """Build the corpus and index if needed, then 512 x 16 rollouts with their gold ids."""
-    import engine as engine_bench  # bench/engine.py: the L1/L2/L3 program shapes
+    import engine_programs as engine_bench  # the L1/L2/L3 program shapes of bench/engine.py
 
     from indexing.workspace import Workspace
     from rl.bench.errors import BenchError
