@@ -43,7 +43,7 @@ from indexing.errors import ProReError
 from indexing.schema import CorpusSchema
 from serving.dsl import DEFAULT_LIMITS, DslLimits, Program, Retrieval, validate
 from serving.dsl.placeholders import restore_placeholders, sentinel_of
-from serving.dsl.program import MODES, Mode
+from serving.dsl.program import MODES, Mode, placeholder_name
 from serving.engine import ExecutionResult
 
 MAX_QUERIES = 4
@@ -166,7 +166,8 @@ def _rewrite(program: Program, schema: CorpusSchema, choices: Sequence[SlotChoic
         if found is None:
             return node
         modality, number = found
-        calls = [exp.In(this=node.this.copy(), field=exp.column(f"{modality}_{n}")) for n in numbers[number - 1]]
+        calls = [exp.In(this=node.this.copy(), field=exp.column(placeholder_name(modality, n - 1)))
+                 for n in numbers[number - 1]]  # fmt: skip
         if len(calls) == 1:
             return calls[0]
         fused: exp.Expr = calls[0]

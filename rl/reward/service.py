@@ -39,6 +39,7 @@ from rl.reward.instances import InstanceIndex
 from rl.reward.metrics import ServiceMetrics
 from rl.reward.scorer import RewardItem, RewardResult, RewardScorer
 from rl.reward.settings import ServiceSettings
+from serving.dsl import Program, Retrieval
 from serving.http.app import create_service_app, error_response, overloaded_response
 from serving.http.limit import InflightLimit, Overloaded
 
@@ -228,11 +229,10 @@ def warmup_items(domains: Sequence[str]) -> list[RewardItem]:
     for domain in domains:
         schema = schema_for(domain)
         text = next(f.name for f in schema.fields if f.role == Role.TEXT)
-        program = (
-            f'{{"sql": "SELECT id FROM {schema.table} WHERE id IN <text_1>", '
-            f'"retrieval_list": [{{"type": "text", "field": "{text}", "query": "warm up"}}]}}'
-        )
-        out.append(RewardItem(program, domain, gold_id="-", relevant=frozenset()))
+        entry = Retrieval("text", text, "warm up")
+        sql = f"SELECT id FROM {schema.table} WHERE id IN {Program.placeholder(0, entry)}"
+        program = Program(sql, (entry,))
+        out.append(RewardItem(program.to_json(), domain, gold_id="-", relevant=frozenset()))
     return out
 
 

@@ -64,13 +64,12 @@ def fallback_program(domain: str, query: str, *, max_query_chars: int = 256) -> 
     schema = schema_for(domain)
     text = MAIN_TEXT.get(domain) or next(f.name for f in schema.fields if f.role is Role.TEXT)
     q = clean_query(query)[:max_query_chars] or "-"
-    return Program(
-        sql=f"SELECT id FROM {schema.table} WHERE id IN <text_1> OR id IN <text_2>",
-        retrieval_list=(
-            Retrieval(type="text", field=text, query=q, mode="sparse"),
-            Retrieval(type="text", field=text, query=q, mode="dense"),
-        ),
+    entries = (
+        Retrieval(type="text", field=text, query=q, mode="sparse"),
+        Retrieval(type="text", field=text, query=q, mode="dense"),
     )
+    either = " OR ".join(f"id IN {Program.placeholder(i, e)}" for i, e in enumerate(entries))
+    return Program(sql=f"SELECT id FROM {schema.table} WHERE {either}", retrieval_list=entries)
 
 
 _INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn"})

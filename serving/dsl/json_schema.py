@@ -18,43 +18,51 @@ from typing import Any
 
 from indexing.schema import CorpusSchema
 from serving.dsl.limits import DEFAULT_LIMITS, DslLimits
-from serving.dsl.parse import ENTRY_REQUIRED, PROGRAM_KEYS
-from serving.dsl.program import MODES, ROLE_OF, corpus_modalities
+from serving.dsl.shape import PROGRAM, Key, ObjectShape, Scope
 
 
-def _entry_schema(modality: str, fields: tuple[str, ...], limits: DslLimits) -> dict[str, object]:
+def _object_schema(shape: ObjectShape, scope: Scope) -> dict[str, object]:
+    """The schema of an object of ``shape``; a shape with variants (an entry: one per modality of the corpus)
+    is one object schema per variant, its variant key a ``const``."""
+    scopes = shape.variants(scope)
+    if len(scopes) > 1:
+        return {"anyOf": [_object_schema(shape, one) for one in scopes]}
+    scope = scopes[0]
     return {
         "type": "object",
         "additionalProperties": False,
-        "required": list(ENTRY_REQUIRED),
-        "properties": {
-            "type": {"type": "string", "const": modality},
-            "field": {"type": "string", "enum": list(fields)},
-            "query": {"type": "string", "minLength": 1, "maxLength": limits.max_query_chars},
-            "mode": {"type": "string", "enum": list(MODES)},
-            "k": {"type": "integer", "enum": list(limits.k_ladder)},
-            "rerank": {"type": "integer", "enum": list(limits.rerank_ladder)},
-        },
+        "required": list(shape.required),
+        "properties": {key.name: _value_schema(key, scope, key.name == shape.variant) for key in shape.keys},
     }
 
 
+def _value_schema(key: Key, scope: Scope, variant: bool) -> dict[str, object]:
+    node: dict[str, object] = {"type": key.json_type}
+    if key.items is not None:
+        assert key.max_items is not None, f"array {key.name!r} declares no maxItems"
+        node["maxItems"] = key.max_items(scope.limits)
+        node["items"] = _object_schema(key.items, scope)
+    choices = key.choices(scope)
+    if variant and choices:
+        node["const"] = choices[0]
+    elif choices is not None:
+        node["enum"] = list(choices)
+    if key.max_chars is not None:
+        node["minLength"] = 1
+        node["maxLength"] = key.max_chars(scope.limits)
+    return node
+
+
 def program_json_schema(schema: CorpusSchema, limits: DslLimits = DEFAULT_LIMITS) -> dict[str, object]:
-    """The JSON Schema (draft 2020-12) of a program over ``schema``'s corpus.
+    """The JSON Schema (draft 2020-12) of a program over ``schema``'s corpus, written from the declared shape
+    (:data:`serving.dsl.shape.PROGRAM`).
 
     ``rerank <= k`` and placeholder use are not expressible here; :func:`serving.dsl.validate` checks them.
     """
-    variants = [_entry_schema(m, schema.names(ROLE_OF[m]), limits) for m in corpus_modalities(schema)]
-    items: dict[str, object] = variants[0] if len(variants) == 1 else {"anyOf": variants}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": f"ProRetrieval program over {schema.table}",
-        "type": "object",
-        "additionalProperties": False,
-        "required": list(PROGRAM_KEYS),
-        "properties": {
-            "sql": {"type": "string", "minLength": 1, "maxLength": limits.max_sql_chars},
-            "retrieval_list": {"type": "array", "maxItems": limits.max_entries, "items": items},
-        },
+        **_object_schema(PROGRAM, Scope(limits, schema)),
     }
 
 

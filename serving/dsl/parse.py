@@ -1,7 +1,9 @@
 """From text (or an already decoded mapping) to a typed :class:`Program`; every failure is a FormatError.
 
-Only the shape is checked here: exactly the keys of the language, values of the right JSON types, entry
-types and modes the language has. Whether the program follows the rules is :func:`validate`'s question.
+Only the shape is checked here, as :mod:`serving.dsl.shape` declares it: exactly the keys of the language,
+values of the right JSON types, entry types and modes the language has; and, before decoding, what the decoder
+must never see (duplicate keys, deep nesting, huge integers). Whether the program follows the rules is
+:func:`validate`'s question.
 
 >>> parse_program('{"sql": "SELECT id FROM products", "retrieval_list": []}').sql
 'SELECT id FROM products'
@@ -13,21 +15,20 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import NoReturn
 
 from serving.dsl.errors import Code, FormatError
+from serving.dsl.json_text import json_runs
 from serving.dsl.limits import DEFAULT_LIMITS, DslLimits
-from serving.dsl.program import MODALITIES, MODES, Program, Retrieval
-
-PROGRAM_KEYS = ("sql", "retrieval_list")
-ENTRY_REQUIRED = ("type", "field", "query")
-ENTRY_OPTIONAL = ("mode", "k", "rerank")
+from serving.dsl.program import Program, Retrieval
+from serving.dsl.shape import ENTRY, PROGRAM, json_type_of, read_object
 
 # Longest integer literal the decoder will turn into an int; keeps int() away from huge digit strings.
 _MAX_INT_DIGITS = 18
 
 _THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
+_BRACKET = re.compile(r"[\[\]{}]")
 _FENCE = re.compile(r"\A```(?:json)?[ \t]*\r?\n(?P<body>.*?)\r?\n?```\Z", re.DOTALL)
 
 
@@ -41,23 +42,16 @@ def _json_depth_exceeds(text: str, limit: int) -> int | None:
     Checked before decoding so that a nesting bomb never reaches the recursive decoder.
     """
     depth = 0
-    in_string = escaped = False
-    for i, ch in enumerate(text):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            depth += 1
-            if depth > limit:
-                return i
-        elif ch in "]}":
-            depth -= 1
+    for start, end, where in json_runs(text):
+        if where != "code":
+            continue
+        for bracket in _BRACKET.finditer(text, start, end):
+            if bracket.group() in "[{":
+                depth += 1
+                if depth > limit:
+                    return bracket.start()
+            else:
+                depth -= 1
     return None
 
 
@@ -123,7 +117,7 @@ def parse_program(
     if text[end:].strip():
         _fail("text follows the JSON value", Code.NOT_JSON, position=end)
     if not isinstance(value, Mapping):
-        _fail(f"a program is a JSON object, not {_json_type(value)}", Code.NOT_OBJECT)
+        _fail(f"a program is a JSON object, not {json_type_of(value)}", Code.NOT_OBJECT)
     return _from_mapping(value, limits)
 
 
@@ -157,104 +151,13 @@ def extract_program(completion: str, *, limits: DslLimits = DEFAULT_LIMITS) -> P
     return _from_mapping(value, limits)
 
 
-def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, Sequence):
-        return "an array"
-    if isinstance(value, Mapping):
-        return "an object"
-    return type(value).__name__
-
-
-def _join(path: str, key: object) -> str:
-    """``path.key``; a key that is not a plain name (a model may write any string) is quoted, so that a path
-    never carries a newline or another control character into a one-line error.
-
-    >>> _join("retrieval_list[1]", "rerank"), _join("retrieval_list[1]", "re rank")
-    ('retrieval_list[1].rerank', "retrieval_list[1].'re rank'")
-    """
-    name = str(key)
-    if not name.isidentifier():
-        name = repr(name)
-    return f"{path}.{name}" if path else name
-
-
-def _check_keys(
-    obj: Mapping[str, object], required: Sequence[str], optional: Sequence[str], path: str
-) -> None:
-    where = path or "the program"
-    for key in obj:
-        if not isinstance(key, str) or (key not in required and key not in optional):
-            allowed = ", ".join((*required, *optional))
-            _fail(
-                f"unknown key {key!r} in {where}; allowed: {allowed}", Code.UNKNOWN_KEY, path=_join(path, key)
-            )
-    for key in required:
-        if key not in obj:
-            _fail(f"{where} has no {key!r}", Code.MISSING_KEY, path=_join(path, key))
-
-
-def _string(obj: Mapping[str, object], key: str, path: str) -> str:
-    value = obj[key]
-    if not isinstance(value, str):
-        _fail(f"{key} must be a string, not {_json_type(value)}", Code.BAD_VALUE_TYPE, path=_join(path, key))
-    return value
-
-
-def _integer(obj: Mapping[str, object], key: str, path: str, default: int) -> int:
-    if key not in obj:
-        return default
-    value = obj[key]
-    # bool is an int in Python but not a number in the language.
-    if not isinstance(value, int) or isinstance(value, bool):
-        _fail(
-            f"{key} must be an integer, not {_json_type(value)}", Code.BAD_VALUE_TYPE, path=_join(path, key)
-        )
-    return value
-
-
-def _entry(obj: object, index: int, limits: DslLimits) -> Retrieval:
-    path = f"retrieval_list[{index}]"
-    if not isinstance(obj, Mapping):
-        _fail(f"{path} must be an object, not {_json_type(obj)}", Code.BAD_VALUE_TYPE, path=path)
-    _check_keys(obj, ENTRY_REQUIRED, ENTRY_OPTIONAL, path)
-    kind = _string(obj, "type", path)
-    modality = next((m for m in MODALITIES if m == kind), None)
-    if modality is None:
-        _fail(
-            f"type must be one of {', '.join(MODALITIES)}, not {kind!r}", Code.BAD_TYPE, path=f"{path}.type"
-        )
-    mode_text = _string(obj, "mode", path) if "mode" in obj else "dense"
-    mode = next((m for m in MODES if m == mode_text), None)
-    if mode is None:
-        _fail(
-            f"mode must be one of {', '.join(MODES)}, not {mode_text!r}", Code.BAD_MODE, path=f"{path}.mode"
-        )
-    return Retrieval(
-        type=modality,
-        field=_string(obj, "field", path),
-        query=_string(obj, "query", path),
-        mode=mode,
-        k=_integer(obj, "k", path, limits.default_k),
-        rerank=_integer(obj, "rerank", path, 0),
-    )
-
-
 def _from_mapping(obj: Mapping[str, object], limits: DslLimits) -> Program:
-    _check_keys(obj, PROGRAM_KEYS, (), "")
-    sql = _string(obj, "sql", "")
-    entries = obj["retrieval_list"]
-    if not isinstance(entries, list | tuple):
-        _fail(
-            f"retrieval_list must be an array, not {_json_type(entries)}",
-            Code.BAD_VALUE_TYPE,
-            path="retrieval_list",
-        )
-    return Program(sql=sql, retrieval_list=tuple(_entry(e, i, limits) for i, e in enumerate(entries)))
+    """The program of a decoded object, its shape checked against the declaration (:mod:`serving.dsl.shape`)."""
+    values = read_object(obj, PROGRAM, "", limits)
+    entries = values["retrieval_list"]
+    return Program(
+        sql=values["sql"],
+        retrieval_list=tuple(
+            Retrieval(**read_object(e, ENTRY, f"retrieval_list[{i}]", limits)) for i, e in enumerate(entries)
+        ),
+    )

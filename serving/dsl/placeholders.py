@@ -29,6 +29,7 @@ from sqlglot import exp
 from sqlglot.tokenizer_core import Token, TokenType
 
 from serving.dsl.errors import Code, ValidationError
+from serving.dsl.program import placeholder_of
 
 SENTINEL = re.compile(r"(text|image)_(0|[1-9][0-9]*)")
 """The name a placeholder's column has in the tree: ``<text_1>`` is the column ``text_1``."""
@@ -212,6 +213,7 @@ def restore_placeholders(tree: exp.Expr) -> exp.Expr:
         found = sentinel_of(node)
         if found is None:
             return node
-        return exp.Var(this=f"<{found[0]}_{found[1]}>")
+        modality, number = found
+        return exp.Var(this=placeholder_of(modality, number - 1))
 
     return tree.transform(back)

@@ -23,9 +23,16 @@ MODALITIES: tuple[Modality, ...] = get_args(Modality)
 """Entry types; the placeholder ``<text_k>`` / ``<image_k>`` names its entry's type."""
 
 
+def placeholder_name(modality: str, index: int) -> str:
+    """The name inside the placeholder of modality ``modality`` naming entry ``index`` (0-based): ``text_1``
+    for ("text", 0). It names that placeholder's column in a checked tree, its query parameter once bound, and
+    the entry's candidates (:func:`serving.engine.results.candidate_name`); the one place a name is built."""
+    return f"{modality}_{index + 1}"
+
+
 def placeholder_of(modality: str, index: int) -> str:
     """The placeholder of modality ``modality`` naming entry ``index`` (0-based): ``<text_1>`` for ("text", 0)."""
-    return f"<{modality}_{index + 1}>"
+    return f"<{placeholder_name(modality, index)}>"
 
 
 ROLE_OF: dict[str, Role] = {"text": Role.TEXT, "image": Role.IMAGE}

@@ -26,6 +26,7 @@ from sqlglot import exp
 
 from serving.dsl.errors import Code, DslError
 from serving.dsl.placeholders import PlaceholderUse, placeholder_sites, restore_placeholders
+from serving.dsl.program import placeholder_name
 from serving.dsl.validate import ValidatedProgram
 
 _DIALECT = "clickhouse"
@@ -127,7 +128,7 @@ def parameterize_tree(
     params: dict[str, int] = {}
 
     def bind(predicate: exp.In, use: PlaceholderUse) -> None:
-        name = f"{use.modality}_{use.entry + 1}"
+        name = placeholder_name(use.modality, use.entry)
         params.setdefault(name, use.entry)
         predicate.set("expressions", [])
         predicate.set("field", exp.Placeholder(this=exp.var(name), kind=kind.copy()))

@@ -26,11 +26,12 @@ from sqlglot import exp
 from sqlglot.expressions.core import POSITION_META_KEYS  # where a node's token was, in its meta
 
 from indexing.schema import CorpusSchema
-from serving.dsl.errors import Code, FormatError, ValidationError
+from serving.dsl.errors import Code, ValidationError
 from serving.dsl.limits import DEFAULT_LIMITS, DslLimits
 from serving.dsl.placeholders import PlaceholderUse, placeholder_sites, restore_placeholders, sentinel_of
-from serving.dsl.program import MODALITIES, MODES, ROLE_OF, Program, Retrieval, placeholder_of
+from serving.dsl.program import Program, Retrieval, placeholder_of
 from serving.dsl.safety import check_sql
+from serving.dsl.shape import ENTRY, PROGRAM, Scope, check_attributes
 
 _DIALECT = "clickhouse"
 
@@ -68,42 +69,27 @@ def _invalid(message: str, code: Code, path: str) -> NoReturn:
 
 
 def _check_typed(program: Program) -> None:
-    # A Program built in code rather than parsed may still hold values its types forbid.
-    if not isinstance(program.sql, str):
-        raise FormatError("sql must be a string", code=Code.BAD_VALUE_TYPE, path="sql")
+    # A Program built in code rather than parsed may still hold values its types forbid; the parser's checks.
+    check_attributes(program, PROGRAM, "")
     for i, entry in enumerate(program.retrieval_list):
-        path = f"retrieval_list[{i}]"
-        if entry.type not in MODALITIES:
-            raise FormatError(
-                f"type must be text or image, not {entry.type!r}", code=Code.BAD_TYPE, path=f"{path}.type"
-            )
-        if entry.mode not in MODES:
-            raise FormatError(
-                f"mode must be one of {', '.join(MODES)}", code=Code.BAD_MODE, path=f"{path}.mode"
-            )
-        for key in ("field", "query"):
-            if not isinstance(getattr(entry, key), str):
-                raise FormatError(f"{key} must be a string", code=Code.BAD_VALUE_TYPE, path=f"{path}.{key}")
-        for key in ("k", "rerank"):
-            value = getattr(entry, key)
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise FormatError(f"{key} must be an integer", code=Code.BAD_VALUE_TYPE, path=f"{path}.{key}")
+        check_attributes(entry, ENTRY, f"retrieval_list[{i}]")
 
 
 def _check_entry(entry: Retrieval, index: int, schema: CorpusSchema, limits: DslLimits) -> None:
     path = f"retrieval_list[{index}]"
+    scope = Scope(limits, schema, entry.type)  # what the declared shape allows this entry (serving.dsl.shape)
+    fields = ENTRY.choices("field", scope)
+    listed = ", ".join(map(str, fields)) or "none"
     if not schema.has(entry.field):
-        wanted = schema.names(ROLE_OF[entry.type])
         _invalid(
-            f"no field {entry.field!r} in {schema.table}; {entry.type} fields: {', '.join(wanted) or 'none'}",
+            f"no field {entry.field!r} in {schema.table}; {entry.type} fields: {listed}",
             Code.UNKNOWN_FIELD,
             f"{path}.field",
         )
-    role = schema.field(entry.field).role
-    if role is not ROLE_OF[entry.type]:
+    if entry.field not in fields:
         _invalid(
-            f"field {entry.field!r} is {role.value}; {entry.type} entries search one of: "
-            f"{', '.join(schema.names(ROLE_OF[entry.type])) or 'none'}",
+            f"field {entry.field!r} is {schema.field(entry.field).role.value}; {entry.type} entries search "
+            f"one of: {listed}",
             Code.BAD_FIELD,
             f"{path}.field",
         )
@@ -118,11 +104,12 @@ def _check_entry(entry: Retrieval, index: int, schema: CorpusSchema, limits: Dsl
         )
     if any(unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn") for ch in query):
         _invalid("query holds control or invisible characters", Code.BAD_QUERY, f"{path}.query")
-    if entry.k not in limits.k_ladder:
-        _invalid(f"k must be one of {limits.k_ladder}, not {entry.k}", Code.BAD_K, f"{path}.k")
-    if entry.rerank not in limits.rerank_ladder:
+    widths, depths = ENTRY.choices("k", scope), ENTRY.choices("rerank", scope)
+    if entry.k not in widths:
+        _invalid(f"k must be one of {widths}, not {entry.k}", Code.BAD_K, f"{path}.k")
+    if entry.rerank not in depths:
         _invalid(
-            f"rerank must be one of {limits.rerank_ladder}, not {entry.rerank}",
+            f"rerank must be one of {depths}, not {entry.rerank}",
             Code.BAD_RERANK,
             f"{path}.rerank",
         )

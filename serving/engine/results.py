@@ -9,7 +9,7 @@ from typing import Any
 
 from indexing.errors import ProReError
 from indexing.stores.clickhouse import QueryLimits
-from serving.dsl.program import Program, Retrieval
+from serving.dsl.program import Retrieval, placeholder_name
 
 STAGES: tuple[str, ...] = ("validate", "embed", "ann", "sparse", "rerank", "sql", "rank", "total")
 """Stages reported in :attr:`ExecutionResult.timings`, in pipeline order."""
@@ -46,8 +46,8 @@ whose defaults are :class:`~indexing.config.ClickHouseConfig`'s (one definition 
 
 def candidate_name(index: int, entry: Retrieval) -> str:
     """The key of entry ``index``'s (0-based) list in :attr:`ExecutionResult.candidates`: its placeholder,
-    :meth:`~serving.dsl.Program.placeholder`, without the angle brackets (``text_1`` for ``<text_1>``)."""
-    return Program.placeholder(index, entry)[1:-1]
+    :meth:`~serving.dsl.Program.placeholder` without the angle brackets (``text_1`` for ``<text_1>``)."""
+    return placeholder_name(entry.type, index)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from indexing.schema import CorpusSchema, DType, Role
 from serving.dsl import DEFAULT_LIMITS, Program, Retrieval
-from serving.dsl.program import MODES, ROLE_OF, corpus_modalities
+from serving.dsl.program import MODES, ROLE_OF, corpus_modalities, placeholder_of
 
 # A condition as SQL text and the (entry index, positive?) of each placeholder in it.
 Placed = tuple[tuple[int, bool], ...]
@@ -129,7 +129,7 @@ def entries(draw: st.DrawFn, schema: CorpusSchema, max_entries: int = 4) -> tupl
 
 @st.composite
 def _placeholder_condition(draw: st.DrawFn, schema: CorpusSchema, index: int, entry: Retrieval) -> Condition:
-    token = f"<{entry.type}_{index + 1}>"
+    token = placeholder_of(entry.type, index)
     negated = draw(st.booleans())
     leaf = Condition(f"id {'NOT IN' if negated else 'IN'} {token}", ((index, not negated),))
     if draw(st.integers(0, 4)) == 0:
