@@ -1,15 +1,22 @@
 """Typed, frozen configuration, loaded from a documented YAML file (see ``docs/config.example.yaml``).
 
-Precedence: defaults < YAML file (``--config``) < environment (``PRORE_WORKSPACE``) < command-line flags.
-Unknown keys are rejected, and every value is checked against its field's type by pydantic (see
-:func:`load_section`), so a typo never silently falls back to a default: each mistake is one
-:class:`~indexing.errors.ConfigError` line naming the dotted key (``serving.dsl.default_k``).
+Every setting has one precedence: defaults < YAML file (``--config``) < environment < command-line flags.
+:func:`load_config` reads the file and lays over it the environment variables the settings classes declare
+(``ENVIRONMENT``, a class attribute mapping a variable to a key of that class: ``PRORE_WORKSPACE`` here,
+``PRORE_PLANNER_URL`` on the planner's settings); this is the one place the environment is read. A command then
+lays the flags it was given over the result (:mod:`indexing.flags`). Unknown keys are rejected, and every value
+is checked against its field's type by pydantic (see :func:`load_section`), so a typo never silently falls back
+to a default: each mistake is one :class:`~indexing.errors.ConfigError` line naming the dotted key
+(``serving.dsl.default_k``).
 
-This layer owns ``workspace`` and the ``clickhouse``, ``milvus``, ``embedder`` and ``build`` sections. A layer
-above adds a section of its own, a frozen dataclass whose fields all have defaults, with
-:func:`register_section` when its settings module is imported (``serving.settings``,
-``rl.settings``); ``prore`` imports those modules before it loads the file, so one YAML file holds
-every layer's settings. :meth:`Config.section` returns a section by its type.
+This layer owns ``workspace`` and the ``clickhouse``, ``milvus``, ``embedder`` and ``build`` sections. Each
+layer above declares its own as :class:`Section` values (``serving.settings.SECTIONS``,
+``rl.settings.SECTIONS``): a top-level key and a frozen dataclass whose fields all have defaults. Nothing
+registers itself on import: whoever loads the file passes the sections of the layers it runs to
+:func:`load_config`, which registers them (``prore.config.load_config`` passes every layer's). A process that
+runs only some layers (``python -m serving.kserve``: indexing and serving) passes ``partial=True``, and the
+keys of the layers it does not run (:data:`LAYER_KEYS`) are accepted unread. :meth:`Config.section` returns a
+section by its type.
 
 >>> from dataclasses import dataclass
 >>> @dataclass(frozen=True)
@@ -36,10 +43,10 @@ import dataclasses
 import os
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, ClassVar, Literal, NamedTuple, TypeVar
 
 import yaml
 from pydantic import TypeAdapter, ValidationError
@@ -167,6 +174,9 @@ class BuildConfig:
 class Config:
     """Everything a command needs to find its workspace and stores, plus the other layers' sections."""
 
+    ENVIRONMENT: ClassVar[Mapping[str, str]] = {"PRORE_WORKSPACE": "workspace"}
+    """Environment variables over the file's keys (see :func:`environment`)."""
+
     workspace: Path = Path("workspace")
     """Directory holding corpora, embedded stores, indexes, benchmarks and reports."""
     clickhouse: ClickHouseConfig = field(default_factory=ClickHouseConfig)
@@ -180,15 +190,25 @@ class Config:
         return dataclasses.replace(self, **changes)
 
     def section(self, cls: type[S]) -> S:
-        """The section of type ``cls``: the one loaded from the file, or ``cls()`` (its defaults)."""
+        """The section of type ``cls``: the one loaded from the file, or ``cls()`` (its defaults); one of this
+        layer's (``ClickHouseConfig``) is its field."""
+        for name, builtin in BUILTIN_SECTIONS.items():
+            if cls is builtin:
+                got: S = getattr(self, name)
+                return got
         for value in self.sections.values():
             if isinstance(value, cls):
                 return value
         return cls()
 
     def with_section(self, value: object) -> Config:
-        """A copy with ``value`` as the section of its (registered) type."""
-        name = section_name(type(value))
+        """A copy with ``value`` as the section of its type (one of this layer's, or a layer's above, whether
+        registered or not: a config built in code needs no registration)."""
+        for name, builtin in BUILTIN_SECTIONS.items():
+            if type(value) is builtin:
+                return self.replace(**{name: value})
+        name = (next((n for n, v in self.sections.items() if type(v) is type(value)), None)
+                or _registered_name(type(value)) or f"{type(value).__module__}.{type(value).__qualname__}")  # fmt: skip
         return self.replace(sections={**self.sections, name: value})
 
 
@@ -200,8 +220,23 @@ BUILTIN_SECTIONS: dict[str, type[Any]] = {
 }
 """This layer's sections: fields of :class:`Config`."""
 
+LAYER_KEYS: tuple[str, ...] = ("serving", "rl")
+"""The top-level keys of the layers above this one, which this layer names and never imports: a process that
+runs only some layers loads the file with ``partial=True`` and leaves the others' keys unread (see
+:func:`config_from_mapping`). ``prore`` registers a section under each."""
+
+
+class Section(NamedTuple):
+    """A top-level key of the config file and the frozen dataclass it is read into; each layer above this one
+    declares its own in a tuple ``SECTIONS`` of its settings module."""
+
+    name: str
+    cls: type[Any]
+
+
 SECTIONS: Registry[type[Any]] = Registry("config section", unknown=ConfigError, duplicate=ConfigError)
-"""Sections of the layers above, by top-level key; filled by :func:`register_section`."""
+"""Sections of the layers above, by top-level key; filled by :func:`register_sections`, which
+:func:`load_config` calls with the sections it is given."""
 
 
 def register_section(name: str, cls: type[Any]) -> None:
@@ -222,12 +257,79 @@ def register_section(name: str, cls: type[Any]) -> None:
     SECTIONS.add(name, cls)
 
 
+def register_sections(*sections: Section) -> None:
+    """:func:`register_section` for each of ``sections``."""
+    for section in sections:
+        register_section(section.name, section.cls)
+
+
+def _registered_name(cls: type[Any]) -> str | None:
+    return next((name for name in SECTIONS.names() if SECTIONS.get(name) is cls), None)
+
+
 def section_name(cls: type[Any]) -> str:
     """The top-level key a registered section class is read from."""
-    for name in SECTIONS.names():
-        if SECTIONS.get(name) is cls:
-            return name
-    raise ConfigError(f"{cls.__name__} is not a registered config section")
+    name = _registered_name(cls)
+    if name is None:
+        raise ConfigError(f"{cls.__name__} is not a registered config section")
+    return name
+
+
+def field_type(cls: type[Any], key: str) -> Any:
+    """The annotation of the dotted ``key`` in the dataclass ``cls``, ``None`` taken out of an optional one.
+
+    >>> field_type(Config, "clickhouse.request_timeout_s")
+    <class 'float'>
+    >>> field_type(Config, "clickhouse.timeout")
+    Traceback (most recent call last):
+    ...
+    indexing.errors.ConfigError: no key timeout in ClickHouseConfig
+    """
+    tp: Any = cls
+    for part in key.split("."):
+        tp = _not_none(tp)
+        hints = typing.get_type_hints(tp) if dataclasses.is_dataclass(tp) else {}
+        if part not in hints or part not in {f.name for f in dataclasses.fields(tp)}:
+            raise ConfigError(f"no key {part} in {getattr(tp, '__name__', tp)}")
+        tp = hints[part]
+    return _not_none(tp)
+
+
+def environment(cls: type[Any], prefix: str = "") -> dict[str, str]:
+    """The environment variables that set keys of the dataclass ``cls``: each class's ``ENVIRONMENT``, nested
+    classes' included, with their keys made dotted from ``cls`` (after ``prefix``).
+
+    >>> environment(Config)
+    {'PRORE_WORKSPACE': 'workspace'}
+    """
+    out = {var: prefix + key for var, key in getattr(cls, "ENVIRONMENT", {}).items()}
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        inner = _not_none(hints[f.name])
+        if dataclasses.is_dataclass(inner) and isinstance(inner, type):
+            out.update(environment(inner, f"{prefix}{f.name}."))
+    return out
+
+
+def parse_text(tp: Any, text: str, where: str = "") -> Any:
+    """``text``, an environment variable's or a flag's value, read as the type ``tp`` by pydantic's lax rules
+    (the file's are strict JSON ones): ``"4"`` is an integer, ``"true"`` or ``"1"`` a bool; a tuple is
+    comma-separated. A mistake is a :class:`ConfigError` naming ``where``.
+
+    >>> parse_text(int, "4"), parse_text(bool, "off"), parse_text(tuple[str, ...], "a, b")
+    (4, False, ('a', 'b'))
+    >>> parse_text(Literal["json", "free"], "yaml", "output")
+    Traceback (most recent call last):
+    ...
+    indexing.errors.ConfigError: output must be one of json, free, got str 'yaml'
+    """
+    value: Any = text
+    if typing.get_origin(tp) is tuple:
+        value = [part.strip() for part in text.split(",") if part.strip()]
+    try:
+        return _adapter(tp).validate_python(value, strict=False)
+    except ValidationError as exc:
+        raise ConfigError(_message(exc.errors()[0], tp, where).strip()) from None
 
 
 # -- typed loading: pydantic over the frozen dataclasses -------------------------------------------
@@ -284,16 +386,35 @@ def _message(error: ErrorDetails, tp: Any, where: str) -> str:
     return f"{at}: {error['msg']}"
 
 
+def _over_defaults(raw: Any, default: Any) -> Any:
+    """``raw`` (decoded YAML for ``default``'s dataclass) with each nested section it gives completed from
+    ``default``: a key left out of a nested section keeps the value of the enclosing field's default, where
+    pydantic alone would take the nested class's own (``serving.planner`` decodes with ``output: grounded``
+    and evaluation's ``schema_limits``, not ``PlannerSettings()``'s ``json`` and the language's limits)."""
+    if not (isinstance(raw, Mapping) and dataclasses.is_dataclass(default) and not isinstance(default, type)):
+        return raw
+    out = dict(raw)
+    for f in dataclasses.fields(default):
+        inner = getattr(default, f.name)
+        given = raw.get(f.name)
+        if f.init and isinstance(given, Mapping) and dataclasses.is_dataclass(inner) and not isinstance(inner, type):
+            kept = {g.name: getattr(inner, g.name) for g in dataclasses.fields(inner) if g.init and g.name not in given}
+            out[f.name] = _over_defaults({**kept, **given}, inner)
+    return out
+
+
 def load_section(cls: type[S], raw: Any, where: str) -> S:
     """``raw`` (decoded YAML) read as ``cls``, a frozen dataclass (or the workspace's ``Path``), by pydantic.
 
     YAML holds JSON's kinds of value, so they are checked by pydantic's strict JSON rules: a bool is not an
     integer, nor a string a number; an integer is a float, a list a tuple, a string a path. Unknown keys are
-    refused, keys left out keep their defaults. A check in the class's ``__post_init__`` may raise its own
-    :class:`ConfigError`; a ``ValueError`` or ``TypeError`` there becomes one. The first mistake (an unknown
-    key before any other) is the error, on one line.
+    refused, keys left out keep their defaults (in a nested section, the enclosing field's default's). A check
+    in the class's ``__post_init__`` may raise its own :class:`ConfigError`; a ``ValueError`` or ``TypeError``
+    there becomes one. The first mistake (an unknown key before any other) is the error, on one line.
     """
     adapter = _adapter(cls)
+    if dataclasses.is_dataclass(cls) and isinstance(raw, Mapping):
+        raw = _over_defaults(raw, cls())
     try:
         return adapter.validate_json(to_json(raw, inf_nan_mode="constants"), strict=True, extra="forbid")
     except ValidationError as exc:
@@ -304,10 +425,23 @@ def load_section(cls: type[S], raw: Any, where: str) -> S:
         raise ConfigError(f"{where}: {exc}") from None
 
 
-def config_from_mapping(raw: Mapping[str, Any], *, workspace: str | Path | None = None) -> Config:
-    """The config a decoded YAML mapping describes (no environment, no flags)."""
-    known = ("workspace", *BUILTIN_SECTIONS, *SECTIONS.names())
-    unknown = sorted(str(k) for k in set(raw) - set(known))
+def config_from_mapping(
+    raw: Mapping[str, Any],
+    *,
+    workspace: str | Path | None = None,
+    sections: Sequence[Section] = (),
+    partial: bool = False,
+) -> Config:
+    """The config a decoded YAML mapping describes (no environment, no flags), after registering ``sections``.
+
+    A top-level key must be this layer's or a registered section's; with ``partial``, the key of a layer this
+    process does not run (one of :data:`LAYER_KEYS` with no section registered) is accepted and left unread.
+    """
+    register_sections(*sections)
+    registered = SECTIONS.names()
+    unread = tuple(k for k in LAYER_KEYS if k not in registered) if partial else ()
+    known = ("workspace", *BUILTIN_SECTIONS, *registered)
+    unknown = sorted(str(k) for k in set(raw) - set(known) - set(unread))
     if unknown:
         raise ConfigError(f"unknown top-level key {unknown[0]!r} in config; known keys: {', '.join(known)}")
 
@@ -315,22 +449,62 @@ def config_from_mapping(raw: Mapping[str, Any], *, workspace: str | Path | None 
         return {} if raw.get(name) is None else raw[name]  # ``clickhouse:`` with nothing under it
 
     builtin = {name: load_section(cls, given(name), name) for name, cls in BUILTIN_SECTIONS.items()}
-    layered = {name: load_section(SECTIONS.get(name), given(name), name) for name in SECTIONS.names()}
+    layered = {name: load_section(SECTIONS.get(name), given(name), name) for name in registered}
     ws = Path(workspace) if workspace is not None else load_section(Path, raw.get("workspace", "workspace"), "workspace")
     return Config(workspace=ws, **builtin, sections=layered)
+
+
+def _put(raw: dict[str, Any], key: str, value: Any) -> None:
+    """Set the dotted ``key`` of ``raw`` to ``value``, making the mappings on the way (an empty section's ``None``
+    included); a value in the way that is no mapping stays, for the file's own error."""
+    *path, last = key.split(".")
+    node = raw
+    for part in path:
+        if node.get(part) is None:
+            node[part] = {}
+        elif isinstance(node[part], Mapping):
+            node[part] = dict(node[part])
+        else:
+            return
+        node = node[part]
+    node[last] = value
+
+
+def with_environment(raw: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``raw`` with the environment laid over it: every variable the registered sections and this layer declare
+    (:func:`environment`) that is set and not empty. A value is read as its field's type (:func:`parse_text`)."""
+    environ = os.environ if environ is None else environ
+    out = dict(raw)
+    roots = [("", Config), *((f"{name}.", SECTIONS.get(name)) for name in SECTIONS.names())]
+    for prefix, cls in roots:
+        for var, key in environment(cls).items():
+            text = environ.get(var)
+            if not text:
+                continue
+            try:
+                value = parse_text(field_type(cls, key), text, prefix + key)
+            except ConfigError as exc:
+                raise ConfigError(f"environment variable {var}: {exc.message}") from None
+            _put(out, prefix + key, value)
+    return out
 
 
 def load_config(
     path: str | Path | None = None,
     *,
+    sections: Sequence[Section] = (),
+    partial: bool = False,
+    environ: Mapping[str, str] | None = None,
     workspace: str | Path | None = None,
     clickhouse_url: str | None = None,
     milvus_uri: str | None = None,
     embedder: str | None = None,
 ) -> Config:
-    """Build the config from defaults, an optional YAML file, ``PRORE_WORKSPACE`` and flags.
+    """Build the config from defaults, an optional YAML file, the environment (``environ``, default
+    ``os.environ``) and this layer's flags, in that order.
 
-    The file may hold the sections registered so far (see :func:`register_section`).
+    ``sections`` are registered first (:func:`config_from_mapping`, which ``partial`` is passed to); the file
+    may hold every registered section.
     """
     raw: dict[str, Any] = {}
     if path is not None:
@@ -344,7 +518,9 @@ def load_config(
         if not isinstance(loaded, dict):
             raise ConfigError(f"config file {p} must hold a mapping")
         raw = loaded
-    cfg = config_from_mapping(raw, workspace=workspace or os.environ.get("PRORE_WORKSPACE") or None)
+    register_sections(*sections)
+    raw = with_environment(raw, environ)
+    cfg = config_from_mapping(raw, workspace=workspace or None, partial=partial)
     if clickhouse_url:
         cfg = cfg.replace(clickhouse=dataclasses.replace(cfg.clickhouse, url=clickhouse_url))
     if milvus_uri:

@@ -1,37 +1,33 @@
-"""One config file for every layer: indexing's sections plus those ``serving`` and ``rl`` register.
+"""One config file for every layer: indexing's sections plus the ones ``serving`` and ``rl`` declare.
 
-:data:`LAYER_SETTINGS` names each layer's settings module; importing it registers its section (see
-:func:`indexing.config.register_section`). :func:`load_config` imports them, then reads the file, so
-an unknown key anywhere is one typed error line. ``prore config`` prints the composed config.
+:data:`LAYERS` composes the sections each layer declares (``SECTIONS`` of ``serving.settings`` and
+``rl.settings``); :func:`load_config` hands them to :func:`indexing.config.load_config`, which registers them and
+reads the file, then the environment, so an unknown key anywhere is one typed error line. Nothing is registered
+by importing a module. ``prore config`` prints the composed config.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from indexing import config as indexing_config
-from indexing.config import BUILTIN_SECTIONS, Config
+from indexing.config import BUILTIN_SECTIONS, Config, Section
+from rl.settings import SECTIONS as RL_SECTIONS
+from serving.settings import SECTIONS as SERVING_SECTIONS
 
-LAYER_SETTINGS: tuple[str, ...] = ("serving.settings", "rl.settings")
-"""Settings modules of the layers above indexing, imported (lazily: they load the engine) before a file is read."""
-
-
-def register_layers() -> None:
-    """Import every layer's settings module, registering its config section."""
-    for module in LAYER_SETTINGS:
-        importlib.import_module(module)
+LAYERS: tuple[Section, ...] = (*SERVING_SECTIONS, *RL_SECTIONS)
+"""The sections of the layers above indexing, in layer order: one per key of :data:`indexing.config.LAYER_KEYS`."""
 
 
 def load_config(path: str | Path | None = None, **flags: Any) -> Config:
-    """:func:`indexing.config.load_config` with every layer's section known."""
-    register_layers()
-    return indexing_config.load_config(path, **flags)
+    """:func:`indexing.config.load_config` with every layer's section known: defaults < the file < the
+    environment < ``flags`` (prore's global options; a command lays its own over the result)."""
+    return indexing_config.load_config(path, sections=LAYERS, **flags)
 
 
 def _plain(value: Any) -> Any:
@@ -48,11 +44,9 @@ def _plain(value: Any) -> Any:
 
 def as_mapping(cfg: Config) -> dict[str, Any]:
     """``cfg`` as the mapping a YAML config file holds (every section, every key)."""
-    register_layers()
     out: dict[str, Any] = {"workspace": str(cfg.workspace)}
     out.update({name: _plain(getattr(cfg, name)) for name in BUILTIN_SECTIONS})
-    for name in indexing_config.SECTIONS.names():
-        out[name] = _plain(cfg.section(indexing_config.SECTIONS.get(name)))
+    out.update({section.name: _plain(cfg.section(section.cls)) for section in LAYERS})
     return out
 
 
@@ -68,7 +62,8 @@ def register(sub: Any) -> None:
         "config",
         help="print the effective configuration of every layer as YAML",
         description="Print the configuration the other commands run with (defaults < --config file < "
-        "PRORE_WORKSPACE < flags), every section and key, as a YAML file --config accepts.",
+        "environment (PRORE_WORKSPACE, PRORE_PLANNER_*) < global flags; a command's own flags go over it), "
+        "every section and key, as a YAML file --config accepts.",
     )
     p.add_argument("--defaults", action="store_true", help="print the defaults instead")
     p.set_defaults(handler=_show)

@@ -1,13 +1,16 @@
 """Settings of the rl layer: the ``rl:`` section of the config file.
 
-Importing this module registers the section (see :func:`indexing.config.register_section`), which
-``prore`` does before it reads the file. It holds one sub-section per part of the layer; the reward
-and the trainers add theirs beside ``eval``::
+:data:`SECTIONS` declares it; ``prore`` registers it before it reads the file (see
+:func:`indexing.config.load_config`). It holds one sub-section per part of the layer::
 
     rl:
       eval:             # defaults of `prore eval` (its flags override them)
         k: 20
         resamples: 1000
+      reward_service:   # `prore reward serve` (rl.reward.settings.ServiceSettings; its flags override them)
+        port: 8300
+        reward:         # the reward it scores with (rl.reward.config.RewardConfig)
+          accuracy: hit1
 
 >>> from indexing.config import Config
 >>> Config().section(RlSettings).eval.k
@@ -22,11 +25,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from indexing.config import register_section
+from indexing.config import Section
 from indexing.errors import ConfigError
 from rl.eval.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
 from rl.eval.metrics import DEFAULT_CUTOFF
 from rl.eval.runner import DEFAULT_BATCH, MIN_K
+from rl.reward.settings import ServiceSettings
 
 SECTION = "rl"
 
@@ -64,6 +68,10 @@ class RlSettings:
 
     eval: EvalSettings = field(default_factory=EvalSettings)
     """Evaluation defaults (``prore eval``)."""
+    reward_service: ServiceSettings = field(default_factory=ServiceSettings)
+    """The reward service (``prore reward serve``): how it listens, batches and sheds load, and the reward it
+    scores with."""
 
 
-register_section(SECTION, RlSettings)
+SECTIONS: tuple[Section, ...] = (Section(SECTION, RlSettings),)
+"""This layer's sections of the config file, registered by whoever loads it."""

@@ -12,18 +12,23 @@
     curl -s localhost:8080/v1/search -H 'Content-Type: application/json' \\
       -d '{"query": "wireless headphones under $200", "domain": "ecommerce"}'
 
-Without ``--planner-url`` every search is answered by the BM25+dense RRF fallback (and says so). The model
+Without a planner URL every search is answered by the BM25+dense RRF fallback (and says so). The model
 asked for is ``--planner-model``, else the one the endpoint lists at ``/v1/models``. The prompt
 is the one the planner was trained with: ``--planner-card`` reads it from the model directory's
 ``planner.json``; ``--planner-profile`` names it; with neither, a checkpoint without a card, it is ``full``.
-``PRORE_PLANNER_URL``, ``PRORE_PLANNER_MODEL``, ``PRORE_PLANNER_PROFILE``, ``PRORE_PLANNER_OUTPUT`` and
-``PRORE_PLANNER_GUIDED_SAMPLES`` give the defaults (the Helm chart's API deployment sets them). A bearer token, when wanted, is read from the environment variable
+
+Its settings are the config file's ``serving.api`` (:class:`~serving.settings.ApiSettings`) and
+``serving.planner`` (:class:`~serving.planner.PlannerSettings`) sections, with ``PRORE_PLANNER_URL``,
+``PRORE_PLANNER_MODEL``, ``PRORE_PLANNER_PROFILE``, ``PRORE_PLANNER_OUTPUT`` and ``PRORE_PLANNER_GUIDED_SAMPLES``
+over the file (the Helm chart's API deployment sets them; :func:`indexing.config.load_config` reads them) and
+:data:`SERVE_FLAGS` over both. A bearer token, when wanted, is read from the environment variable
 ``--token-env`` names, never from the command line.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -31,16 +36,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from indexing.config import Config, EmbedderConfig
+from indexing.config import Config, Section
 from indexing.errors import ConfigError
+from indexing.flags import Flag, Flags
 from indexing.schema import PRODUCTS, SCHEMAS, CorpusSchema, schema_for_table
-from serving.planner import OUTPUTS
-from serving.prompt import PROFILES, planner_profile
+from serving.planner import OUTPUTS, PlannerSettings
+from serving.prompt import planner_profile
+from serving.settings import SECTION, ServingSettings
 
 if TYPE_CHECKING:
     from serving.dsl.program import Program
     from serving.engine import ExecutionResult
-    from serving.planner import PlannerSettings
+    from serving.settings import ApiSettings
 
 DEFAULT_FIELDS: dict[str, tuple[str, ...]] = {
     "ecommerce": ("title", "brand", "price"),
@@ -76,66 +83,44 @@ def register(sub: Any) -> None:
     register_serve(sub)
 
 
+SERVE_FLAGS: Flags[ServingSettings] = Flags(
+    Section(SECTION, ServingSettings),
+    Flag("planner.url", "--planner-url", metavar="URL"),
+    Flag("planner.model", "--planner-model"),
+    Flag("planner.card", "--planner-card", metavar="PATH"),
+    Flag("planner.profile", "--planner-profile"),
+    Flag("planner.output", "--planner-output", choices=OUTPUTS),
+    Flag("planner.timeout_s", "--planner-timeout-s", also=("api.plan_deadline_s",),
+         help="Planning deadline per request: how long one call to the planner, and the API's planning stage, "
+         "may take."),
+    Flag("planner.guided_samples", "--guided-samples", metavar="N"),
+    "api.max_concurrent",
+    "api.max_nl_chars",
+    Flag("api.execute_deadline_s", "--execute-timeout-s"),
+    "api.fallback_on_empty",
+    exclusive=[("planner.card", "planner.profile")],
+)
+"""The flags of ``prore serve`` that set the ``serving`` section's ``planner`` and ``api``."""
+
+
 def register_serve(sub: Any) -> None:
     """Add ``prore serve``."""
-    from serving.api.settings import API_DEFAULTS as d
-
     s = sub.add_parser(
         "serve",
         help="serve the query API and the playground (NL -> program -> results, with a fallback)",
         description="Serve POST /v1/search, /v1/plan and /v1/execute, /healthz, /readyz, /metrics, "
-        "/openapi.json and the playground at / over the workspace's published indexes.",
+        "/openapi.json and the playground at / over the workspace's published indexes. The planner and API "
+        "settings below are keys of the config file's serving.planner and serving.api sections; the "
+        "environment's PRORE_PLANNER_* go over the file, a flag given over both.",
     )
     s.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
     s.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
     s.add_argument("--domains", default="ecommerce,email", metavar="A,B", help="corpora to serve (default both)")
-    s.add_argument("--planner-url", metavar="URL", default=os.environ.get("PRORE_PLANNER_URL") or None,
-                   help="OpenAI-compatible base URL of the planner, up to /v1 (env PRORE_PLANNER_URL)")
-    s.add_argument("--planner-model", default=os.environ.get("PRORE_PLANNER_MODEL") or None,
-                   help="served model name (env PRORE_PLANNER_MODEL; default: the one model the endpoint lists "
-                   "at /v1/models)")  # fmt: skip
-    prompt = s.add_mutually_exclusive_group()
-    prompt.add_argument("--planner-card", metavar="PATH",
-                        help="the planner's model directory (or its planner.json): the prompt profile it was trained with")
-    prompt.add_argument("--planner-profile", choices=PROFILES, default=os.environ.get("PRORE_PLANNER_PROFILE") or None,
-                        help="prompt profile the planner was trained with (env PRORE_PLANNER_PROFILE; default: "
-                        "its --planner-card's, else full, as for a checkpoint without a card)")
-    s.add_argument("--planner-output", choices=OUTPUTS, default=os.environ.get("PRORE_PLANNER_OUTPUT") or "grounded",
-                   help="how the planner's decoding is constrained through vLLM's structured_outputs, as evaluation's "
-                   "planner-grounded:, planner-grammar: and planner-json: constrain it: grounded (the default: the "
-                   "program grammar whose search phrases are spans of the request and whose string literals are the "
-                   "corpus's values), grammar (the program grammar: typed SQL, placeholders matched to entries), both "
-                   "for a vLLM server on its guidance backend; json (the DSL's JSON schema with the programs' "
-                   "separators, for a server on xgrammar, vLLM's default); or free (env PRORE_PLANNER_OUTPUT)")  # fmt: skip
-    s.add_argument("--planner-timeout-s", type=float, default=d.plan_deadline_s, help="planning deadline per request")
-    s.add_argument("--guided-samples", type=_samples, default=_samples(os.environ.get("PRORE_PLANNER_GUIDED_SAMPLES") or "0"),
-                   metavar="N", help="execution-guided decoding: when the planner's program fails, ask for N sampled "
-                   "programs in one call and answer with the ranking most of them agree on, before the fallback "
-                   "(env PRORE_PLANNER_GUIDED_SAMPLES; default 0, off)")  # fmt: skip
+    SERVE_FLAGS.add_to(s)
     s.add_argument("--planner-key-env", metavar="VAR", help="environment variable holding the planner's API key")
     s.add_argument("--token-env", metavar="VAR", help="environment variable holding the bearer token /v1/* requires")
-    s.add_argument("--max-concurrent", type=int, default=d.max_concurrent, help="requests in flight before 429")
-    s.add_argument("--max-nl-chars", type=int, default=d.max_nl_chars, help="longest request accepted")
-    s.add_argument("--execute-timeout-s", type=float, default=d.execute_deadline_s, help="engine deadline per request")
-    s.add_argument("--fallback-on-empty", action=argparse.BooleanOptionalAction, default=d.fallback_on_empty,
-                   help="answer a planner program that matches no document with the fallback (default: on)")
     s.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     s.set_defaults(handler=serve_command)
-
-
-MAX_GUIDED_SAMPLES = 16
-"""Most samples one search may ask the planner for (each is decoded and executed)."""
-
-
-def _samples(text: str) -> int:
-    """``--guided-samples``: an integer from 0 to :data:`MAX_GUIDED_SAMPLES`."""
-    try:
-        n = int(text)
-    except ValueError:
-        n = -1
-    if not 0 <= n <= MAX_GUIDED_SAMPLES:
-        raise argparse.ArgumentTypeError(f"guided samples must be an integer from 0 to {MAX_GUIDED_SAMPLES}, got {text!r}")
-    return n
 
 
 def _env(name: str | None, what: str) -> str | None:
@@ -147,21 +132,30 @@ def _env(name: str | None, what: str) -> str | None:
     return value
 
 
-def planner_from_args(args: argparse.Namespace, embedder: EmbedderConfig | None = None) -> PlannerSettings | None:
-    """``prore serve``'s planner client: None without ``--planner-url``; the prompt profile from
-    ``--planner-card`` (which wins over ``PRORE_PLANNER_PROFILE``), ``--planner-profile`` or ``full``, and
-    the card's exemplars, embedded with ``embedder``."""
-    from serving.planner import PlannerSettings
+def serve_settings(args: argparse.Namespace, cfg: Config) -> ServingSettings:
+    """``prore serve``'s settings: the config's ``serving`` section (the file, then the environment) with the
+    flags given laid over it."""
+    return SERVE_FLAGS.over(cfg.section(ServingSettings), args)
 
-    if not args.planner_url:
+
+def planner_from_args(args: argparse.Namespace, cfg: Config) -> PlannerSettings | None:
+    """``prore serve``'s planner client: None without a planner URL; the prompt profile from the planner's card
+    when it has one (which wins over a profile the file or ``PRORE_PLANNER_PROFILE`` gives; with
+    ``--planner-profile`` too it is an error), else ``profile``; exemplars embedded as ``cfg`` says."""
+    planner = serve_settings(args, cfg).planner
+    if not planner.url:
         return None
-    return PlannerSettings(
-        url=args.planner_url, model=args.planner_model,
-        profile=planner_profile(None if args.planner_card else args.planner_profile, args.planner_card),
-        api_key=_env(args.planner_key_env, "--planner-key-env"), timeout_s=args.planner_timeout_s,
-        guided_samples=args.guided_samples, output=args.planner_output, card=args.planner_card,
-        embedder=embedder,
-    )  # fmt: skip
+    if planner.card is not None:
+        flagged = "planner.profile" in SERVE_FLAGS.given(args)
+        planner = dataclasses.replace(planner, profile=planner_profile(planner.profile if flagged else None, planner.card))
+    key = _env(args.planner_key_env, "--planner-key-env")
+    return dataclasses.replace(planner, api_key=key or planner.api_key, embedder=planner.embedder or cfg.embedder)
+
+
+def api_settings(args: argparse.Namespace, cfg: Config) -> ApiSettings:
+    """``prore serve``'s API limits and deadlines, its bearer token read from ``--token-env``'s variable."""
+    api = serve_settings(args, cfg).api
+    return dataclasses.replace(api, token=_env(args.token_env, "--token-env") or api.token)
 
 
 def serve_command(args: argparse.Namespace, cfg: Config) -> int:
@@ -175,31 +169,25 @@ def serve_command(args: argparse.Namespace, cfg: Config) -> int:
     import uvicorn
 
     from serving.api.app import create_app
-    from serving.api.settings import ApiSettings
     from serving.engine import Engine
 
     domains = [d.strip() for d in args.domains.split(",") if d.strip()]
     for domain in domains:
         if domain not in SCHEMAS:
             raise ConfigError(f"unknown domain {domain!r}; choose from {', '.join(SCHEMAS)}", code="unknown_domain")
-    if args.max_concurrent < 1 or args.max_nl_chars < 1:
-        raise ConfigError("--max-concurrent and --max-nl-chars must be at least 1", code="bad_limit")
-    planner = planner_from_args(args, cfg.embedder)
+    settings = api_settings(args, cfg)
+    planner = planner_from_args(args, cfg)
     if planner is not None:
         from serving.planner import prepare
 
         prepare(planner, domains)  # a missing xgrammar fails here, and each grammar is compiled once
-    settings = ApiSettings(
-        max_concurrent=args.max_concurrent, max_nl_chars=args.max_nl_chars, plan_deadline_s=args.planner_timeout_s,
-        execute_deadline_s=args.execute_timeout_s, fallback_on_empty=args.fallback_on_empty, token=_env(args.token_env, "--token-env"),
-    )  # fmt: skip
     logging.basicConfig(level=getattr(logging, args.log_level.upper()), format="%(message)s")
     engines = {d: Engine.open(cfg, d) for d in domains}
     try:
         app = create_app(engines, planner, settings)
         where = f"http://{args.host}:{args.port}"
         print(f"query API and playground on {where}/ ({', '.join(domains)}; planner: "
-              f"{args.planner_url or 'none, the fallback answers'})", flush=True)  # fmt: skip
+              f"{planner.url if planner else 'none, the fallback answers'})", flush=True)  # fmt: skip
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     finally:
         for engine in engines.values():

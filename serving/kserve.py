@@ -33,14 +33,42 @@ from __future__ import annotations
 
 import argparse
 import logging
-
-import kserve  # type: ignore[import-untyped]
+import sys
+from collections.abc import Sequence
 
 from indexing.config import Config, EmbedderConfig
 from serving.engine import Engine
-from serving.kserve_model import ProRetrievalModel
 from serving.planner import OUTPUTS, PlannerSettings, prepare
 from serving.prompt import CARDLESS_PROFILE, PROFILES, Profile, planner_profile
+
+
+def kserve_argv(argv: Sequence[str]) -> list[str]:
+    """``argv`` as KServe may see it: without ``--config FILE`` (or ``--config=FILE``). KServe's ``model_server``
+    parses ``sys.argv`` when it is imported (``parse_known_args``, which allows abbreviations), and would read
+    this module's ``--config`` as its own ``--configure_logging`` and exit.
+
+    >>> kserve_argv(["m", "--config", "c.yaml", "--http_port", "8080", "--config=d.yaml"])
+    ['m', '--http_port', '8080']
+    """
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--config":
+            skip = True
+        elif not arg.startswith("--config="):
+            out.append(arg)
+    return out
+
+
+_ARGV, sys.argv = sys.argv, kserve_argv(sys.argv)
+try:
+    import kserve  # type: ignore[import-untyped]
+
+    from serving.kserve_model import ProRetrievalModel
+finally:
+    sys.argv = _ARGV
 
 
 def planner_settings(predictor_host: str, *, model: str = "planner", path: str = "/openai/v1",
@@ -115,14 +143,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def config(args: argparse.Namespace) -> Config:
     """The config the engines open, from :func:`parse_args`'s arguments: :func:`indexing.config.load_config`
-    with the flags prore passes it (defaults < ``--config`` < ``PRORE_WORKSPACE`` < ``--workspace`` and the
-    store URLs). Without a store URL the store is the embedded one in the workspace (chDB, Milvus Lite)."""
-    from indexing.config import load_config
-    from serving import settings as _serving_settings  # registers the serving section
+    with the flags prore passes it (defaults < ``--config`` < the environment < ``--workspace`` and the store
+    URLs). Without a store URL the store is the embedded one in the workspace (chDB, Milvus Lite).
 
-    del _serving_settings
-    return load_config(args.config, workspace=args.workspace, clickhouse_url=args.clickhouse_url,
-                       milvus_uri=args.milvus_uri)  # fmt: skip
+    This process runs the indexing and serving layers, so it registers the ``serving`` section and reads the
+    file ``partial``: the keys of the layers above (``rl``) are accepted unread, as ``prore`` reads the same
+    file whole."""
+    from indexing.config import load_config
+    from serving.settings import SECTIONS
+
+    return load_config(args.config, sections=SECTIONS, partial=True, workspace=args.workspace,
+                       clickhouse_url=args.clickhouse_url, milvus_uri=args.milvus_uri)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -20,9 +20,9 @@ from kserve.errors import InvalidInput  # type: ignore[import-untyped]
 
 from serving.api.schemas import SearchIn
 from serving.api.service import QueryService, Refused
-from serving.api.settings import ApiSettings
 from serving.engine import Engine
 from serving.planner import PlannerSettings
+from serving.settings import ApiSettings
 
 
 class PredictError(InvalidInput):  # type: ignore[misc]

@@ -44,10 +44,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from indexing.config import EmbedderConfig
 from indexing.errors import ProReError
@@ -64,6 +65,7 @@ from indexing.openai_client import (
 )
 from indexing.schema import schema_for
 from serving.dsl import DEFAULT_LIMITS, DslLimits, FormatError, Program, extract_program
+from serving.dsl.json_text import json_runs
 from serving.dsl.structured import STRUCTURED_LIMITS, constraint_grammar
 from serving.exemplars import Shot, open_for_planner, shots_for
 from serving.prompt import CARDLESS_PROFILE, Profile, PromptConfig, messages
@@ -107,36 +109,59 @@ OUTPUTS: tuple[str, ...] = ("json", "grammar", "grounded", "free")
 """How the planner's decoding is constrained: the JSON schema, the program grammar, the program grammar
 grounded in the request and the corpus's column values (:mod:`serving.dsl.grounding`), or not at all."""
 
+MAX_GUIDED_SAMPLES = 16
+"""Most samples one search may ask the planner for (each is decoded and executed)."""
+
 
 @dataclass(frozen=True)
 class PlannerSettings:
-    """Where the planner is served and how it is called."""
+    """Where the planner is served and how it is called; ``prore serve`` reads it from the config file's
+    ``serving.planner`` section, the ``PRORE_PLANNER_*`` variables of :attr:`ENVIRONMENT` and its flags."""
 
-    url: str
-    """Base URL of the OpenAI-compatible API, up to and including ``/v1`` (``http://host:8000/v1``;
-    KServe's Hugging Face runtime: ``http://host/openai/v1``)."""
-    model: str | None
+    ENVIRONMENT: ClassVar[Mapping[str, str]] = {
+        "PRORE_PLANNER_URL": "url",
+        "PRORE_PLANNER_MODEL": "model",
+        "PRORE_PLANNER_PROFILE": "profile",
+        "PRORE_PLANNER_OUTPUT": "output",
+        "PRORE_PLANNER_GUIDED_SAMPLES": "guided_samples",
+    }
+    """Environment variables over the config file's keys (the Helm chart's API deployment sets them); read
+    where the file is, by :func:`indexing.config.load_config`."""
+
+    url: str = ""
+    """OpenAI-compatible base URL of the planner, up to and including ``/v1`` (``http://host:8000/v1``;
+    KServe's Hugging Face runtime: ``http://host/openai/v1``). Empty: no planner, and ``prore serve`` answers
+    every search with the fallback."""
+    model: str | None = None
     """The served model name (vLLM's ``--served-model-name``, or the checkpoint directory); None: the one
     model the endpoint lists at ``/models``, asked once."""
     api_key: str | None = None
-    """Sent as a bearer token when set; never logged."""
+    """Sent as a bearer token when set; never logged. ``prore serve --planner-key-env VAR`` reads it from the
+    environment variable ``VAR`` instead of a file."""
     profile: Profile = CARDLESS_PROFILE
-    """Prompt profile the model was trained on (:mod:`serving.prompt`; its planner card names it, and a
-    checkpoint without a card gets ``full``)."""
+    """Prompt profile the planner was trained with (:mod:`serving.prompt`); with a ``card``, the card's instead
+    (a checkpoint without a card gets ``full``)."""
     structured: bool = True
     """Constrain decoding (``False``: free decoding, whatever ``output`` says)."""
     output: str = "json"
-    """How decoding is constrained (:data:`OUTPUTS`, :func:`serving.dsl.structured.constraint_grammar`): the
-    DSL's JSON schema for a server on xgrammar (vLLM's default, and KServe's runtime); ``prore serve``
-    defaults to ``grounded``, for a server on vLLM's guidance backend."""
+    """How the planner's decoding is constrained through vLLM's ``structured_outputs``, as evaluation's
+    ``planner-grounded:``, ``planner-grammar:`` and ``planner-json:`` constrain it (:data:`OUTPUTS`,
+    :func:`serving.dsl.structured.constraint_grammar`): ``grounded`` (the program grammar whose search phrases
+    are spans of the request and whose string literals are the corpus's values) and ``grammar`` (the program
+    grammar: typed SQL, placeholders matched to entries), both for a vLLM server on its guidance backend;
+    ``json`` (the DSL's JSON schema with the programs' separators, for a server on xgrammar, vLLM's default,
+    and KServe's runtime); or ``free``. ``prore serve`` defaults to ``grounded``."""
     schema_limits: DslLimits = field(default_factory=lambda: STRUCTURED_LIMITS)
     """Limits the grammar sent to the server quotes: evaluation's (:data:`~serving.dsl.structured.STRUCTURED_LIMITS`)
     by default; tighter limits bound what a weak model can write."""
     max_tokens: int = 512
+    """Most tokens the planner may write for one program."""
     temperature: float = 0.0
+    """Sampling temperature of the first call (0: greedy, as evaluation decodes)."""
     timeout_s: float = 10.0
     """Total time one call to the endpoint may take."""
     connect_timeout_s: float = 2.0
+    """Time to connect to the endpoint."""
     retries: int = 2
     """Further tries after a refused connection, a 429 or a 5xx (timeouts are not retried)."""
     backoff_s: float = 0.2
@@ -149,19 +174,25 @@ class PlannerSettings:
     """How long an open breaker refuses calls before one trial call."""
     guided_samples: int = 0
     """Execution-guided decoding: when the planner's program cannot be read, fails validation or fails in
-    the engine, one more call asks for this many samples (``n``) at ``guided_temperature``, and the search
-    answers with the ranking most of the samples that run agree on, before any fallback (0: off)."""
+    the engine, one more call asks for this many samples (``n``, at most 16) at ``guided_temperature``, and the
+    search answers with the ranking most of the samples that run agree on, before any fallback (0: off)."""
     guided_temperature: float = 0.7
+    """Sampling temperature of the guided samples."""
     card: str | None = None
-    """The planner's model directory (or card file): when its card names an exemplar index
+    """The planner's model directory (or its ``planner.json``): its card names the prompt profile the planner
+    was trained with (which wins over ``profile``) and, when it names an exemplar index
     (:mod:`serving.exemplars`), each prompt carries the exemplars that index picks, as in training."""
     embedder: EmbedderConfig | None = None
-    """How exemplar requests are embedded here (the backend; the vector space is the index's)."""
+    """How exemplar requests are embedded here (the backend; the vector space is the index's); None: the
+    config's ``embedder`` section."""
 
     def __post_init__(self) -> None:
         if self.output not in OUTPUTS:
             raise ProReError(f"planner output must be one of {', '.join(OUTPUTS)}, got {self.output!r}",
                              code="planner_output")  # fmt: skip
+        if isinstance(self.guided_samples, bool) or not 0 <= self.guided_samples <= MAX_GUIDED_SAMPLES:
+            raise ProReError(f"guided samples must be an integer from 0 to {MAX_GUIDED_SAMPLES}, got "
+                             f"{self.guided_samples!r}", code="planner_guided_samples")  # fmt: skip
 
     @property
     def chat_url(self) -> str:
@@ -243,26 +274,19 @@ class CircuitBreaker:
             self.opened_at = time.monotonic()
 
 
+_CONTROL = re.compile(r"[\x00-\x1f]")
+
+
 def _escape_control_chars(text: str) -> str:
     """Raw control characters inside JSON strings written as ``\\u00XX`` escapes (outside strings they
-    are whitespace or an error either way, and stay)."""
-    out: list[str] = []
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-            elif ord(ch) < 0x20:
-                out.append(f"\\u{ord(ch):04x}")
-                continue
-        elif ch == '"':
-            in_string = True
-        out.append(ch)
-    return "".join(out)
+    are whitespace or an error either way, and stay; so does one a backslash escapes)."""
+    runs = [text[start:end] if where != "text" else _CONTROL.sub(_escaped, text[start:end])
+            for start, end, where in json_runs(text, split_strings=True)]  # fmt: skip
+    return "".join(runs)
+
+
+def _escaped(raw: re.Match[str]) -> str:
+    return f"\\u{ord(raw.group()):04x}"
 
 
 _DECODER = json.JSONDecoder()

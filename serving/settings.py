@@ -1,7 +1,7 @@
 """Settings of the serving layer: the ``serving:`` section of the config file.
 
-Importing this module registers the section (see :func:`indexing.config.register_section`), which
-``prore`` does before it reads the file::
+:data:`SECTIONS` declares it; whoever loads the file registers it (``prore``, ``python -m serving.kserve``,
+see :func:`indexing.config.load_config`)::
 
     serving:
       dsl:              # what programs are checked against (serving.dsl.limits.DslLimits)
@@ -13,6 +13,10 @@ Importing this module registers the section (see :func:`indexing.config.register
         conditional: false
       sql:              # how id sets reach ClickHouse (serving.settings.SqlSettings)
         ids: bound
+      api:              # prore serve's limits and deadlines (serving.settings.ApiSettings)
+        max_concurrent: 16
+      planner:          # the planner prore serve asks (serving.planner.PlannerSettings; env PRORE_PLANNER_*)
+        url: http://127.0.0.1:8000/v1
 
 >>> from indexing.config import Config
 >>> Config().section(ServingSettings).dsl.default_k
@@ -21,6 +25,10 @@ Importing this module registers the section (see :func:`indexing.config.register
 Traceback (most recent call last):
 ...
 indexing.errors.ConfigError: serving.dsl.default_k 7 must be one of serving.dsl.k_ladder (3, 5, 10, 20, 50)
+>>> ApiSettings(max_concurrent=0)
+Traceback (most recent call last):
+...
+indexing.errors.ConfigError: serving.api.max_concurrent must be at least 1, got 0
 """
 
 from __future__ import annotations
@@ -28,9 +36,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Literal
 
-from indexing.config import register_section
+from indexing.config import Section
 from indexing.errors import ConfigError
 from serving.dsl.limits import DEFAULT_LIMITS, DslLimits
+from serving.planner import PlannerSettings
 
 SECTION = "serving"
 
@@ -117,6 +126,56 @@ class SqlSettings:
     short (ClickHouse's ``max_query_size`` counts literals, not bound values)."""
 
 
+@dataclass(frozen=True)
+class ApiSettings:
+    """Limits and deadlines of the query API (``prore serve``, :mod:`serving.api`): the ``serving.api`` section.
+
+    Defined here, not in :mod:`serving.api` (which re-exports it), because that package's service imports the
+    engine, which imports this module.
+    """
+
+    max_body_bytes: int = 65_536
+    """Largest request body; a larger one is answered 413."""
+    max_nl_chars: int = 1_000
+    """Longest natural-language request accepted, in characters; a longer one is answered 422."""
+    max_k: int = 100
+    """Most results one request may ask for (``k``); more is answered 422."""
+    max_concurrent: int = 16
+    """Requests under ``/v1/`` in flight at once; past it, 429 with ``Retry-After``."""
+    retry_after_s: int = 1
+    """Seconds a refused caller is told to wait (the ``Retry-After`` header)."""
+    plan_deadline_s: float = 10.0
+    """Planning deadline per request, in seconds: the planner's program, or the guided samples."""
+    execute_deadline_s: float = 10.0
+    """Engine deadline per request, in seconds: running the planner's program (or its guided samples)."""
+    fallback_deadline_s: float = 10.0
+    """Deadline of the BM25+dense fallback, in seconds."""
+    fallback_on_empty: bool = True
+    """A planner's program that runs and matches no document is answered like a failed one: a guided pass
+    when that is on, then the fallback (``"reason": "program_empty"``). Measured as the evaluation's system
+    ``planner-grounded:PATH?fallback=rrf`` (README, "Training the planner"): on unseen wording a quarter to a
+    half of the programs match nothing, and the fallback lifts the ecommerce human split's P@1 from 0.200 to
+    0.305. False answers with the empty result (``"source": "planner"``, no rows)."""
+    token: str | None = None
+    """Bearer token ``/v1/*`` requires; None: no check (the loopback demo). ``prore serve --token-env VAR``
+    reads it from the environment variable ``VAR`` instead of a file."""
+    doc_cache_rows: int = 50_000
+    """Result rows (per corpus and field list) kept in memory, so a repeated id is not fetched again."""
+    warmup: bool = True
+    """Run the fallback program once per corpus at start (loads the embedders before the first request)."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_body_bytes", "max_nl_chars", "max_k", "max_concurrent", "retry_after_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"serving.api.{name} must be at least 1, got {value!r}", code="bad_limit")
+        for name in ("plan_deadline_s", "execute_deadline_s", "fallback_deadline_s"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"serving.api.{name} must be positive, got {getattr(self, name)!r}", code="bad_limit")
+        if self.doc_cache_rows < 0:
+            raise ConfigError(f"serving.api.doc_cache_rows must be 0 or more, got {self.doc_cache_rows}", code="bad_limit")
+
+
 def _check_ladder(name: str, ladder: tuple[int, ...], *, least: int) -> None:
     if not ladder or list(ladder) != sorted(set(ladder)) or ladder[0] < least:
         raise ConfigError(
@@ -162,6 +221,11 @@ class ServingSettings:
     conjunctions."""
     sql: SqlSettings = field(default_factory=SqlSettings)
     """How id sets reach ClickHouse: bound query parameters or SQL literals."""
+    api: ApiSettings = field(default_factory=ApiSettings)
+    """Limits and deadlines of the query API (``prore serve``)."""
+    planner: PlannerSettings = field(default_factory=lambda: PlannerSettings(output="grounded"))
+    """The planner ``prore serve`` asks; its decoding defaults to ``grounded`` here, the one evaluation's
+    ``planner-grounded:`` measured (the class's own default, ``json``, is the KServe runtime's)."""
 
     def __post_init__(self) -> None:
         check_dsl_limits(self.dsl)
@@ -177,4 +241,5 @@ class ServingSettings:
                 )
 
 
-register_section(SECTION, ServingSettings)
+SECTIONS: tuple[Section, ...] = (Section(SECTION, ServingSettings),)
+"""This layer's sections of the config file, registered by whoever loads it."""

@@ -31,13 +31,15 @@ class RewardConfig:
     """How the four terms of DESIGN.md section 5 are computed."""
 
     accuracy: Accuracy = "hit1"
-    """What ``S_r`` measures (see :data:`ACCURACY_MODES`); ``hit1`` is the paper's."""
+    """What ``S_r`` measures: ``hit1`` (the gold id at rank 1, the paper's), ``satisfy`` (the first result is in
+    the instance's relevant set) or ``mrr`` (1/rank of the gold id within the top ``cutoff``)."""
     budget_tokens: int = 512
     """``S_l``'s budget when a tokenizer counts the completion: 1 up to this many tokens, falling
     linearly to 0 at twice as many (DESIGN.md section 5). A program is about 44 tokens, so this leaves
     room for a ``<think>`` block."""
     budget_chars: int = 2048
-    """The same budget in characters, used when no tokenizer is given (about 4 characters a token)."""
+    """``S_l``'s budget in characters, used when no tokenizer counts the completion (about 4 characters a
+    token)."""
     cutoff: int = DEFAULT_CUTOFF
     """Depth the program's result is ranked to (the paper's K); ``mrr`` scores 0 below it."""
     top_ids: int = 10

@@ -46,10 +46,10 @@ class ServiceSettings:
     max_concurrent_requests: int = 1024
     """Most requests in flight at once; past it a request gets 429 with ``Retry-After``."""
     batch_timeout_s: float = 30.0
-    """Deadline of one batch. Each program already runs under the engine's limits (``clickhouse.
-    max_execution_time_s``: past it the program scores ``S_e = 0``, code ``exec_timeout``); this is the
-    service's backstop: items of a batch still running at the deadline are answered with ``S_e = 0``
-    (code ``reward_timeout``), and the next batch starts when the engine is free."""
+    """Deadline of one batch. Each program already runs under the engine's limits
+    (``clickhouse.max_execution_time_s``: past it the program scores ``S_e = 0``, code ``exec_timeout``);
+    this is the service's backstop: items of a batch still running at the deadline are answered with
+    ``S_e = 0`` (code ``reward_timeout``), and the next batch starts when the engine is free."""
     engine_workers: int = 1
     """Batches scored at once, each on its own engine thread. The engine's Python work holds the GIL,
     while query embedding, ClickHouse and Milvus release it; a second worker fills those waits with the

@@ -42,14 +42,23 @@ class SftParams:
     Its values come from ``defaults.yaml`` (:func:`load_defaults`), the one place the recipe's numbers live."""
 
     epochs: float
+    """Passes over the training chats."""
     learning_rate: float
+    """Peak learning rate."""
     batch_size: int
+    """Chats per optimizer step."""
     warmup_ratio: float
+    """Share of the steps the learning rate warms up over."""
     weight_decay: float
+    """AdamW's weight decay."""
     max_length: int
+    """Longest chat in tokens; longer ones are cut."""
     eval_steps: int
+    """Validate and checkpoint every this many steps (the checkpoint with the lowest validation loss is kept)."""
     save_total_limit: int
+    """Checkpoints kept: the best and the latest (for resuming)."""
     logging_steps: int
+    """Log every this many steps."""
     max_steps: int
     """Stop after this many optimizer steps (-1: run ``epochs``)."""
     group_by_length: bool
@@ -62,14 +71,23 @@ class RlParams:
     values come from ``defaults.yaml``."""
 
     loss_type: LossType
+    """TRL's loss: ``grpo`` (sequence-level normalization) or ``dapo`` (token-level aggregation)."""
     num_generations: int
+    """Completions per prompt, G."""
     prompts_per_step: int
+    """Prompts per optimizer step (each with its G completions)."""
     learning_rate: float
+    """Peak learning rate."""
     beta: float
+    """KL coefficient against the initial model (0 loads no reference model)."""
     epsilon: float
+    """Lower clip of the policy ratio."""
     epsilon_high: float
+    """Upper clip of the policy ratio (above ``epsilon``: DAPO's clip-higher)."""
     max_completion_length: int
+    """Tokens per completion."""
     temperature: float
+    """Sampling temperature of the completions."""
     num_iterations: int
     """TRL's ``num_iterations`` (mu): optimizer steps on each generation batch. With 1 the policy ratio is 1
     and clipping never acts; above 1, a batch is generated once every mu steps and reused."""
@@ -85,9 +103,13 @@ class RlParams:
     """The share of the execution layer a program that runs and misses earns (``RewardConfig.execution_credit``):
     1 is the paper's reward; 0 pays running only together with accuracy."""
     max_steps: int
+    """Stop after this many optimizer steps."""
     logging_steps: int
+    """Log every this many steps."""
     save_steps: int
+    """Checkpoint every this many steps."""
     save_total_limit: int
+    """Checkpoints kept."""
 
     def __post_init__(self) -> None:
         if self.loss_type not in LOSS_TYPES:
@@ -114,13 +136,26 @@ class Defaults:
     """The whole defaults file."""
 
     model_size: str
+    """Model size when starting from random weights (:data:`rl.train.model.SIZES`)."""
     init_embeddings: InitEmbeddings
+    """How a new model's token embeddings start: ``random``, or ``minilm`` (each token from MiniLM's WordPiece
+    embeddings of its text, :mod:`rl.train.warm_start`)."""
     vocab_size: int
+    """Vocabulary of a new tokenizer (byte-level BPE trained on the project's prompts and programs)."""
     max_token_chars: int
+    """Longest token of a new tokenizer, in characters."""
     split: Split
+    """Pre-split of a new tokenizer: ``words`` or ``lines`` (ignored with an initial model, whose tokenizer is
+    kept)."""
     profile: Profile
+    """Prompt profile (:mod:`rl.prompt`) of a supervised run; RL takes its initial model's."""
     exemplars: int
+    """Exemplars per prompt, retrieved from an index of the run's training pairs that ships with the model
+    (:mod:`serving.exemplars`); 0: none."""
     recombine: int
+    """Recombined copies of each training pair whose search phrases the request says verbatim, swapped for corpus
+    word spans in request and program alike (:mod:`rl.train.recombine`), which teaches copying the request's
+    phrase; 0 to 4."""
     sft: SftParams
     grpo: RlParams
     dapo: RlParams

@@ -4,40 +4,55 @@
     prore train launch {sft|grpo|dapo} [--domain D] [--model M] [--gpus-per-node G] [--nodes N] ... [--print]
 
 The group is registered by :func:`register_train`; later trainers add their actions to the parser it returns.
+The flags of ``launch`` and ``export`` are built from the fields of :class:`~rl.verl.launch.LaunchParams` and
+:class:`~rl.verl.export.ExportConfig` (:mod:`indexing.flags`), laid over the defaults the command computes.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
 
 from indexing.config import Config
+from indexing.flags import Flag, Flags
 from indexing.schema import DOMAINS, schema_for
 from indexing.workspace import Workspace
 from rl.errors import TrainError
-from rl.prompt import PROFILES, Profile
+from rl.prompt import Profile
 from rl.verl.export import ExportConfig, export, train_dir
 from rl.verl.launch import LaunchParams, argv, command_line
 from rl.verl.recipes import ALGORITHMS
 
+EXPORT_FLAGS: Flags[ExportConfig] = Flags(ExportConfig, "profile", Flag("val_fraction", metavar="F"),
+                                           Flag("exemplars", metavar="K"))  # fmt: skip
+"""``prore train export``'s flags of :class:`~rl.verl.export.ExportConfig`'s fields."""
 
-def _export(args: argparse.Namespace, cfg: Config) -> int:
-    ws = Workspace(cfg.workspace)
-    profile: Profile = args.profile or "full"
+
+def export_config(args: argparse.Namespace, cfg: Config) -> ExportConfig:
+    """What ``prore train export`` writes: ``--planner``'s card (its profile and exemplar index) or the defaults,
+    with the flags given over them."""
+    given = EXPORT_FLAGS.given(args)
+    profile: Profile = "full"
     exemplars_from: Path | None = None
     if args.planner is not None:  # the prompt the planner was trained on: its card's profile and exemplars
         from serving.exemplars import card_exemplars
         from serving.prompt import card_profile, read_card
 
-        if args.profile is not None:
+        if "profile" in given:
             raise TrainError("give --profile or --planner (whose card names the profile), not both", code="train_profile")
         card = read_card(args.planner)
         profile = card_profile(args.planner)
         exemplars_from = Path(args.planner) if card_exemplars(card) is not None else None
-    config = ExportConfig(profile=profile, val_fraction=args.val_fraction, exemplars=args.exemplars,
-                          exemplars_from=exemplars_from, embedder=cfg.embedder)  # fmt: skip
+    base = ExportConfig(profile=profile, exemplars_from=exemplars_from, embedder=cfg.embedder)
+    return EXPORT_FLAGS.over(base, args)
+
+
+def _export(args: argparse.Namespace, cfg: Config) -> int:
+    ws = Workspace(cfg.workspace)
+    config = export_config(args, cfg)
     manifest = export(ws, args.domain, config)
     rows = ", ".join(f"{k} {v}" for k, v in manifest["rows"].items())
     ex = manifest["exemplars"]
@@ -56,37 +71,44 @@ def _from_verl(args: argparse.Namespace, cfg: Config) -> int:
     return 0
 
 
+LAUNCH_FLAGS: Flags[LaunchParams] = Flags(
+    LaunchParams,
+    "model",
+    Flag("n_gpus_per_node", "--gpus-per-node", metavar="G"),
+    Flag("nnodes", "--nodes", metavar="N"),
+    Flag("data_dir", metavar="DIR", default="the workspace's export of --domain"),
+    Flag("checkpoint_dir", metavar="DIR"),
+    Flag("experiment", default="<domain>-<algorithm>"),
+    Flag("rollout_tp", metavar="N"),
+    "rollout_engine",
+    Flag("micro_batch", metavar="N"),
+    Flag("reward_url", metavar="URL"),
+    "dynamic_sampling",
+    "cpu",
+    "python",
+    Flag("extra", "--set", metavar="KEY=VALUE"),
+)  # fmt: skip
+"""``prore train launch``'s flags of :class:`~rl.verl.launch.LaunchParams`'s fields."""
+
+
 def _launch_params(args: argparse.Namespace, cfg: Config) -> LaunchParams:
+    """The launch's parameters: the defaults file's, the export of ``--domain`` as the data and
+    ``<domain>-<algorithm>`` as the run name, one trainer process per node with ``--cpu``, then the flags given."""
     schema_for(args.domain)
-    data_dir = args.data_dir or str(train_dir(Workspace(cfg.workspace), args.domain).resolve())
-    given: dict[str, Any] = {
-        "model": args.model,
-        # --cpu: one trainer process per node unless told otherwise (the CPU overrides name the rollout)
-        "n_gpus_per_node": args.gpus_per_node or (1 if args.cpu else None),
-        "nnodes": args.nodes,
-        "data_dir": data_dir,
-        "checkpoint_dir": args.checkpoint_dir,
-        "experiment": args.experiment or f"{args.domain}-{args.algorithm}",
-        "rollout_tp": args.rollout_tp,
-        "rollout_engine": args.rollout_engine,
-        "micro_batch": args.micro_batch,
-    }
-    return LaunchParams(
-        **{k: v for k, v in given.items() if v is not None},
-        reward_url=args.reward_url,
-        dynamic_sampling=args.dynamic_sampling,
-        python=args.python,
-        extra=tuple(args.set or ()),
-        cpu=args.cpu,
-    )
+    data_dir = str(train_dir(Workspace(cfg.workspace), args.domain).resolve())
+    base = LaunchParams(data_dir=data_dir, experiment=f"{args.domain}-{args.algorithm}")
+    if LAUNCH_FLAGS.given(args).get("cpu"):  # one trainer process per node unless told otherwise
+        base = dataclasses.replace(base, n_gpus_per_node=1)
+    return LAUNCH_FLAGS.over(base, args)
 
 
 def _launch(args: argparse.Namespace, cfg: Config) -> int:
-    cmd = argv(args.algorithm, _launch_params(args, cfg), torchrun=args.torchrun)
+    params = _launch_params(args, cfg)
+    cmd = argv(args.algorithm, params, torchrun=args.torchrun)
     if args.print:
         print(command_line(cmd))
         return 0
-    if not Path(args.data_dir or train_dir(Workspace(cfg.workspace), args.domain)).is_dir():
+    if not Path(params.data_dir).is_dir():
         raise TrainError(f"no training data for {args.domain}; run: prore train export {args.domain}",
                          code="no_train_data")  # fmt: skip
     os.execvp(cmd[0], cmd)  # the trainer replaces this process: its exit code is the command's
@@ -110,20 +132,12 @@ def register_train(sub: Any) -> Any:
         "extra_info) and sft/{train,val}.parquet (messages) under <workspace>/train/<domain>.",
     )
     e.add_argument("domain", help="corpus domain: " + " or ".join(DOMAINS))
-    e.add_argument("--profile", choices=PROFILES, default=None,
-                   help="prompt profile: full (every rule, for Qwen3-4B/8B; the default), short, or compact (the "
-                   "local planners' default); it must be the one the trained model reads")
+    EXPORT_FLAGS.add_to(e)
     e.add_argument("--planner", metavar="DIR",
                    help="build every prompt as this planner's card says (RL after SFT): its profile, and its "
                    "exemplar index and k when it names one")
-    e.add_argument("--val-fraction", type=float, default=ExportConfig.val_fraction, metavar="F",
-                   help=f"share of the train split held out for validation (default {ExportConfig.val_fraction})")
-    e.add_argument("--exemplars", type=int, default=0, metavar="K",
-                   help="K exemplars per prompt from a new index of the export's train rows (serving.exemplars), "
-                   "written beside the parquet; 0: none (default)")  # fmt: skip
     e.set_defaults(handler=_export)
 
-    d = LaunchParams()
     x = actions.add_parser(
         "launch",
         help="run (or --print) the verl command of a recipe",
@@ -134,26 +148,8 @@ def register_train(sub: Any) -> Any:
     x.add_argument("algorithm", choices=ALGORITHMS, help="recipe: " + ", ".join(ALGORITHMS))
     x.add_argument("--print", action="store_true", help="print the command as one shell-quoted line; run nothing")
     x.add_argument("--domain", default="ecommerce", help="benchmark whose export trains (default ecommerce)")
-    x.add_argument("--model", help=f"policy model id or directory (default {d.model})")
-    x.add_argument("--gpus-per-node", type=int, metavar="G", help=f"GPUs per node (default {d.n_gpus_per_node})")
-    x.add_argument("--nodes", type=int, metavar="N", help=f"nodes (default {d.nnodes})")
-    x.add_argument("--data-dir", metavar="DIR",
-                   help="export directory as the workers see it (default: the workspace's export of --domain)")
-    x.add_argument("--checkpoint-dir", metavar="DIR", help=f"checkpoint root (default {d.checkpoint_dir})")
-    x.add_argument("--experiment", help="run name (default <domain>-<algorithm>)")
-    x.add_argument("--rollout-tp", type=int, metavar="N", help=f"rollout tensor parallelism (default {d.rollout_tp})")
-    x.add_argument("--rollout-engine", help=f"verl rollout engine (default {d.rollout_engine})")
-    x.add_argument("--micro-batch", type=int, metavar="N", help=f"per-GPU micro-batch (default {d.micro_batch})")
-    x.add_argument("--reward-url", metavar="URL",
-                   help="reward service base URL (default: the workers' PRORE_REWARD_URL environment variable)")
-    x.add_argument("--dynamic-sampling", action="store_true",
-                   help="DAPO: verl's dynamic sampling (algorithm.filter_groups)")
+    LAUNCH_FLAGS.add_to(x)
     x.add_argument("--torchrun", action="store_true", help="SFT on one machine with torchrun instead of Ray")
-    x.add_argument("--cpu", action="store_true",
-                   help="GRPO/DAPO on CPU in local Ray with the project's verl plugin (rl.verl.cpu, in .venv-verl): "
-                   "a transformers rollout, FSDP2 on gloo; for small models and smoke runs")
-    x.add_argument("--python", default=d.python, help=f"interpreter of the entrypoint (default {d.python})")
-    x.add_argument("--set", action="append", metavar="KEY=VALUE", help="one more Hydra override (repeatable)")
     x.set_defaults(handler=_launch)
 
     f = actions.add_parser(

@@ -79,7 +79,8 @@ class ExportConfig:
     """What an export writes."""
 
     profile: Profile = "full"
-    """Prompt profile (:mod:`rl.prompt`): ``full`` for Qwen3-4B/8B, ``short`` for small local models."""
+    """Prompt profile (:mod:`rl.prompt`): ``full`` (every rule, for Qwen3-4B/8B), ``short``, or ``compact`` (the
+    local planners' default); it must be the one the trained model reads."""
     val_fraction: float = 0.05
     """Share of the benchmark's train split held out for validation (SFT checkpoint choice, RL validation)."""
     exemplars: int = 0

@@ -49,7 +49,7 @@ class LaunchParams:
     nnodes: int = _DEFAULTS["nnodes"]
     """Nodes of the Ray cluster."""
     data_dir: str = _DEFAULTS["data_dir"]
-    """Directory written by ``prore train export`` (with ``rl/`` and ``sft/``)."""
+    """Directory written by ``prore train export`` (with ``rl/`` and ``sft/``), as the workers see it."""
     checkpoint_dir: str = _DEFAULTS["checkpoint_dir"]
     """Checkpoint root; a restarted job resumes from the newest checkpoint under it."""
     experiment: str = _DEFAULTS["experiment"]
@@ -69,8 +69,9 @@ class LaunchParams:
     extra: tuple[str, ...] = field(default_factory=tuple)
     """Further Hydra overrides, appended as given (they win)."""
     cpu: bool = False
-    """GRPO and DAPO only: run on CPU with the project's verl plugin (:mod:`rl.verl.cpu`, in ``.venv-verl``):
-    :data:`CPU_ENV` before the interpreter, :func:`cpu_overrides` after the recipe's, ``extra`` last."""
+    """GRPO and DAPO only: run on CPU in local Ray with the project's verl plugin (:mod:`rl.verl.cpu`, in
+    ``.venv-verl``): a transformers rollout, FSDP2 on gloo, for small models and smoke runs. :data:`CPU_ENV`
+    goes before the interpreter, :func:`cpu_overrides` after the recipe's, ``extra`` last."""
 
     def __post_init__(self) -> None:
         for name in ("n_gpus_per_node", "nnodes", "rollout_tp", "micro_batch"):

@@ -35,11 +35,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from serving.api.schemas import ErrorOut, ExecuteIn, PlanIn, PlanOut, SearchIn, SearchOut
 from serving.api.service import QueryService, Refused
-from serving.api.settings import ApiSettings
 from serving.engine import Engine
 from serving.http.app import create_service_app, error_response, overloaded_response
 from serving.http.limit import Overloaded
 from serving.planner import PlannerError, PlannerSettings, planner_http_status
+from serving.settings import ApiSettings
 
 log = logging.getLogger("serving.api")
 

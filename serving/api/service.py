@@ -33,13 +33,13 @@ from indexing.errors import ProReError
 from indexing.schema import Role, schema_for
 from serving.api.metrics import ApiMetrics
 from serving.api.schemas import ExecuteIn, FallbackOut, GuidedOut, SearchIn
-from serving.api.settings import ApiSettings
 from serving.dsl import DslError, Program, Retrieval, parse_program
 from serving.dsl.grounding import read_column_values
 from serving.engine import Engine, ExecutionResult
 from serving.engine.results import candidate_name, consensus
 from serving.http.limit import InflightLimit
 from serving.planner import Plan, Planner, PlannerError, PlannerSettings
+from serving.settings import ApiSettings
 
 MAIN_TEXT: Mapping[str, str] = {"ecommerce": "description", "email": "body"}
 """The text field the fallback searches per corpus (any other corpus: its first text field)."""

@@ -235,6 +235,7 @@ def test_indexing_job() -> None:
 def test_api_deployment_configures_prore_serves_planner(monkeypatch: Any) -> None:
     """The API deployment's environment is what ``prore serve`` reads: the planner's URL, model and profile."""
     from prore.cli import build_parser
+    from prore.config import load_config
     from serving.commands import planner_from_args
 
     api = {**production_values()["api"], "plannerProfile": "compact", "guidedSamples": 4, "plannerOutput": "grammar"}
@@ -244,7 +245,7 @@ def test_api_deployment_configures_prore_serves_planner(monkeypatch: Any) -> Non
                         "PRORE_PLANNER_GUIDED_SAMPLES"}  # fmt: skip
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    planner = planner_from_args(build_parser().parse_args(["serve", *c["args"]]))
+    planner = planner_from_args(build_parser().parse_args(["serve", *c["args"]]), load_config())
     assert planner is not None
     assert (planner.url, planner.model, planner.profile, planner.guided_samples, planner.output) == (
         env["PRORE_PLANNER_URL"], "proretrieval-planner", "compact", 4, "grammar")  # fmt: skip

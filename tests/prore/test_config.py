@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import yaml
 
-from indexing.config import SECTIONS, Config, register_section
+from indexing.config import LAYER_KEYS, SECTIONS, Config, register_section
 from indexing.errors import ConfigError
 from prore.cli import main
-from prore.config import as_mapping, load_config
+from prore.config import LAYERS, as_mapping, load_config
 from rl.settings import EvalSettings, RlSettings
 from serving.dsl import DslLimits
 from serving.engine import CacheSizes
@@ -33,8 +33,9 @@ def _write(tmp_path: Path, data: Any) -> Path:
 def test_the_example_documents_every_key_of_every_layer_with_its_default() -> None:
     raw = yaml.safe_load(EXAMPLE.read_text())
     assert raw == as_mapping(Config())  # every section, every key, every default
-    assert {"serving", "rl"} <= set(SECTIONS.names())
+    assert [section.name for section in LAYERS] == list(LAYER_KEYS)  # prore composes every layer's section
     cfg = load_config(EXAMPLE)
+    assert {"serving", "rl"} <= set(SECTIONS.names())  # registered by load_config
     assert cfg.section(ServingSettings) == ServingSettings()
     assert cfg.section(RlSettings) == RlSettings()
     assert (cfg.clickhouse, cfg.milvus, cfg.embedder) == (Config().clickhouse, Config().milvus, Config().embedder)
@@ -72,7 +73,7 @@ def test_values_reach_their_sections(tmp_path: Path) -> None:
     ("data", "message"),
     [
         ({"servng": {}}, "unknown top-level key 'servng' in config; known keys: workspace, clickhouse"),
-        ({"serving": {"dls": {}}}, "unknown key serving.dls; known keys: dsl, engine"),
+        ({"serving": {"dls": {}}}, "unknown key serving.dls; known keys: api, dsl, engine, planner"),
         ({"serving": {"dsl": {"max_entry": 3}}}, "unknown key serving.dsl.max_entry; known keys: "),
         ({"rl": {"eval": {"K": 3}}}, "unknown key rl.eval.K; known keys: batch_size, confidence, k, resamples, seed"),
         ({"serving": {"dsl": {"max_entries": "eight"}}}, "serving.dsl.max_entries must be an integer, got str 'eight'"),
@@ -92,6 +93,12 @@ def test_values_reach_their_sections(tmp_path: Path) -> None:
         ({"clickhouse": {"url": 5}}, "clickhouse.url must be a string, got int 5"),
         ({"milvus": {"index_params": [1]}}, "milvus.index_params must be a mapping, got list [1]"),
         ({"clickhouse": {"databse": "x"}}, "unknown key clickhouse.databse; known keys: chdb_path, database"),
+        ({"serving": {"planner": {"profile": "tiny"}}}, "serving.planner.profile must be one of full, short, compact"),
+        ({"serving": {"planner": {"schema_limits": {"max_nodez": 1}}}}, "unknown key serving.planner.schema_limits.max_nodez"),
+        ({"serving": {"api": {"max_k": "many"}}}, "serving.api.max_k must be an integer, got str 'many'"),
+        ({"rl": {"reward_service": {"reward": {"accuracy": "top5"}}}},
+         "rl.reward_service.reward.accuracy must be one of hit1, satisfy, mrr, got str 'top5'"),
+        ({"rl": {"reward_service": {"port": "8300"}}}, "rl.reward_service.port must be an integer, got str '8300'"),
     ],
 )
 def test_mistakes_are_one_typed_line_naming_the_key(

@@ -48,6 +48,28 @@ def test_the_local_and_verl_recipes_agree_wherever_both_quote_the_paper() -> Non
         assert local.execution_credit == 1.0  # the paper's reward, which the reward service serves by default
 
 
+def test_the_trainers_flags_are_the_defaults_files_keys() -> None:
+    """A flag given replaces its key of rl/train/defaults.yaml, one left out keeps it (indexing.flags)."""
+    import dataclasses
+
+    from prore.cli import build_parser
+    from rl.train.commands import model_flags, params_flags
+
+    d = load_defaults()
+    args = build_parser().parse_args(["train", "dapo", "--lr", "2e-5", "--epsilon-high", "0.3", "--no-filter-prompts",
+                                      "--filter-on", "accuracy", "--execution-credit", "0", "--size", "xs"])  # fmt: skip
+    assert params_flags("dapo").over(d.dapo, args) == dataclasses.replace(
+        d.dapo, learning_rate=2e-5, epsilon_high=0.3, filter_prompts=False, filter_on="accuracy", execution_credit=0.0)
+    assert model_flags("dapo").over(d, args) == dataclasses.replace(d, model_size="xs")
+    assert "profile" not in model_flags("dapo").given(args)  # RL then takes the initial model's profile
+    args = build_parser().parse_args(["train", "sft", "--epochs", "1.5", "--max-steps", "7", "--exemplars", "2",
+                                      "--profile", "short", "--tokenizer-split", "words", "--recombine", "1"])  # fmt: skip
+    assert params_flags("sft").over(d.sft, args) == dataclasses.replace(d.sft, epochs=1.5, max_steps=7)
+    assert model_flags("sft").over(d, args) == dataclasses.replace(d, exemplars=2, profile="short", split="words",
+                                                                   recombine=1)  # fmt: skip
+    assert params_flags("grpo").over(d.grpo, build_parser().parse_args(["train", "grpo"])) == d.grpo
+
+
 def test_a_defaults_file_missing_a_key_is_refused(tmp_path: Path) -> None:
     from rl.train.config import DEFAULTS_FILE
 

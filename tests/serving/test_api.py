@@ -15,10 +15,10 @@ import pytest
 from indexing.config import Config
 from serving.api.app import create_app
 from serving.api.service import fallback_program
-from serving.api.settings import ApiSettings
 from serving.engine import Engine
 from serving.http.server import ServerThread
 from serving.planner import PlannerSettings
+from serving.settings import ApiSettings
 from tests.serving.planner_support import ScriptedPlanner
 
 GOOD_SQL = "SELECT id FROM products WHERE price < 200 AND id IN <text_1>"
@@ -468,13 +468,14 @@ def test_prore_serve_prompts_with_the_planner_cards_profile(tmp_path: Any) -> No
     model = tmp_path / "final"
     model.mkdir()
     url = ["--planner-url", "http://127.0.0.1:9/v1"]
-    assert planner_from_args(_serve_args(*url)).profile == "full"  # type: ignore[union-attr]
-    assert planner_from_args(_serve_args(*url, "--planner-card", str(model))).profile == "full"  # type: ignore[union-attr]
+    cfg = Config()
+    assert planner_from_args(_serve_args(*url), cfg).profile == "full"  # type: ignore[union-attr]
+    assert planner_from_args(_serve_args(*url, "--planner-card", str(model)), cfg).profile == "full"  # type: ignore[union-attr]
     (model / "planner.json").write_text('{"profile": "compact", "domains": ["ecommerce"], "algorithm": "sft"}')
     for card in (model, model / "planner.json"):
-        assert planner_from_args(_serve_args(*url, "--planner-card", str(card))).profile == "compact"  # type: ignore[union-attr]
-    assert planner_from_args(_serve_args(*url, "--planner-profile", "short")).profile == "short"  # type: ignore[union-attr]
-    assert planner_from_args(_serve_args("--planner-card", str(model))) is None  # no planner, no client
+        assert planner_from_args(_serve_args(*url, "--planner-card", str(card)), cfg).profile == "compact"  # type: ignore[union-attr]
+    assert planner_from_args(_serve_args(*url, "--planner-profile", "short"), cfg).profile == "short"  # type: ignore[union-attr]
+    assert planner_from_args(_serve_args("--planner-card", str(model)), cfg) is None  # no planner, no client
 
 
 @pytest.mark.parametrize(

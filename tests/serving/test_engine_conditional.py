@@ -29,7 +29,7 @@ from serving.engine import Engine, ExecutionResult
 from serving.engine.conditional import conditional_chain
 from serving.engine.pushdown import conjoin, id_filter
 from serving.engine.retrieval import SCORE_DECIMALS, RetrievalRequest
-from serving.settings import PlanningOptions, ServingSettings
+from serving.settings import SECTIONS, PlanningOptions, ServingSettings
 
 N = 300
 WIDE = 400
@@ -346,7 +346,7 @@ def test_a_refused_pushed_filter_is_dropped_but_never_the_candidates(engines: di
 def test_the_conditional_pass_reads_the_config_file(cfg: Config, tmp_path: Path) -> None:
     path = tmp_path / "prore.yaml"
     path.write_text(yaml.safe_dump({"serving": {"planning": {"conditional": True}}}))
-    settings = load_config(path).section(ServingSettings)
+    settings = load_config(path, sections=SECTIONS).section(ServingSettings)
     assert settings.planning == PlanningOptions(conditional=True)
     with Engine.open(cfg.with_section(settings), "ecommerce") as engine:
         assert engine.planning.conditional

@@ -204,11 +204,13 @@ def test_without_a_model_name_a_dead_endpoint_is_unavailable(dead_url: str) -> N
 
 def test_prore_serve_asks_for_the_named_model_or_the_endpoints_one(monkeypatch: pytest.MonkeyPatch) -> None:
     from prore.cli import build_parser
+    from prore.config import load_config
     from serving.commands import planner_from_args
     from serving.dsl.structured import STRUCTURED_LIMITS
 
-    def settings(*argv: str) -> PlannerSettings:
-        got = planner_from_args(build_parser().parse_args(["serve", "--planner-url", "http://127.0.0.1:9/v1", *argv]))
+    def settings(*argv: str) -> PlannerSettings:  # the environment is read with the config, as prore's main does
+        args = build_parser().parse_args(["serve", "--planner-url", "http://127.0.0.1:9/v1", *argv])
+        got = planner_from_args(args, load_config())
         assert got is not None
         return got
 

@@ -17,10 +17,10 @@ import pytest
 from indexing.config import Config
 from indexing.stores.server import free_port
 from serving.api.app import create_app
-from serving.api.settings import ApiSettings
 from serving.engine import Engine
 from serving.http.server import ServerThread
 from serving.planner import PlannerSettings
+from serving.settings import ApiSettings
 from tests.serving.planner_support import ScriptedPlanner
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

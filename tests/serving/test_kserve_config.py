@@ -1,0 +1,60 @@
+"""``python -m serving.kserve --config FILE`` reads the project's one config file: the ``serving`` section it runs
+with, the ``rl`` section of the layer above it left unread (``prore`` reads the same file whole).
+
+The transformer's argument parsing and config loading run in a process of their own, as the container runs them:
+this pytest process has every layer's sections registered, the transformer only indexing's and serving's. No
+engine, model server or vLLM is started."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytest.importorskip("kserve", reason="pip install '.[kserve]' (serving.kserve's parser is KServe's ModelServer's)")
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "docs" / "config.example.yaml"
+
+LOAD = """
+import json, sys
+from serving.kserve import config, parse_args
+cfg = config(parse_args(sys.argv[1:]))
+from serving.settings import ServingSettings
+print(json.dumps({"layers": sorted(m for m in ("rl", "prore") if m in sys.modules), "sections": sorted(cfg.sections),
+                  "max_entries": cfg.section(ServingSettings).dsl.max_entries, "database": cfg.clickhouse.database}))
+"""
+
+
+def _load(*argv: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-c", LOAD, "--workspace", "w", "--predictor_host", "p.ns", *argv]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_the_transformer_reads_the_documented_example_whole(tmp_path: Path) -> None:
+    data = yaml.safe_load(EXAMPLE.read_text())
+    data["serving"]["dsl"]["max_entries"] = 3
+    data["clickhouse"]["database"] = "from_file"
+    data["rl"]["eval"]["k"] = 7  # read by prore only
+    path = tmp_path / "prore.yaml"
+    path.write_text(yaml.safe_dump(data))
+    for config in (EXAMPLE, path):
+        done = _load("--config", str(config))
+        assert done.returncode == 0, done.stderr[-2000:]
+        got = json.loads(done.stdout)
+        assert got["layers"] == [] and got["sections"] == ["serving"]  # rl is neither imported nor read
+    assert (got["max_entries"], got["database"]) == (3, "from_file")
+
+
+def test_the_transformer_still_refuses_an_unknown_key(tmp_path: Path) -> None:
+    path = tmp_path / "prore.yaml"
+    path.write_text(yaml.safe_dump({"servng": {}}))
+    done = _load(f"--config={path}")
+    assert done.returncode != 0
+    assert "unknown top-level key 'servng' in config" in done.stderr
+    path.write_text(yaml.safe_dump({"serving": {"dls": {}}}))
+    assert "unknown key serving.dls" in _load(f"--config={path}").stderr
