@@ -168,7 +168,7 @@ def build_sampled(workspace: Path, size: int, seed: int, planner: Path, planner_
     from indexing.config import load_config
     from rl.bench.store import load_split
     from rl.eval.methods import MethodContext
-    from rl.train.planner import generate
+    from rl.eval.planner_methods import generate
     from serving.dsl import parse_program
     from serving.engine import Engine, ExecutionResult
 

@@ -1,6 +1,6 @@
 """Completions and programs run through the engine, each result classified by the layer that stopped it.
 
-The reward (:mod:`rl.reward.scorer`), the planner methods (:mod:`rl.train.planner`) and the gold baselines
+The reward (:mod:`rl.reward.scorer`), the planner methods (:mod:`rl.eval.planner_methods`) and the gold baselines
 (:mod:`rl.baselines.gold`) all do the same thing: parse what a model wrote, run every program of a batch in
 one ``Engine.execute_many`` call, and say for each item either what it ranked or why it ranked nothing. This
 module is that path, once. A failure carries its layer as a field (:data:`Layer`, the reward's order of

@@ -17,11 +17,11 @@ from typing import Any
 
 from indexing.config import Config
 from indexing.workspace import Workspace, atomic_write_json
+from rl.eval.planner_methods import close_llm, open_llm
 from rl.mutate import DEFAULT_BUDGET, repair
 from rl.prompt import Profile, messages
 from rl.reward import parse_completion
 from rl.train.data import load_instances, split_train_val, window
-from rl.train.planner import close_llm, open_llm
 from serving.dsl import Program
 from serving.engine import Engine, ExecutionResult
 

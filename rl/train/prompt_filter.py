@@ -113,7 +113,7 @@ def sample(init: Path, prompts: Sequence[Any], *, n: int, temperature: float, ma
 
     from vllm import SamplingParams
 
-    from rl.train.planner import close_llm, open_llm
+    from rl.eval.planner_methods import close_llm, open_llm
 
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     llm = open_llm(init)

@@ -1,6 +1,6 @@
 """Structured output: how a planner's decoding is constrained, one definition for evaluation and serving.
 
-Evaluation (``planner-json:PATH`` and ``planner-grammar:PATH``, :mod:`rl.train.planner`) hands vLLM's offline
+Evaluation (``planner-json:PATH`` and ``planner-grammar:PATH``, :mod:`rl.eval.planner_methods`) hands vLLM's offline
 engine ``StructuredOutputsParams(grammar=...)``; the served planner (``prore serve --planner-output
 json|grammar``, :mod:`serving.planner`) sends the same grammar text to vLLM's OpenAI-compatible server as
 the request's ``structured_outputs`` (``{"grammar": ...}``, the extra body field of vLLM 0.32's chat

@@ -171,7 +171,7 @@ def test_sft_with_exemplars_ships_its_index_and_the_planner_reads_it(train_bench
     assert len(run.results) == 3
     ctx = MethodContext(small_index_cfg, "ecommerce")
     try:
-        from rl.train.planner import _vllm
+        from rl.eval.planner_methods import _vllm
 
         loaded = _vllm(ctx, str(out / "final"))
         assert loaded.exemplars is not None and loaded.exemplars[1] == 2

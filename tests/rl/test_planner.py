@@ -22,10 +22,7 @@ from prore.cli import main
 from rl.bench import load_split
 from rl.errors import TrainError
 from rl.eval.methods import MethodContext, Outcome, get_method
-from rl.eval.report import FAILURES, failure_breakdown
-from rl.eval.runner import QueryResult, evaluate, modality_group
-from rl.reward import parse_completion
-from rl.train.planner import (
+from rl.eval.planner_methods import (
     N_SHOTS,
     SHOTS_KEY,
     Completion,
@@ -41,6 +38,9 @@ from rl.train.planner import (
     program_grammar,
     vote,
 )
+from rl.eval.report import FAILURES, failure_breakdown
+from rl.eval.runner import QueryResult, evaluate, modality_group
+from rl.reward import parse_completion
 from serving.dsl.grounding import Grounding
 from serving.dsl.structured import STRUCTURED_LIMITS
 from tests.processes import VLLM_SERVER, served
@@ -259,7 +259,7 @@ _OPEN_AND_EXIT = """
 import sys
 from pathlib import Path
 from indexing.stores.clickhouse import chdb_session
-from rl.train.planner import open_llm
+from rl.eval.planner_methods import open_llm
 if __name__ == "__main__":
     chdb_session(Path(sys.argv[2]))  # as `prore eval` has: chDB's exit used to leave the engine core running
     llm = open_llm(Path(sys.argv[1]))

@@ -187,7 +187,7 @@ def test_a_request_without_words_keeps_the_free_query_rule() -> None:
 
 def test_xgrammars_token_mask_still_drops_a_token_its_matcher_accepts() -> None:
     """Why ``planner-grammar:`` and ``planner-grounded:`` decode through llguidance
-    (``rl.train.planner.GRAMMAR_BACKEND``): xgrammar 0.2.8's mask never allows `` = '`` beside a token `` '``,
+    (``rl.eval.planner_methods.GRAMMAR_BACKEND``): xgrammar 0.2.8's mask never allows `` = '`` beside a token `` '``,
     though its matcher accepts it. When this fails, xgrammar has fixed it: reconsider the backend."""
     info = xgrammar.TokenizerInfo([" '", " = '"])
     grammar = xgrammar.GrammarCompiler(info).compile_grammar("root ::= \" = '\"")

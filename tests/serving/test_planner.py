@@ -110,7 +110,7 @@ def test_vllm_ready_and_unknown_model_is_unavailable_without_retry(vllm_server: 
 
 def test_request_carries_the_one_prompt_and_evaluations_json_grammar(scripted_planner: ScriptedPlanner) -> None:
     from indexing.schema import PRODUCTS
-    from rl.train.planner import program_grammar
+    from rl.eval.planner_methods import program_grammar
     from serving.dsl.structured import STRUCTURED_LIMITS
     from serving.prompt import messages
 

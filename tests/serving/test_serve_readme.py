@@ -186,7 +186,7 @@ def readme_servers(trained: Path) -> Iterator[Served]:
 def test_the_readmes_steps_serve_the_trained_planner_as_evaluation_decodes(readme_servers: Served) -> None:
     from rl.bench import load_split
     from rl.eval.methods import MethodContext
-    from rl.train.planner import VALUES_KEY, planner_completions
+    from rl.eval.planner_methods import VALUES_KEY, planner_completions
     from serving.dsl import extract_program
 
     s = readme_servers
