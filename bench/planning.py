@@ -44,7 +44,7 @@ from common import RESULTS, ROOT, machine, write_results
 from indexing.config import load_config
 from indexing.errors import ProReError
 from indexing.workspace import Workspace
-from rl.bench.store import load_split
+from rl.datasets.store import load_split
 from rl.eval.metrics import Relevant, score_queries
 from serving.dsl import parse_program
 from serving.engine import Engine

@@ -99,8 +99,8 @@ def build_rollouts(workspace: Path, size: int, seed: int) -> dict[str, Any]:
     import engine_programs as engine_bench  # the L1/L2/L3 program shapes of bench/engine.py
 
     from indexing.workspace import Workspace
-    from rl.bench.errors import BenchError
-    from rl.bench.store import load_split
+    from rl.datasets.errors import BenchError
+    from rl.datasets.store import load_split
     from serving.dsl import parse_program
     from serving.engine import Engine, ExecutionResult
 
@@ -166,7 +166,7 @@ def build_sampled(workspace: Path, size: int, seed: int, planner: Path, planner_
     """512 train requests of ``planner_workspace``'s benchmark, 16 samples each from ``planner`` at temperature
     1.0, with each request's gold id read from the bench's own index (its gold program's first result)."""
     from indexing.config import load_config
-    from rl.bench.store import load_split
+    from rl.datasets.store import load_split
     from rl.eval.methods import MethodContext
     from rl.eval.planner_methods import generate
     from serving.dsl import parse_program

@@ -21,7 +21,7 @@ For each embedder and corpus size (default 5k, 50k, 200k and 1M products; ``--si
      every cache cold (as ``bench/engine.py``), and the median of each engine stage;
    * the share of benchmark programs that return nothing (a failed program counts, and is also
      counted apart), and P@1: the first result satisfies the whole request, judged on that size's
-     corpus labels with the relevant-set conditions of :mod:`rl.bench.relevance` (exactly, with no cap
+     corpus labels with the relevant-set conditions of :mod:`rl.datasets.relevance` (exactly, with no cap
      on the stored relevant ids).
 
 Neural embedders (``minilm-onnx``, ``minilm-onnx-int8``, ``minilm``) first measure their embedding

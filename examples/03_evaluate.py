@@ -19,7 +19,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the MiniLM weights ship with the
 from indexing.config import load_config
 from indexing.workspace import Workspace
 from prore.cli import main as prore
-from rl.bench import load_split
+from rl.datasets import load_split
 from rl.eval.compare import compare
 from rl.eval.report import write_run
 from rl.eval.runner import evaluate

@@ -3,7 +3,7 @@ at ``/openai/v1``, OpenAI itself), with one retry policy.
 
 Every caller that talks to such an endpoint goes through :class:`OpenAIClient`: the query API's planner
 (:mod:`serving.planner`), the ``llm:URL`` evaluation method (:mod:`rl.eval.planner_methods`), the benchmark's
-paraphrase rewriter (:mod:`rl.bench.rewriter`) and the ``openai`` embedder (:mod:`indexing.embedders.openai`).
+paraphrase rewriter (:mod:`rl.datasets.rewriter`) and the ``openai`` embedder (:mod:`indexing.embedders.openai`).
 
 - **Calls.** ``POST /chat/completions`` (:meth:`~OpenAIClient.chat`), ``POST /embeddings``
   (:meth:`~OpenAIClient.embeddings`) and ``GET /models`` (:meth:`~OpenAIClient.models`), each sync and async

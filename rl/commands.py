@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rl.bench.commands import register_bench
+from rl.datasets.commands import register_bench
 from rl.eval.commands import register_eval
 from rl.reward.commands import register_reward
 from rl.train.commands import register_local

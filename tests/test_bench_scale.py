@@ -13,8 +13,8 @@ import math
 import pytest
 
 from indexing.config import Config
-from rl.bench.relevance import condition
-from rl.bench.tree import And, Leaf, Node, Not, Or, from_json, to_json
+from rl.datasets.relevance import condition
+from rl.datasets.tree import And, Leaf, Node, Not, Or, from_json, to_json
 from rl.eval.scale import diagnosis
 from rl.eval.scale.estimates import pick_neural_sizes, power_fit
 from rl.eval.scale.runs import (

@@ -19,7 +19,7 @@ from rl.eval.runner import MIN_K
 from rl.settings import EvalSettings, RlSettings
 
 HUMAN = "human"
-"""The hand-written split (:mod:`rl.bench.human`): packaged requests judged on the workspace's corpus at
+"""The hand-written split (:mod:`rl.datasets.human`): packaged requests judged on the workspace's corpus at
 evaluation time, never a stored split, never trained on."""
 EVAL_SPLITS: tuple[str, ...] = ("test", "ood", "train", HUMAN)
 """Splits that can be evaluated; ``test`` is the default, ``train`` is for checking fit, ``human`` measures
@@ -53,11 +53,11 @@ def check_split(split: str) -> str:
 
 def load_instances(cfg: Config, domain: str, split: str) -> list[Any]:
     """The benchmark instances of ``domain``/``split`` from the workspace (for ``human``: the packaged
-    requests with a non-empty relevant set on the workspace's corpus, see :func:`rl.bench.human.load_human`)."""
-    from rl.bench.store import load_split
+    requests with a non-empty relevant set on the workspace's corpus, see :func:`rl.datasets.human.load_human`)."""
+    from rl.datasets.store import load_split
 
     if split == HUMAN:
-        from rl.bench.human import load_human
+        from rl.datasets.human import load_human
 
         human = load_human(cfg, domain)
         print(human.summary_line())
@@ -70,7 +70,7 @@ def load_instances(cfg: Config, domain: str, split: str) -> list[Any]:
 
 def benchmark_identity(cfg: Config, domain: str) -> dict[str, Any]:
     """The workspace benchmark's manifest entries a run records, with its published version."""
-    from rl.bench.store import load_manifest
+    from rl.datasets.store import load_manifest
 
     ws = Workspace(cfg.workspace)
     manifest = load_manifest(ws, domain)
@@ -102,7 +102,7 @@ def _run_eval(args: argparse.Namespace, cfg: Config) -> int:
         raise EvalError(f"--limit must be positive, got {args.limit}")
     spec = get_method(args.method)  # an unknown method fails before any benchmark or index is opened
     if split == HUMAN:
-        from rl.bench.human import HUMAN_NOTE, load_human
+        from rl.datasets.human import HUMAN_NOTE, load_human
 
         if spec.name == "oracle":
             raise EvalError("the human split has no gold program (its judgements are a WHERE plus facet labels), "

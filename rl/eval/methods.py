@@ -31,7 +31,7 @@ ENTRY_POINT_GROUP = "proretrieval.methods"
 
 
 class EvalInstance(Protocol):
-    """What evaluation reads from a benchmark instance (``rl.bench.Instance`` has all of it)."""
+    """What evaluation reads from a benchmark instance (``rl.datasets.Instance`` has all of it)."""
 
     @property
     def qid(self) -> str: ...

@@ -8,7 +8,7 @@ Two questions, two kinds of metric:
 - **Satisfied the request** (:data:`GRADED`): P@1 (the primary one: the first result satisfies the
   whole request), Precision@5, nDCG@10 with binary gains and Recall@10 normalised by
   min(10, |relevant|), against every document that satisfies the request's condition tree (the
-  instance's relevant set, :mod:`rl.bench.relevance`). They need the corpus's label table: without
+  instance's relevant set, :mod:`rl.datasets.relevance`). They need the corpus's label table: without
   one (real data) they are "n/a", never 0.
 
 Both are computed by ``ir_measures`` over ``pytrec_eval`` (trec_eval), in bulk

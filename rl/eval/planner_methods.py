@@ -404,7 +404,7 @@ def pick_exemplars(train: Sequence[Any], n: int = N_SHOTS) -> list[tuple[str, st
 def exemplars(ctx: MethodContext, n: int = N_SHOTS) -> list[tuple[str, str]]:
     """The few-shot exemplars of ``ctx``'s domain, picked once from the workspace's train split."""
     from indexing.workspace import Workspace
-    from rl.bench.store import load_split
+    from rl.datasets.store import load_split
 
     if SHOTS_KEY not in ctx.cache:
         train = load_split(Workspace(ctx.cfg.workspace), ctx.domain, "train")

@@ -169,7 +169,7 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
         FOUND_VS_SATISFIED,
     ]
     if summary.get("split") == "human":
-        from rl.bench.human import HUMAN_NOTE
+        from rl.datasets.human import HUMAN_NOTE
 
         lines += ["", HUMAN_NOTE]
     graded = summary.get("graded") or {}

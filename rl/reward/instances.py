@@ -10,8 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from indexing.workspace import Workspace
-from rl.bench.errors import BenchError
-from rl.bench.store import SPLITS, load_split
+from rl.datasets.errors import BenchError
+from rl.datasets.store import SPLITS, load_split
 from rl.reward.errors import RewardError
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from indexing.schema import DOMAINS
-from rl.bench.store import SPLITS
+from rl.datasets.store import SPLITS
 from rl.reward.config import RewardConfig
 from rl.reward.errors import RewardError
 

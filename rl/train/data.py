@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from indexing.workspace import Workspace
-from rl.bench.store import Instance, load_split
+from rl.datasets.store import Instance, load_split
 from rl.errors import TrainError
 from rl.prompt import Profile, messages
 from rl.verl.export import ExportConfig, is_val

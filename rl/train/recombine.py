@@ -24,7 +24,7 @@ from typing import Any
 from indexing.corpora.files import iter_corpus
 from indexing.schema import schema_for
 from indexing.workspace import Workspace
-from rl.bench.store import Instance
+from rl.datasets.store import Instance
 
 MAX_SPAN_WORDS = 4
 SPAN_POOL = 20_000

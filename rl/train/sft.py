@@ -16,7 +16,7 @@ from typing import Any
 
 from indexing.config import EmbedderConfig
 from indexing.workspace import Workspace
-from rl.bench.store import Instance
+from rl.datasets.store import Instance
 from rl.errors import TrainError
 from rl.prompt import Profile
 from rl.train import logs

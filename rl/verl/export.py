@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 from indexing.config import EmbedderConfig
 from indexing.schema import schema_for
 from indexing.workspace import Workspace, atomic_write_json, published_dir, staged_dir
-from rl.bench.store import SPLITS, Instance, load_manifest, load_split
+from rl.datasets.store import SPLITS, Instance, load_manifest, load_split
 from rl.errors import TrainError
 from rl.prompt import PROFILES, Message, Profile, messages
 from serving.exemplars import ExemplarIndex, Shot, open_for_planner

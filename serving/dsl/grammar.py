@@ -3,7 +3,7 @@
 
 The JSON schema (:func:`serving.dsl.program_json_schema`) shapes the JSON and leaves the SQL a bounded
 string, so a weak planner can still write SQL that fails validation. This grammar shapes the SQL too, in the
-form the benchmarks' gold programs take (:mod:`rl.bench.compile`):
+form the benchmarks' gold programs take (:mod:`rl.datasets.compile`):
 
 - ``SELECT DISTINCT id FROM <table> WHERE <condition>``, where the condition is ``AND``, ``OR``,
   ``NOT (...)`` and parentheses over predicates and placeholders;

@@ -330,8 +330,8 @@ def test_the_embedder_keeps_its_error_types(server: Scripted) -> None:
 
 
 def test_the_rewriter_keeps_its_error_type(server: Scripted, tmp_path: Path) -> None:
-    from rl.bench.errors import BenchError
-    from rl.bench.rewriter import Rewriter, RewriterConfig
+    from rl.datasets.errors import BenchError
+    from rl.datasets.rewriter import Rewriter, RewriterConfig
 
     rw = Rewriter(RewriterConfig(url=server.url, model="m", retry=FAST), tmp_path)
     server.script(Answer(502, {"error": "gateway"}))

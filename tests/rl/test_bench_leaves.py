@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from indexing.schema import EMAILS, PRODUCTS
-from rl.bench.leaves import DomainFacts, LeafMaker
-from rl.bench.phrases import PhraseBook
-from rl.bench.tree import Leaf, Value
+from rl.datasets.leaves import DomainFacts, LeafMaker
+from rl.datasets.phrases import PhraseBook
+from rl.datasets.tree import Leaf, Value
 
 PRODUCT_FACTS = DomainFacts(
     PRODUCTS,

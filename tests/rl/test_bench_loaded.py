@@ -16,10 +16,10 @@ from indexing.corpora.fixtures import write_enron_fixture
 from indexing.corpora.loading import LoadStats
 from indexing.schema import EMAILS
 from indexing.workspace import Workspace
-from rl.bench import SynthConfig, load_split, synthesize
-from rl.bench.errors import BenchError
-from rl.bench.store import SPLITS
-from rl.bench.synth import NO_LABELS, unlabeled_note
+from rl.datasets import SynthConfig, load_split, synthesize
+from rl.datasets.errors import BenchError
+from rl.datasets.store import SPLITS
+from rl.datasets.synth import NO_LABELS, unlabeled_note
 
 SIZES = {"train": 12, "test": 4, "ood": 4}
 WORDS = ["gas", "power", "desk", "contract", "deal", "pipeline", "curve", "schedule", "counsel", "capacity", "storage", "invoice", "hedge", "swap", "basis"]

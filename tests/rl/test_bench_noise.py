@@ -8,7 +8,7 @@ import random
 import pytest
 
 from indexing.corpora.vocab import product_vocab
-from rl.bench.noise import (
+from rl.datasets.noise import (
     ABBREVIATIONS,
     ABBREVIATIONS_OOD,
     OOD_PATTERNS,
@@ -16,7 +16,7 @@ from rl.bench.noise import (
     add_noise,
     keeps_values,
 )
-from rl.bench.phrases import PhraseBook
+from rl.datasets.phrases import PhraseBook
 
 REQUESTS = [
     ("Show me Sony headphones with a long battery life under $200, released between March 3, 2023 and May 1, 2024.",

@@ -15,13 +15,13 @@ from hypothesis import strategies as st
 from indexing.openai_client import NO_RETRY
 from indexing.schema import EMAILS, PRODUCTS
 from indexing.workspace import Workspace
-from rl.bench.compile import compile_tree
-from rl.bench.errors import BenchError
-from rl.bench.rewriter import Rewriter, RewriterConfig, build_request, cache_key, keeps_anchors
-from rl.bench.store import Instance, check_sizes, load_manifest, load_split, write_bench
-from rl.bench.structure import SNot, SOr, count_slots, quotas, shape_for
-from rl.bench.tree import And, Leaf, Node, Not, Or, leaves, operators, signed_leaves
-from rl.bench.verbalize import FAMILIES, families, verbalize
+from rl.datasets.compile import compile_tree
+from rl.datasets.errors import BenchError
+from rl.datasets.rewriter import Rewriter, RewriterConfig, build_request, cache_key, keeps_anchors
+from rl.datasets.store import Instance, check_sizes, load_manifest, load_split, write_bench
+from rl.datasets.structure import SNot, SOr, count_slots, quotas, shape_for
+from rl.datasets.tree import And, Leaf, Node, Not, Or, leaves, operators, signed_leaves
+from rl.datasets.verbalize import FAMILIES, families, verbalize
 from serving.dsl import parse_program, strip_retrievals, validate
 
 

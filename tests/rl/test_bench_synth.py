@@ -16,16 +16,16 @@ from indexing.corpora.vocab import facets, find_facets
 from indexing.schema import schema_for
 from indexing.workspace import Workspace
 from prore.cli import main
-from rl.bench import Instance, SynthConfig, load_manifest, load_split, synthesize
-from rl.bench.compile import literal, predicate
-from rl.bench.context import BenchContext
-from rl.bench.noise import keeps_values
-from rl.bench.phrases import PhraseBook
-from rl.bench.store import RELEVANT_CAP, SPLITS
-from rl.bench.structure import quotas
-from rl.bench.synth import _anchors
-from rl.bench.tree import And, Leaf, Node, Not, Or, signed_leaves
-from rl.bench.verbalize import families, family
+from rl.datasets import Instance, SynthConfig, load_manifest, load_split, synthesize
+from rl.datasets.compile import literal, predicate
+from rl.datasets.context import BenchContext
+from rl.datasets.noise import keeps_values
+from rl.datasets.phrases import PhraseBook
+from rl.datasets.store import RELEVANT_CAP, SPLITS
+from rl.datasets.structure import quotas
+from rl.datasets.synth import _anchors
+from rl.datasets.tree import And, Leaf, Node, Not, Or, signed_leaves
+from rl.datasets.verbalize import families, family
 from serving.dsl import parse_program, validate
 from serving.dsl.program import Program, Retrieval
 from serving.engine import Engine
@@ -256,7 +256,7 @@ def test_bad_input_exits_2_with_one_line(
 def test_rewrites_come_from_the_cache_and_keep_every_value(
     small_index_cfg: Config, engines: dict[str, Engine], tmp_path: Path
 ) -> None:
-    from rl.bench.rewriter import RewriterConfig, build_request, cache_key
+    from rl.datasets.rewriter import RewriterConfig, build_request, cache_key
 
     sizes = {"train": 4, "test": 2, "ood": 2}
     plain_ws, ws = Workspace(tmp_path / "plain"), Workspace(tmp_path / "rewritten")
@@ -293,7 +293,7 @@ def test_streamed_statistics_and_fetched_documents_equal_the_whole_corpus(
     import pyarrow as pa
 
     from indexing.corpora.files import iter_corpus
-    from rl.bench.leaves import CATEGORICAL
+    from rl.datasets.leaves import CATEGORICAL
 
     ctx = BenchContext(small_index_cfg, domain, engines[domain], seed=1, sizes=SIZES)
     table = pa.concat_tables(list(iter_corpus(Workspace(small_index_cfg.workspace), schema_for(domain))))

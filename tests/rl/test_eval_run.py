@@ -14,7 +14,7 @@ import pytest
 from indexing.config import Config
 from indexing.workspace import Workspace
 from prore.cli import main
-from rl.bench.store import Instance, load_split, write_bench
+from rl.datasets.store import Instance, load_split, write_bench
 from rl.eval.report import LEVEL_PNG, MODALITY_PNG, QUERIES, SUMMARY, TABLE
 
 

@@ -14,9 +14,9 @@ from indexing.config import Config
 from indexing.corpora.vocab import facets
 from indexing.workspace import Workspace
 from prore.cli import main
-from rl.bench import load_split
-from rl.bench.store import Instance
-from rl.bench.verbalize import families
+from rl.datasets import load_split
+from rl.datasets.store import Instance
+from rl.datasets.verbalize import families
 from rl.train.recombine import corpus_spans, recombine, recombined_rows
 from rl.train.sft import SftJob, exemplar_index, instances, rows
 from serving.exemplars import (

@@ -25,8 +25,8 @@ from indexing.corpora.files import iter_corpus, read_labels, write_corpus
 from indexing.schema import schema_for
 from indexing.workspace import Workspace
 from prore.cli import main
-from rl.bench.errors import BenchError
-from rl.bench.human import (
+from rl.datasets.errors import BenchError
+from rl.datasets.human import (
     HUMAN_SPLIT,
     LABELED_FIELDS,
     HumanDataError,
@@ -36,7 +36,7 @@ from rl.bench.human import (
     read_requests,
     resolve,
 )
-from rl.bench.store import SPLITS, load_split
+from rl.datasets.store import SPLITS, load_split
 from rl.eval.commands import EVAL_SPLITS
 
 DOMAINS = ("ecommerce", "email")
@@ -94,7 +94,7 @@ def test_data_files_parse_and_validate(domain: str) -> None:
 
 def test_data_files_are_package_data() -> None:
     for domain in DOMAINS:
-        packaged = resources.files("rl.bench.human") / f"{domain}.jsonl"
+        packaged = resources.files("rl.datasets.human") / f"{domain}.jsonl"
         assert packaged.is_file() and Path(str(packaged)) == data_path(domain)
     patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["*"]
     assert any(fnmatch.fnmatch("ecommerce.jsonl", p) for p in patterns)
@@ -275,8 +275,8 @@ def test_every_baseline_runs_on_the_human_split(human_cfg: Config) -> None:
 @pytest.fixture(scope="module")
 def synthesized(human_cfg: Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
     """A small benchmark of both domains synthesized on the test index."""
-    from rl.bench import SynthConfig, synthesize
-    from rl.bench.context import BenchContext
+    from rl.datasets import SynthConfig, synthesize
+    from rl.datasets.context import BenchContext
     from serving.engine import Engine
 
     ws = Workspace(tmp_path_factory.mktemp("human-bench"))
@@ -313,11 +313,11 @@ def test_no_human_request_is_in_the_train_split(synthesized: Workspace, domain: 
 def test_only_evaluation_reads_the_human_split() -> None:
     """Training, prompts, exemplars and the reward service read benchmarks through ``load_split``, which never
     returns the human split; the only code that may load it is evaluation's."""
-    allowed = {"rl/bench/human/__init__.py", "rl/eval/commands.py", "rl/eval/report.py"}
+    allowed = {"rl/datasets/human/__init__.py", "rl/eval/commands.py", "rl/eval/report.py"}
     readers = set()
     for package in ("indexing", "serving", "rl", "prore", "operators"):
         for path in (ROOT / package).rglob("*.py"):
             text = path.read_text(encoding="utf-8")
-            if "rl.bench.human" in text or "load_human" in text or "human.jsonl" in text:
+            if "rl.datasets.human" in text or "load_human" in text or "human.jsonl" in text:
                 readers.add(path.relative_to(ROOT).as_posix())
     assert readers <= allowed, readers - allowed

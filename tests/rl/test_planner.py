@@ -19,7 +19,7 @@ from indexing.schema import PRODUCTS
 from indexing.stores.server import free_port
 from indexing.workspace import Workspace
 from prore.cli import main
-from rl.bench import load_split
+from rl.datasets import load_split
 from rl.errors import TrainError
 from rl.eval.methods import MethodContext, Outcome, get_method
 from rl.eval.planner_methods import (

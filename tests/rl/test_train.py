@@ -9,7 +9,7 @@ import pytest
 
 from indexing.workspace import Workspace
 from prore.cli import main
-from rl.bench import load_split
+from rl.datasets import load_split
 from rl.errors import TrainError
 from rl.prompt import read_card
 from rl.train.config import load_defaults

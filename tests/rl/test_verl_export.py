@@ -13,7 +13,7 @@ import pytest
 from indexing.config import Config
 from indexing.workspace import Workspace
 from prore.cli import main
-from rl.bench import load_split
+from rl.datasets import load_split
 from rl.errors import TrainError
 from rl.prompt import messages
 from rl.verl.export import ExportConfig, domain_of, export, is_val, train_dir

@@ -56,7 +56,7 @@ def _samples(setup: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
     """(row, completion): per prompt its gold program, the program in a ```json fence after a think block,
     a program that does not validate, garbage, and another prompt's gold program (runs, misses)."""
     ws: Workspace = setup["ws"]
-    from rl.bench import load_split
+    from rl.datasets import load_split
 
     gold = {i.qid: i.program for i in load_split(ws, DOMAIN, "train")}
     rows = setup["rows"][:6]

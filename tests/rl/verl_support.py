@@ -18,8 +18,8 @@ import pytest
 
 from indexing.config import Config
 from indexing.workspace import Workspace
-from rl.bench import SynthConfig, synthesize
-from rl.bench.context import BenchContext
+from rl.datasets import SynthConfig, synthesize
+from rl.datasets.context import BenchContext
 from rl.reward import RewardScorer
 from rl.reward.instances import InstanceIndex
 from rl.reward.service import create_app

@@ -184,7 +184,7 @@ def readme_servers(trained: Path) -> Iterator[Served]:
 @pytest.mark.server
 @pytest.mark.timeout(1800)
 def test_the_readmes_steps_serve_the_trained_planner_as_evaluation_decodes(readme_servers: Served) -> None:
-    from rl.bench import load_split
+    from rl.datasets import load_split
     from rl.eval.methods import MethodContext
     from rl.eval.planner_methods import VALUES_KEY, planner_completions
     from serving.dsl import extract_program
@@ -213,7 +213,7 @@ def test_the_readmes_steps_serve_the_trained_planner_as_evaluation_decodes(readm
 @pytest.mark.server
 @pytest.mark.timeout(1800)
 def test_the_grammar_output_against_the_readmes_server_writes_a_valid_program(readme_servers: Served) -> None:
-    from rl.bench import load_split
+    from rl.datasets import load_split
     from serving.dsl import validate
     from serving.planner import Plan, Planner, PlannerSettings
     from serving.prompt import card_profile

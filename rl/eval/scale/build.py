@@ -148,8 +148,8 @@ def ensure_built(cfg: Config, run: Run, memory: MemorySampler) -> dict[str, Any]
 
 def ensure_bench(cfg: Config, test: int, run: Run) -> dict[str, Any]:
     """Synthesize the benchmark of this workspace's index unless one with the same sizes exists."""
-    from rl.bench import load_manifest
-    from rl.bench.synth import SynthConfig, synthesize
+    from rl.datasets import load_manifest
+    from rl.datasets.synth import SynthConfig, synthesize
 
     ws = Workspace(cfg.workspace)
     sizes = {"train": 1, "test": test, "ood": 1}

@@ -23,12 +23,12 @@ from rl.eval.scale.runs import DOMAIN, LEVELS, Candidate, K, Run, candidate_conf
 
 def satisfied(engine: Any, ws: Workspace, items: Sequence[tuple[Any, str]]) -> list[bool]:
     """Whether each (condition tree, document id) holds on this corpus: the relevant-set test of
-    :mod:`rl.bench.relevance`, for the named documents only (their label rows loaded, one scan per 64)."""
+    :mod:`rl.datasets.relevance`, for the named documents only (their label rows loaded, one scan per 64)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     from indexing.corpora.files import read_labels
-    from rl.bench.relevance import RelevanceJudge
+    from rl.datasets.relevance import RelevanceJudge
 
     if not items:
         return []
@@ -92,7 +92,7 @@ def measure(
     cfg: Config, run: Run, bench_ws: Workspace, candidates: Sequence[Candidate], per_level: int
 ) -> dict[str, Any]:
     """Latency, empty share and P@1 of the benchmark's test split, per candidate."""
-    from rl.bench import load_manifest, load_split, tree
+    from rl.datasets import load_manifest, load_split, tree
     from serving.dsl import parse_program
     from serving.engine import Engine
 

@@ -9,12 +9,12 @@ deterministic), then
    (see :class:`Thresholds`) is dropped before any vector work;
 2. the survivors run through :meth:`serving.engine.Engine.execute_many`; a candidate is kept only when
    its gold document comes out strictly first;
-3. the accepted ones get their relevant sets (:mod:`rl.bench.relevance`), one ClickHouse scan per
+3. the accepted ones get their relevant sets (:mod:`rl.datasets.relevance`), one ClickHouse scan per
    batch, where the corpus has a label table; the gold document must be in its set.
 
 The wording family is drawn before the leaves, since an extractive family says facets with the
-document's own phrasing (:mod:`rl.bench.verbalize`); a share of requests then goes through the noisy
-wording of :mod:`rl.bench.noise`, with a random stream of its own.
+document's own phrasing (:mod:`rl.datasets.verbalize`); a share of requests then goes through the noisy
+wording of :mod:`rl.datasets.noise`, with a random stream of its own.
 
 Accepted candidates fill the quotas in attempt order, and the splits are written atomically.
 """
@@ -37,17 +37,17 @@ from indexing.config import Config
 from indexing.corpora.files import has_labels, read_labels
 from indexing.schema import DType, schema_for
 from indexing.workspace import Workspace
-from rl.bench.compile import compile_tree
-from rl.bench.context import BenchContext, open_context
-from rl.bench.errors import BenchError
-from rl.bench.leaves import DomainFacts, LeafMaker
-from rl.bench.noise import NOISY_SHARE, add_noise, keeps_values
-from rl.bench.relevance import RelevanceJudge, RelevantSet
-from rl.bench.rewriter import Rewriter, RewriterConfig, keeps_anchors
-from rl.bench.store import DEFAULT_SIZES, RELEVANT_CAP, SPLITS, Instance, check_sizes, write_bench
-from rl.bench.structure import LEVELS, quotas, shape_for
-from rl.bench.tree import Node, leaves, modalities, operators, signed_leaves, to_json
-from rl.bench.verbalize import Family, families, family, verbalize
+from rl.datasets.compile import compile_tree
+from rl.datasets.context import BenchContext, open_context
+from rl.datasets.errors import BenchError
+from rl.datasets.leaves import DomainFacts, LeafMaker
+from rl.datasets.noise import NOISY_SHARE, add_noise, keeps_values
+from rl.datasets.relevance import RelevanceJudge, RelevantSet
+from rl.datasets.rewriter import Rewriter, RewriterConfig, keeps_anchors
+from rl.datasets.store import DEFAULT_SIZES, RELEVANT_CAP, SPLITS, Instance, check_sizes, write_bench
+from rl.datasets.structure import LEVELS, quotas, shape_for
+from rl.datasets.tree import Node, leaves, modalities, operators, signed_leaves, to_json
+from rl.datasets.verbalize import Family, families, family, verbalize
 from serving.dsl.program import Program
 
 L1_FROM_OWNERS = 0.9
@@ -89,7 +89,7 @@ class SynthConfig:
     progress: bool = True
     """Show tqdm progress bars."""
     noisy_share: float = NOISY_SHARE
-    """Share of requests of every split that go through the noisy wording (:mod:`rl.bench.noise`)."""
+    """Share of requests of every split that go through the noisy wording (:mod:`rl.datasets.noise`)."""
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 Semantic leaves become ``id IN <text_k>`` (``id NOT IN`` when negated) with one retrieval entry each,
 numbered by position; structured leaves become SQL predicates whose literals are quoted by sqlglot.
 
->>> from rl.bench.tree import And, Leaf, Not
+>>> from rl.datasets.tree import And, Leaf, Not
 >>> t = And((Leaf("structured", "brand", "=", ("Levi's",)), Not(Leaf("text", "review", "sim", ("too tight",)))))
 >>> p = compile_tree(t, "products")
 >>> p.sql
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from rl.bench.tree import And, Leaf, Node, Not, Or, Value
+from rl.datasets.tree import And, Leaf, Node, Not, Or, Value
 from serving.dsl.limits import DEFAULT_LIMITS
 from serving.dsl.program import Program, Retrieval
 

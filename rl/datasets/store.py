@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 
 from indexing.schema import schema_for
 from indexing.workspace import Workspace, atomic_write_json, staged_dir
-from rl.bench.errors import BenchError
+from rl.datasets.errors import BenchError
 
 MANIFEST = "manifest.json"
 SPLITS = ("train", "test", "ood")
@@ -55,13 +55,13 @@ class Instance:
     operators: tuple[str, ...]
     """Sorted operators of the program, e.g. ``<``, ``IN``, ``NOT``, ``id IN <text>``."""
     tree: str
-    """The condition tree as JSON (see :func:`rl.bench.tree.to_json`)."""
+    """The condition tree as JSON (see :func:`rl.datasets.tree.to_json`)."""
     rewritten: bool = False
     """Whether an LLM endpoint rewrote the templated request."""
     noisy: bool = False
     """Whether the request went through the noisy wording family (typos, abbreviations, ...)."""
     relevant_n: int | None = None
-    """How many documents satisfy the whole condition tree (see :mod:`rl.bench.relevance`); ``None``
+    """How many documents satisfy the whole condition tree (see :mod:`rl.datasets.relevance`); ``None``
     when the corpus has no label table (real data), so the instance has no relevant set."""
     relevant_ids: tuple[str, ...] = ()
     """The relevant documents' ids, sorted, at most :data:`RELEVANT_CAP` of them (the gold among them)."""

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rl.bench.errors import BenchError
-from rl.bench.store import DEFAULT_SIZES, SPLITS, Instance, load_manifest, load_split
+from rl.datasets.errors import BenchError
+from rl.datasets.store import DEFAULT_SIZES, SPLITS, Instance, load_manifest, load_split
 
 if TYPE_CHECKING:
-    from rl.bench.synth import SynthConfig, Thresholds, synthesize
+    from rl.datasets.synth import SynthConfig, Thresholds, synthesize
 
 __all__ = [
     "DEFAULT_SIZES",
@@ -31,7 +31,7 @@ _LAZY = {"SynthConfig", "Thresholds", "synthesize"}
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
-        from rl.bench import synth
+        from rl.datasets import synth
 
         return getattr(synth, name)
-    raise AttributeError(f"module 'rl.bench' has no attribute {name!r}")
+    raise AttributeError(f"module 'rl.datasets' has no attribute {name!r}")

@@ -19,7 +19,7 @@ from typing import Any
 
 from indexing.openai_client import OpenAIClient, OpenAIError, RetryPolicy
 from indexing.workspace import atomic_write_json
-from rl.bench.errors import BenchError
+from rl.datasets.errors import BenchError
 
 KEY_ENV = "PRORE_REWRITER_API_KEY"
 """The environment variable whose value the rewriter sends as its bearer token (none when unset)."""

@@ -18,7 +18,7 @@ A facet reference names a facet of the corpus's label table (:mod:`indexing.corp
 vocabulary facet key (``headphones.bass``, ``invoice.overdue``) or a visual key
 (``visual:color=white``), either bare, meaning in any field the generators label it in
 (:data:`LABELED_FIELDS`), or as ``<field>/<facet>`` for one field (``review/general.stopped_working``),
-the label table's own ``<field>/<facet>`` key (:func:`rl.bench.relevance.label_key`).
+the label table's own ``<field>/<facet>`` key (:func:`rl.datasets.relevance.label_key`).
 
 **The relevant set** of a request on a workspace is every document of the published index's corpus table
 that satisfies the ``where`` and carries every ``must`` and none of the ``must_not`` facets by the corpus's
@@ -26,7 +26,7 @@ label table. It is computed at evaluation time, on the index's own ClickHouse st
 validated as the WHERE of ``SELECT DISTINCT id FROM <table> WHERE ...`` by the program validator
 (:func:`serving.dsl.validate`, the engine's program-safety checks), rendered from the validated tree,
 and run read-only under the store's query limits, joined with the labels loaded into a table of the
-benchmark's own (:class:`rl.bench.relevance.RelevanceJudge`). A request whose relevant set is empty on
+benchmark's own (:class:`rl.datasets.relevance.RelevanceJudge`). A request whose relevant set is empty on
 this corpus is skipped, and the count says so.
 
 **The gold document** is a documented convention, not an answer: the first relevant id in id order.
@@ -36,8 +36,8 @@ Hit@1, Hit@3, MRR and NDCG@3 (found the gold) therefore mean nothing on this spl
 the ``oracle`` method refuses this split, which has no gold program.
 
 The split is small and hand-written: it measures how methods generalize to wording no generator
-produced. It must never be trained or tuned on; nothing here is a :data:`rl.bench.store.SPLITS` split,
-so :func:`rl.bench.store.load_split` (which training, prompts and the reward service read) never returns it.
+produced. It must never be trained or tuned on; nothing here is a :data:`rl.datasets.store.SPLITS` split,
+so :func:`rl.datasets.store.load_split` (which training, prompts and the reward service read) never returns it.
 
 >>> refs = resolve("ecommerce", "headphones.bass")
 >>> refs
@@ -66,14 +66,14 @@ from indexing.corpora.labels import visual_key
 from indexing.corpora.vocab import facets, product_vocab
 from indexing.errors import QueryRejected
 from indexing.schema import CorpusSchema, schema_for
-from rl.bench.compile import literal
-from rl.bench.errors import BenchError
-from rl.bench.relevance import ALIAS, label_key
-from rl.bench.store import RELEVANT_CAP, Instance
+from rl.datasets.compile import literal
+from rl.datasets.errors import BenchError
+from rl.datasets.relevance import ALIAS, label_key
+from rl.datasets.store import RELEVANT_CAP, Instance
 from serving.dsl import DslError, Program, ValidatedProgram, strip_retrievals, validate
 
 HUMAN_SPLIT = "human"
-"""The split's name for ``prore eval --split``; never one of :data:`rl.bench.store.SPLITS`."""
+"""The split's name for ``prore eval --split``; never one of :data:`rl.datasets.store.SPLITS`."""
 FAMILY = "human"
 """The ``family`` of every human instance."""
 DATA_DIR = Path(__file__).parent
@@ -374,7 +374,7 @@ def data_fingerprint(domain: str, path: Path | None = None) -> str:
 
 def label_condition(domain: str, req: HumanRequest) -> list[str]:
     """The facet part of a request's condition: one ClickHouse condition per must group and must-not
-    facet, over the label table joined as :data:`~rl.bench.relevance.ALIAS`."""
+    facet, over the label table joined as :data:`~rl.datasets.relevance.ALIAS`."""
 
     def any_of(refs: Sequence[str]) -> str:
         keys = [k for r in refs for k in resolve(domain, r)]
@@ -505,7 +505,7 @@ def load_human(cfg: Config, domain: str, *, path: Path | None = None) -> HumanSp
     from indexing.index import open_index
     from indexing.stores.clickhouse import QueryLimits
     from indexing.workspace import Workspace
-    from rl.bench.relevance import RelevanceJudge
+    from rl.datasets.relevance import RelevanceJudge
 
     schema = schema_for(domain)
     requests = read_requests(schema.domain, path)

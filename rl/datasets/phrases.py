@@ -31,7 +31,7 @@ def _term_key(t: VisualTerm) -> str:
 
 
 class PhraseBook:
-    """Facet lookups for one domain (implements :class:`rl.bench.leaves.PhraseBook`)."""
+    """Facet lookups for one domain (implements :class:`rl.datasets.leaves.PhraseBook`)."""
 
     def __init__(self, domain: str) -> None:
         self.domain = domain

@@ -5,7 +5,7 @@ true of many documents, and a method that returns any of them has answered it. T
 says which, from the corpus's label table (:mod:`indexing.corpora.labels`), not from any retrieval:
 
 - a structured leaf holds exactly as its SQL predicate does on the corpus table (the same predicate
-  the gold program runs, :func:`rl.bench.compile.predicate`);
+  the gold program runs, :func:`rl.datasets.compile.predicate`);
 - a semantic leaf holds where the field carries the facet (a label row ``(doc, field, facet)``), a
   negated one where it does not;
 - ``And``, ``Or`` and ``Not`` combine them as in the tree.
@@ -20,10 +20,10 @@ instances::
       ON products.id = bench_labels.doc_id
 
 Every literal is quoted by sqlglot, and the statement runs on the store's trusted path (the project's
-own SQL, not a program's). The stored ids are the first :data:`~rl.bench.store.RELEVANT_CAP` ids in id
+own SQL, not a program's). The stored ids are the first :data:`~rl.datasets.store.RELEVANT_CAP` ids in id
 order, with the gold document always among them.
 
->>> from rl.bench.tree import And, Leaf, Not
+>>> from rl.datasets.tree import And, Leaf, Not
 >>> condition(And((Leaf("structured", "price", "<", (200,)), Not(Leaf("text", "review", "sim", ("x",), facet="headphones.bass")))))
 "(price < 200 AND NOT (has(bench_labels.label_keys, 'review/headphones.bass')))"
 """
@@ -38,10 +38,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rl.bench.compile import literal, predicate
-from rl.bench.errors import BenchError
-from rl.bench.store import RELEVANT_CAP
-from rl.bench.tree import And, Leaf, Node, Not, Or
+from rl.datasets.compile import literal, predicate
+from rl.datasets.errors import BenchError
+from rl.datasets.store import RELEVANT_CAP
+from rl.datasets.tree import And, Leaf, Node, Not, Or
 
 DATABASE = "prore_bench"
 """Database of the benchmark's own tables (the label table); programs can never name it."""

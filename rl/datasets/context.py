@@ -24,10 +24,10 @@ from indexing.config import Config
 from indexing.corpora.files import corpus_manifest, part_paths
 from indexing.schema import CorpusSchema, schema_for
 from indexing.workspace import Workspace
-from rl.bench.errors import BenchError
-from rl.bench.leaves import CATEGORICAL, DomainFacts
-from rl.bench.phrases import PhraseBook
-from rl.bench.store import SPLITS
+from rl.datasets.errors import BenchError
+from rl.datasets.leaves import CATEGORICAL, DomainFacts
+from rl.datasets.phrases import PhraseBook
+from rl.datasets.store import SPLITS
 from serving.dsl.limits import DEFAULT_LIMITS
 from serving.dsl.program import Program, Retrieval
 

@@ -16,8 +16,8 @@ from indexing.config import Config
 from indexing.corpora.files import corpus_manifest
 from indexing.schema import DOMAINS, schema_for
 from indexing.workspace import Workspace
-from rl.bench.rewriter import RewriterConfig
-from rl.bench.store import (
+from rl.datasets.rewriter import RewriterConfig
+from rl.datasets.store import (
     DEFAULT_SIZES,
     RELEVANT_CAP,
     SPLITS,
@@ -29,7 +29,7 @@ from rl.bench.store import (
 
 
 def _synth(args: argparse.Namespace, cfg: Config) -> int:
-    from rl.bench.synth import SynthConfig, synthesize, unlabeled_note
+    from rl.datasets.synth import SynthConfig, synthesize, unlabeled_note
 
     schema_for(args.domain)
     sizes = {"train": args.train, "test": args.test, "ood": args.ood}
@@ -58,7 +58,7 @@ def _table(title: str, counts: Counter[str], total: int) -> list[str]:
 
 def relevance_lines(items: list[Instance]) -> list[str]:
     """The distribution of relevant-set sizes per level, or why the split has no relevant sets."""
-    from rl.bench.synth import NO_LABELS, size_stats
+    from rl.datasets.synth import NO_LABELS, size_stats
 
     if not items or all(i.relevant_n is None for i in items):
         return [f"relevant sets: n/a ({NO_LABELS})"]
@@ -109,7 +109,7 @@ def _show(args: argparse.Namespace, cfg: Config) -> int:
     schema_for(args.domain)
     ws = Workspace(cfg.workspace)
     if args.n < 0:
-        from rl.bench.errors import BenchError
+        from rl.datasets.errors import BenchError
 
         raise BenchError(f"--n must be zero or more, got {args.n}", code="bench_size")
     instances = load_split(ws, args.domain, args.split)

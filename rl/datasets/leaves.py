@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from indexing.schema import CorpusSchema, DType, Role
-from rl.bench.structure import SAnd, Shape, SNot, SOr
-from rl.bench.tree import And, Leaf, Modality, Node, Not, Or, Value
+from rl.datasets.structure import SAnd, Shape, SNot, SOr
+from rl.datasets.tree import And, Leaf, Modality, Node, Not, Or, Value
 
 CATEGORICAL: dict[str, tuple[str, ...]] = {
     "ecommerce": ("brand", "category", "color"),
@@ -59,7 +59,7 @@ DATE_OPS: tuple[tuple[str, float], ...] = (("=", 0.25), ("<", 0.15), (">=", 0.2)
 
 
 class PhraseBook(Protocol):
-    """What leaves need from the vocabulary (see :mod:`rl.bench.phrases`)."""
+    """What leaves need from the vocabulary (see :mod:`rl.datasets.phrases`)."""
 
     def carried(self, fieldname: str, text: str, category: str | None = None) -> list[str]:
         """Facet keys ``text`` of ``fieldname`` carries (``category`` narrows visual terms)."""

@@ -1,14 +1,14 @@
 """Step 4 of synthesis: say a condition tree in natural language.
 
 Templates are organized in *families*: a family fixes the sentence frames, the phrasing style of the
-conditions (see :mod:`rl.bench.lexicon`), how conditions are joined and its lexical overlap with the
+conditions (see :mod:`rl.datasets.lexicon`), how conditions are joined and its lexical overlap with the
 documents: an ``extractive`` family says each facet with the document's own phrasing, as an LLM
 rewriting a program built from the document's phrases would (the paper's benchmarks read so); the
 others paraphrase. Families marked ``ood`` are used only by the OOD split, so that split tests
 wordings never seen in training; they all paraphrase, with held-out paraphrases. On top of any
-family, a share of requests goes through the noisy wording of :mod:`rl.bench.noise`.
+family, a share of requests goes through the noisy wording of :mod:`rl.datasets.noise`.
 
->>> from rl.bench.tree import And, Leaf, Not
+>>> from rl.datasets.tree import And, Leaf, Not
 >>> t = And((Leaf("structured", "brand", "=", ("Sony",)), Leaf("structured", "price", "<", (200,)),
 ...          Not(Leaf("image", "image", "sim", ("matte white finish",)))))
 >>> text = verbalize(t, "ecommerce", family("imperative"), random.Random(1))
@@ -23,8 +23,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rl.bench.errors import BenchError
-from rl.bench.lexicon import (
+from rl.datasets.errors import BenchError
+from rl.datasets.lexicon import (
     BOOL_CLAUSES,
     IMAGE_CLAUSES,
     NOUNS,
@@ -34,7 +34,7 @@ from rl.bench.lexicon import (
     clause_phrases,
     spec_phrase,
 )
-from rl.bench.tree import And, Leaf, Node, Not, Or, Value
+from rl.datasets.tree import And, Leaf, Node, Not, Or, Value
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class Family:
 
     name: str
     style: str
-    """``post``, ``clause`` or ``spec`` (see :mod:`rl.bench.lexicon`)."""
+    """``post``, ``clause`` or ``spec`` (see :mod:`rl.datasets.lexicon`)."""
     frames: tuple[str, ...]
     joiner: str = "prose"
     """``prose`` joins "a, b and c"; ``comma`` joins "a, b, c"; ``semicolon`` joins "a; b; c"."""
