@@ -110,9 +110,10 @@ class RetryPolicy:
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
         """Seconds to wait after failed try number ``attempt`` (from 1): the server's ``Retry-After`` when it
-        gave one, else full jitter; never more than :attr:`max_backoff_s`."""
+        gave one (plus a jitter below :attr:`backoff_s`, so that callers refused together do not all come back
+        together), else full jitter; never more than :attr:`max_backoff_s`."""
         if retry_after is not None:
-            return min(self.max_backoff_s, retry_after)
+            return min(self.max_backoff_s, retry_after + random.uniform(0.0, self.backoff_s))
         return random.uniform(0.0, min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1)))
 
 

@@ -22,18 +22,15 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 
-from indexing.openai_client import retry_after_s
+from indexing.openai_client import RetryPolicy, retry_after_s
 from rl.reward.errors import RewardError, RewardUnavailable
 from rl.reward.settings import URL_ENV
-
-RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 
 
 @dataclass
@@ -77,9 +74,9 @@ class RewardClient:
                 code="bad_reward_config",
             )
         self.base_url = url.rstrip("/")
-        self.max_attempts = max_attempts
-        self.backoff_s = backoff_s
-        self.max_backoff_s = max_backoff_s
+        self.retry = RetryPolicy(max_attempts=max_attempts, backoff_s=backoff_s, max_backoff_s=max_backoff_s)
+        """When a refused or unanswered call is tried again: the project's one policy
+        (:class:`indexing.openai_client.RetryPolicy`: ``Retry-After`` honoured, full jitter otherwise)."""
         self.stats = ClientStats()
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._max_connections = max_connections
@@ -117,7 +114,7 @@ class RewardClient:
         body = {"items": [dict(item) for item in items]}
         url = self.base_url + "/v1/score"
         last = "no attempt made"
-        for attempt in range(1, self.max_attempts + 1):
+        for attempt in range(1, self.retry.max_attempts + 1):
             self.stats.attempts += 1
             wait: float | None = None
             try:
@@ -137,7 +134,7 @@ class RewardClient:
                 self.stats.unavailable += 1
                 last = f"{type(exc).__name__}: {exc}"
             else:
-                if status not in RETRY_STATUSES:
+                if not RetryPolicy.retries_status(status):
                     code, detail = reason
                     raise RewardError(f"the reward service refused the request ({status}): {detail}", code=code)
                 if status == 429:
@@ -145,12 +142,12 @@ class RewardClient:
                 else:
                     self.stats.unavailable += 1
                 last = f"{status} {reason[0]}: {reason[1]}"
-            if attempt == self.max_attempts:
+            if attempt == self.retry.max_attempts:
                 break
             self.stats.retries += 1
-            await asyncio.sleep(self._delay(attempt, wait))
+            await asyncio.sleep(self.retry.delay(attempt, wait))
         raise RewardUnavailable(
-            f"the reward service did not answer after {self.max_attempts} attempts ({last})"
+            f"the reward service did not answer after {self.retry.max_attempts} attempts ({last})"
         )
 
     async def score_one(
@@ -212,12 +209,6 @@ class RewardClient:
         for (_, future), result in zip(batch, results, strict=True):
             if not future.done():
                 future.set_result(result)
-
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        # Jitter spreads callers that were refused together, so they do not come back together.
-        if retry_after is not None:
-            return retry_after + random.uniform(0, self.backoff_s)
-        return random.uniform(0, min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1)))
 
 
 def _settle(futures: Sequence[asyncio.Future[Any]], exc: BaseException) -> None:
