@@ -1,4 +1,5 @@
-"""Shared fixtures: one workspace and one chDB path per test process, small indexed corpora, Milvus servers.
+"""Shared fixtures: one workspace and one chDB path per test process, small indexed corpora, Milvus servers,
+a vLLM CPU server on a tiny planner checkpoint.
 
 chDB binds one path per process, so every test that touches ClickHouse in-process uses the
 session's chDB path: :func:`workspace_config` gives a fresh workspace that shares it and keeps
@@ -7,6 +8,7 @@ apart by its own ClickHouse database.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import sys
@@ -24,7 +26,7 @@ import pytest
 from indexing.config import ClickHouseConfig, Config, EmbedderConfig, MilvusConfig
 from indexing.processes import listening
 from indexing.stores.server import free_port
-from tests.processes import served
+from tests.processes import VLLM_SERVER, served
 
 SMALL_CORPUS_ROWS = 600
 """Documents per domain in :func:`small_index_cfg`."""
@@ -116,6 +118,56 @@ def milvus_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
         yield info.uri or ""
     finally:
         server.stop(root, timeout_s=10)
+
+
+@pytest.fixture(scope="session")
+def planner_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A randomly initialized Qwen3 (the ``xs`` size) with a byte-level BPE tokenizer trained on the
+    project's prompts and example programs, saved as a Hugging Face checkpoint directory."""
+    pytest.importorskip("transformers")
+    from rl.train.model import SIZES, build_model
+    from rl.train.tokenizer import train_tokenizer
+    from serving.prompt import EXAMPLE_PROGRAMS, messages
+
+    out = tmp_path_factory.mktemp("planner-ckpt")
+    texts: list[str] = []
+    for domain, program in EXAMPLE_PROGRAMS.items():
+        for profile in ("short", "full"):
+            texts += [m["content"] for m in messages(domain, "wireless headphones under $200", profile=profile)]
+        texts += [program] * 8
+    tok = train_tokenizer(texts * 4, vocab_size=1024)
+    model = build_model(dataclasses.replace(SIZES["xs"], max_positions=4096), tok, seed=0)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def vllm_server(planner_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Base URL (``http://127.0.0.1:PORT/v1``) of a vLLM CPU server serving the tiny checkpoint as ``planner``
+    (``tests.serving.planner_support.PLANNER_NAME``), structured output on xgrammar.
+
+    One per test process, started when a test first asks for it (about 45 s) and stopped at the end: the
+    planner client's and KServe's tests (tests/serving) and the few-shot ``llm:`` baseline's (tests/rl) all
+    send it requests and nothing else, so none of them may stop it or change what it serves. A test of how
+    vLLM starts (the README's command) starts its own. A few-shot ``llm:`` request (the full prompt and 7
+    exemplars) comes to about 1,800 of this tokenizer's tokens, 2,100 with its 256-token answer, within
+    ``--max-model-len``."""
+    pytest.importorskip("vllm")
+    from tests.serving.planner_support import PLANNER_NAME
+
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("vllm") / "server.log"
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
+    command = [
+        *VLLM_SERVER, "--model", str(planner_checkpoint), "--served-model-name", PLANNER_NAME,
+        "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--enforce-eager",
+        "--max-model-len", "4096", "--seed", "0",
+        "--structured-outputs-config", '{"backend": "xgrammar", "disable_any_whitespace": true}',
+    ]  # fmt: skip
+    url = f"http://127.0.0.1:{port}/v1"
+    with served(command, url + "/models", log_path, what="the vLLM server", timeout_s=600, env=env):
+        yield url
 
 
 _WORDS = {

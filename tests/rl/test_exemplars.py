@@ -167,13 +167,18 @@ def test_sft_with_exemplars_ships_its_index_and_the_planner_reads_it(train_bench
     assert card["exemplars"]["k"] == 2 and card["exemplars"]["pairs"] == 60
     assert (out / "final" / EXEMPLARS_DIR / "pairs.parquet").is_file()
     test = load_split(train_bench, "ecommerce", "test")[:3]
-    run = evaluate(small_index_cfg, "ecommerce", get_method(f"planner:{out / 'final'}"), test, progress=False)
-    assert len(run.results) == 3
+    # One context for the run and the look inside: the engine the run loaded, with the exemplar index it read
+    # (a second context would load vLLM a second time, about 30 s, to read the same card).
     ctx = MethodContext(small_index_cfg, "ecommerce")
     try:
-        from rl.eval.planner_methods import _vllm
+        from rl.eval.planner_methods import LoadedPlanner, _vllm
 
+        run = evaluate(small_index_cfg, "ecommerce", get_method(f"planner:{out / 'final'}"), test, progress=False,
+                       ctx=ctx)  # fmt: skip
+        assert len(run.results) == 3
+        engines = [v for v in ctx.cache.values() if isinstance(v, LoadedPlanner)]
         loaded = _vllm(ctx, str(out / "final"))
+        assert engines == [loaded], "the run's engine, not a second one"
         assert loaded.exemplars is not None and loaded.exemplars[1] == 2
     finally:
         ctx.close()

@@ -1,5 +1,6 @@
 """The planner as an evaluation method: a tiny checkpoint through vLLM offline (free and schema-constrained
-decoding), and the few-shot baseline against a real vLLM OpenAI-compatible server on loopback."""
+decoding), and the few-shot baseline against a real vLLM OpenAI-compatible server on loopback (the session's
+``vllm_server``, tests/conftest.py, which the serving tests share)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,13 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence, Sized
+from collections.abc import Sequence, Sized
 from pathlib import Path
 
 import pytest
 
 from indexing.config import Config
 from indexing.schema import PRODUCTS
-from indexing.stores.server import free_port
 from indexing.workspace import Workspace
 from prore.cli import main
 from rl.datasets import load_split
@@ -43,8 +43,8 @@ from rl.eval.runner import QueryResult, evaluate, modality_group
 from rl.reward import parse_completion
 from serving.dsl.grounding import Grounding
 from serving.dsl.structured import STRUCTURED_LIMITS
-from tests.processes import VLLM_SERVER, served
 from tests.rl.train_support import TINY
+from tests.serving.planner_support import PLANNER_NAME
 
 
 @pytest.fixture(scope="session")
@@ -55,23 +55,6 @@ def tiny_planner(train_bench: Workspace, tmp_path_factory: pytest.TempPathFactor
     # (test_planner_method_generates_executes_and_scores: 188 s against 76 s), and still fails on some requests.
     assert main(["--workspace", str(train_bench.root), "train", "sft", *TINY, "--max-steps", "40", "--out", str(out)]) == 0
     return out / "final"
-
-
-
-@pytest.fixture(scope="session")
-def vllm_server(tiny_planner: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``python -m vllm.entrypoints.openai.api_server`` serving the tiny checkpoint on a loopback port."""
-    port = free_port()
-    log_path = tmp_path_factory.mktemp("vllm-server") / "server.log"
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
-    command = [
-        *VLLM_SERVER, "--model", str(tiny_planner), "--host", "127.0.0.1", "--port", str(port),
-        "--dtype", "float32", "--enforce-eager", "--max-model-len", "8192",
-        "--served-model-name", "tiny-planner", "--gpu-memory-utilization", "0.1",
-    ]  # fmt: skip
-    url = f"http://127.0.0.1:{port}/v1"
-    with served(command, url + "/models", log_path, what="the vLLM server", timeout_s=900, env=env, poll_s=1):
-        yield url
 
 
 def _check_run(results: Sequence[QueryResult], instances: Sized) -> None:
@@ -250,7 +233,7 @@ def test_llm_method_runs_few_shot_against_a_vllm_server(small_index_cfg: Config,
         assert [m["role"] for m in chat] == ["system", *["user", "assistant"] * N_SHOTS, "user"]
         run = evaluate(small_index_cfg, "ecommerce", spec, instances, progress=False, ctx=ctx)
         _check_run(run.results, instances)
-        assert ctx.cache["llm:model"] == "tiny-planner"
+        assert ctx.cache["llm:model"] == PLANNER_NAME, "the endpoint's one model, as it lists it"
     finally:
         ctx.close()
 
