@@ -26,6 +26,7 @@ model sees exemplars chosen the same way everywhere.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import re
@@ -331,6 +332,8 @@ def open_for_planner(model_dir: str | Path, embedder: EmbedderConfig | None = No
             if index.version != section["version"]:
                 raise ExemplarError(f"{model_dir}: the card names exemplar index {section['version']} but the "
                                     f"folder holds {index.version}", code="exemplar_version")  # fmt: skip
+            if not _OPEN:  # the first one: whatever this process opens is closed (its temporary store removed) at exit
+                atexit.register(close_open_indexes)
             _OPEN[key] = index
     return index, int(section["k"])
 

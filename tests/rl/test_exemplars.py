@@ -3,8 +3,11 @@ benchmark's honesty: nothing of the OOD split's wording reaches a training promp
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -142,6 +145,30 @@ def test_index_round_trips_through_a_model_directory_and_the_card_checks_its_ver
     assert bad.value.code == "exemplar_card"
     (tmp_path / "planner.json").write_text(json.dumps({"profile": "compact"}))
     assert open_for_planner(tmp_path, small_index_cfg.embedder) is None
+
+
+def test_a_process_that_opened_a_planners_exemplars_removes_their_store_at_exit(
+        exemplar_rows: ExemplarRows, small_index_cfg: Config, tmp_path: Path) -> None:  # fmt: skip
+    """Evaluation, serving and RL open the planner's index through open_for_planner and never close it
+    themselves: its process-private Milvus Lite store must still not outlive the process."""
+    _, index, train, _, _ = exemplar_rows
+    index.save(tmp_path)
+    (tmp_path / "planner.json").write_text(json.dumps({"profile": "compact", "exemplars": index.card(2)}))
+    request = next(i.nl for i in train if i.domain == "ecommerce")
+    code = (
+        "import dataclasses, json, sys\n"
+        "from indexing.config import EmbedderConfig\n"
+        "from serving.exemplars import open_for_planner, shots_for\n"
+        "opened = open_for_planner(sys.argv[1], EmbedderConfig(**json.loads(sys.argv[2])))\n"
+        "assert len(shots_for(opened, 'ecommerce', [sys.argv[3]])[0]) == 2\n"
+        "print(opened[0]._tmp)\n"
+    )
+    embedder = json.dumps(dataclasses.asdict(small_index_cfg.embedder))
+    got = subprocess.run([sys.executable, "-c", code, str(tmp_path), embedder, request],
+                         capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert got.returncode == 0, got.stderr[-2000:]
+    store = Path(got.stdout.strip().splitlines()[-1])
+    assert store.name.startswith("prore-exemplars-") and not store.exists(), f"{store} outlived its process"
 
 
 def test_shapes_mask_literals_and_keep_entries() -> None:
