@@ -32,12 +32,13 @@ $(STAMP): pyproject.toml
 demo: setup  ## build, index and query both corpora on embedded engines (PROFILE=medium: the planner report; PROFILE=paper: full size)
 	PROFILE=$(PROFILE) bash scripts/demo.sh
 
-# pytest-xdist workers (default 0: one process). Measured on 2 cores, 2 workers took 1,042 s against 993 s for
-# one process, and two Milvus standalone servers collide on the fixed internal ports of Milvus 2.3.5: the
-# xdist_group marks of tests/conftest.py were not honoured (README: Development).
-TEST_WORKERS ?= 0
+# pytest-xdist workers (default 2). The suite keeps one core busy on average when it runs in one process (its
+# servers start, flush and recover while it waits), so two workers fill a 2-core machine; the tests that share a
+# session server (vLLM's, the Milvus standalone server's, a Milvus Lite gRPC server's) or start a standalone server
+# of their own stay together on one worker (xdist_group marks, --dist loadgroup). TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
 
-test: setup  ## run the test suite against the real embedded engines (TEST_WORKERS xdist processes, default 0)
+test: setup  ## run the test suite against the real embedded engines (TEST_WORKERS xdist processes, default 2)
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=40
 
 test-fast: setup  ## the edit loop: every test not marked slow or server

@@ -257,9 +257,10 @@ def write_synthetic_corpus() -> Callable[..., dict[str, Any]]:
 
 XDIST_GROUPS = {"vllm_server": "vllm", "milvus_standalone": "milvus-standalone", "milvus_server": "milvus-lite"}
 """Session servers that cost a start per test process (vLLM's CPU server, the Milvus standalone server, a
-Milvus Lite gRPC server): meant to keep every test that uses one on the same worker under pytest-xdist
-(``make test TEST_WORKERS=2``, ``--dist loadgroup``). Measured, the marks were not honoured (no ``@group``
-suffix on the node ids, two standalone servers colliding), which is why ``TEST_WORKERS`` defaults to 0."""
+Milvus Lite gRPC server): every test that uses one runs on the same pytest-xdist worker (``make test``'s
+``--dist loadgroup``), which starts it once. The modules that start standalone servers of their own join the
+``milvus-standalone`` group by a mark, so that no two such servers start at once. (pytest 9.2 drops the group
+suffix these marks give a node id, which is why the dev extra keeps pytest below it.)"""
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups

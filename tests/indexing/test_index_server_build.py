@@ -31,7 +31,8 @@ from indexing.stores.milvus import field_collection, vector_field
 from indexing.stores.milvus_plan import AUTO_COMPACTION
 from tests.indexing.digest import DIGEST_CODE, build_code, run_with_config
 
-pytestmark = [pytest.mark.server, pytest.mark.slow]
+# A server of its own: under pytest-xdist, on the worker of the session's standalone server (tests/conftest.py).
+pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.xdist_group("milvus-standalone")]
 
 HNSW: dict[str, Any] = {
     "index_type": "HNSW",

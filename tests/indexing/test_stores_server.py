@@ -23,7 +23,9 @@ from indexing.index import open_index
 from indexing.stores import server
 from prore.cli import main
 
-pytestmark = pytest.mark.server
+# These tests start, kill and restart servers of their own: under pytest-xdist they share a worker with the
+# session's standalone server (tests/conftest.py), so that no two servers start at once on a loaded machine.
+pytestmark = [pytest.mark.server, pytest.mark.xdist_group("milvus-standalone")]
 
 
 def _status(cfg: Config, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
