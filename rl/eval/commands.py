@@ -7,16 +7,15 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from indexing.config import Config
+from indexing.config import Config, Section
+from indexing.flags import Flag, Flags
 from indexing.schema import DOMAINS, schema_for
 from indexing.workspace import Workspace
 from rl.eval.errors import EvalError
-from rl.eval.runner import MIN_K
-from rl.settings import EvalSettings, RlSettings
+from rl.settings import SECTION, EvalSettings, RlSettings
 
 HUMAN = "human"
 """The hand-written split (:mod:`rl.datasets.human`): packaged requests judged on the workspace's corpus at
@@ -77,17 +76,21 @@ def benchmark_identity(cfg: Config, domain: str) -> dict[str, Any]:
     return {**manifest, "version": ws.bench_dir(domain).name}
 
 
+EVAL_FLAGS: Flags[RlSettings] = Flags(
+    Section(SECTION, RlSettings),
+    Flag("eval.k", metavar="K"),
+    Flag("eval.batch_size", metavar="N"),
+    Flag("eval.resamples", metavar="N"),
+    Flag("eval.confidence", metavar="C"),
+    Flag("eval.seed", metavar="S"),
+)
+"""The flags of ``prore eval DOMAIN`` that set ``rl.eval``: built from :class:`~rl.settings.EvalSettings`' fields,
+whose checks refuse a bad value (``--k 2``: ``rl.eval.k must be at least 3``)."""
+
+
 def eval_settings(args: argparse.Namespace, cfg: Config) -> EvalSettings:
     """The config's ``rl.eval`` section with the flags given on the command line put over it."""
-    base = cfg.section(RlSettings).eval
-    if args.resamples is not None and args.resamples < 1:
-        raise EvalError(f"--resamples must be positive, got {args.resamples}")
-    if args.k is not None and args.k < MIN_K:
-        raise EvalError(f"--k must be at least {MIN_K} (Hit@3 and NDCG@3 need three ranks), got {args.k}")
-    if args.batch_size is not None and args.batch_size < 1:
-        raise EvalError(f"--batch-size must be positive, got {args.batch_size}")
-    flags = {"k": args.k, "batch_size": args.batch_size, "resamples": args.resamples, "seed": args.seed}
-    return dataclasses.replace(base, **{name: v for name, v in flags.items() if v is not None})
+    return EVAL_FLAGS.over(cfg.section(RlSettings), args).eval
 
 
 def _run_eval(args: argparse.Namespace, cfg: Config) -> int:
@@ -189,7 +192,6 @@ def register_eval(sub: Any) -> None:
         "nDCG@10 and R@10 against each instance's relevant set, execution rate, and a failure breakdown, "
         "with bootstrap 95% CIs.",
     )
-    defaults = EvalSettings()
     targets = p.add_subparsers(dest="eval_target", metavar="{" + "|".join(DOMAINS) + "|compare}", required=True)
     for domain in DOMAINS:
         d = targets.add_parser(domain, help=f"evaluate a method on the {domain} benchmark")
@@ -200,12 +202,7 @@ def register_eval(sub: Any) -> None:
                        help="benchmark split: test (default), ood, train, or human (the packaged hand-written requests, "
                        "judged on this workspace's corpus; read P@1 and nDCG@10)")  # fmt: skip
         d.add_argument("--limit", type=int, default=None, help="evaluate N queries spread evenly over the split")
-        d.add_argument("--k", type=int, default=None, help=f"ranking depth scored (default: config rl.eval.k, {defaults.k})")
-        d.add_argument("--batch-size", type=int, default=None,
-                       help=f"queries per method call (default: rl.eval.batch_size, {defaults.batch_size})")
-        d.add_argument("--resamples", type=int, default=None,
-                       help=f"bootstrap resamples (default: rl.eval.resamples, {defaults.resamples})")
-        d.add_argument("--seed", type=int, default=None, help=f"bootstrap seed (default: rl.eval.seed, {defaults.seed})")
+        EVAL_FLAGS.add_to(d)
         d.add_argument("--quiet", action="store_true", help="no progress bar")
         d.set_defaults(handler=_run_eval, eval_domain=domain)
     c = targets.add_parser(

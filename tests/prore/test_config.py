@@ -157,6 +157,8 @@ def test_eval_flags_override_the_config(tmp_path: Path) -> None:
     cfg = load_config(_write(tmp_path, {"rl": {"eval": {"k": 10, "resamples": 50, "seed": 4}}}))
     args = build_parser().parse_args(["eval", "email", "--method", "bm25", "--k", "5"])
     assert eval_settings(args, cfg) == EvalSettings(k=5, resamples=50, seed=4)
+    args = build_parser().parse_args(["eval", "email", "--method", "bm25", "--confidence", "0.9"])
+    assert eval_settings(args, cfg) == EvalSettings(k=10, resamples=50, seed=4, confidence=0.9)
     args = build_parser().parse_args(["eval", "email", "--method", "bm25"])
     assert eval_settings(args, Config()) == EvalSettings()
 
