@@ -173,10 +173,13 @@ EXAMPLES = 60
 def test_flattened_sql_returns_the_same_rows(engine: Engine, corpus_ids: list[str]) -> None:
     ran: list[tuple[bool, bool]] = []  # (has a LIMIT, the plan changed the SQL) per example compared
 
+    # Derandomized: the coverage check below (a LIMIT among the examples, and the pass changing at least a tenth
+    # of them) is about this example set, not a draw; a random draw once changed only 4 of 60.
     @settings(
         max_examples=EXAMPLES,
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        derandomize=True,
     )
     @given(program=programs(PRODUCTS), nest=st.sampled_from([None, False, True]))
     def check(program: Program, nest: bool | None) -> None:
