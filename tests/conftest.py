@@ -269,6 +269,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         group = next((g for f, g in XDIST_GROUPS.items() if f in getattr(item, "fixturenames", ())), None)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+            item.add_marker(pytest.mark.server)  # it starts (or shares) a server: outside make test-fast
 
 
 _FINISHED: dict[str, int] = {}

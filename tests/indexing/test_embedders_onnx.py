@@ -71,6 +71,7 @@ def test_export_is_local_and_cached(cache: Path) -> None:
     assert not [p for p in fp32.parent.iterdir() if p.is_dir()]  # no temporary directory left behind
 
 
+@pytest.mark.slow
 def test_fp32_matches_torch_vectors_and_rankings(cache: Path, docs: list[str]) -> None:
     torch_e, onnx_e = _embedder("minilm"), _embedder("minilm-onnx")
     texts = QUERIES + docs[:50]
@@ -80,6 +81,7 @@ def test_fp32_matches_torch_vectors_and_rankings(cache: Path, docs: list[str]) -
     assert _top(torch_e.embed(QUERIES), corpus_t) == _top(onnx_e.embed(QUERIES), corpus_o)
 
 
+@pytest.mark.slow
 def test_int8_difference_is_measured_and_bounded(cache: Path, docs: list[str]) -> None:
     torch_e, int8_e = _embedder("minilm"), _embedder("minilm-onnx-int8")
     texts = QUERIES + docs[:50]

@@ -40,6 +40,7 @@ def info_json(workspace: Path, domain: str) -> dict[str, Any]:
     return data[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kill_at", ["clickhouse:3", "verified"])
 def test_killed_build_resumes_to_exact_counts(
     kill_at: str, workspace_config: Callable[..., Config], write_synthetic_corpus: Callable[..., Any]

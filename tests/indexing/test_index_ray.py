@@ -98,6 +98,7 @@ def _ray_cfg(cfg: Config, actors: int = 2) -> Config:
     return cfg.replace(build=BuildConfig(engine="ray", ray_actors=actors))
 
 
+@pytest.mark.slow
 def test_ray_build_publishes_the_same_index_as_the_local_build(
     ray_address: str, workspace_config: Callable[..., Config], write_synthetic_corpus: Callable[..., Any]
 ) -> None:
@@ -150,6 +151,7 @@ def uninterrupted(
     return loaded
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("stage", "chunk"), [("embedded", 0), ("milvus", 5)])
 def test_killed_ray_build_resumes_to_the_index_of_an_uninterrupted_build(
     stage: str,
@@ -177,6 +179,7 @@ def test_killed_ray_build_resumes_to_the_index_of_an_uninterrupted_build(
     assert json.loads(digest) == uninterrupted
 
 
+@pytest.mark.slow
 def test_cli_builds_on_a_ray_of_its_own(tmp_path: Path, write_synthetic_corpus: Callable[..., Any]) -> None:
     """``prore index build --engine ray`` with no Ray around starts a local one and stops it when done."""
     ws = tmp_path / "ws"

@@ -20,6 +20,7 @@ from tests.indexing.digest import DIGEST_CODE, build_code, run_with_config
 _BUILD = build_code(batch_rows=50)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunk", [0, 3, 6])
 def test_killed_at_milvus_chunk_and_resumed_equals_an_uninterrupted_build(
     chunk: int, workspace_config: Callable[..., Config], write_synthetic_corpus: Callable[..., Any]

@@ -71,6 +71,7 @@ def exemplar_rows(
     return ExemplarRows(job, index, train, train_rows, val_rows)
 
 
+@pytest.mark.slow
 def test_every_training_prompt_gets_k_exemplars_of_its_domain_from_the_train_split_never_itself(
     exemplar_rows: ExemplarRows,
 ) -> None:
@@ -147,6 +148,7 @@ def test_index_round_trips_through_a_model_directory_and_the_card_checks_its_ver
     assert open_for_planner(tmp_path, small_index_cfg.embedder) is None
 
 
+@pytest.mark.slow
 def test_a_process_that_opened_a_planners_exemplars_removes_their_store_at_exit(
         exemplar_rows: ExemplarRows, small_index_cfg: Config, tmp_path: Path) -> None:  # fmt: skip
     """Evaluation, serving and RL open the planner's index through open_for_planner and never close it
@@ -181,6 +183,7 @@ def test_shapes_mask_literals_and_keep_entries() -> None:
         program_shape("not json")
 
 
+@pytest.mark.slow
 def test_sft_with_exemplars_ships_its_index_and_the_planner_reads_it(train_bench: Workspace,
                                                                      small_index_cfg: Config, tmp_path: Path) -> None:  # fmt: skip
     from rl.eval.methods import MethodContext, get_method

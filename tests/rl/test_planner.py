@@ -66,6 +66,7 @@ def _check_run(results: Sequence[QueryResult], instances: Sized) -> None:
     assert sum(r.scores["exec"] for r in results) == len(results) - len(errors)
 
 
+@pytest.mark.slow
 def test_planner_method_generates_executes_and_scores(small_index_cfg: Config, train_bench: Workspace,
                                                        tiny_planner: Path) -> None:  # fmt: skip
     instances = list(load_split(train_bench, "ecommerce", "test"))
@@ -118,6 +119,7 @@ def test_planner_method_generates_executes_and_scores(small_index_cfg: Config, t
         assert not core.is_alive(), "closing the context stops vLLM's engine core"
 
 
+@pytest.mark.slow
 def test_execution_guided_decoding_resamples_only_what_failed(small_index_cfg: Config, train_bench: Workspace,
                                                               tiny_planner: Path) -> None:  # fmt: skip
     instances = list(load_split(train_bench, "ecommerce", "test"))
@@ -222,6 +224,7 @@ def test_few_shot_exemplars_cover_every_modality_group(train_bench: Workspace) -
     assert {modality_group(i.modalities) for i in chosen} == {modality_group(i.modalities) for i in train}
 
 
+@pytest.mark.slow
 def test_llm_method_runs_few_shot_against_a_vllm_server(small_index_cfg: Config, train_bench: Workspace,
                                                         vllm_server: str) -> None:  # fmt: skip
     instances = list(load_split(train_bench, "ecommerce", "test"))[:3]
@@ -250,6 +253,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow
 def test_the_engine_core_process_stops_when_its_caller_exits(tiny_planner: Path, tmp_path: Path) -> None:
     script = tmp_path / "open_and_exit.py"
     script.write_text(_OPEN_AND_EXIT)

@@ -152,6 +152,7 @@ def test_prompt_filter_keeps_the_groups_whose_rewards_differ(small_index_cfg: Co
     assert json.loads((tmp_path / FILTER_FILE).read_text())["stats"]["kept"] == 2
 
 
+@pytest.mark.slow
 def test_filtered_rl_samples_the_initial_model_and_refuses_an_empty_pool(small_index_cfg: Config,
                                                                          train_bench: Workspace, sft_model: Path,
                                                                          tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip

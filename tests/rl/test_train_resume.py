@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from indexing.workspace import Workspace
 from rl.train.logs import checkpoints, read_metrics
 from tests.rl.train_support import TINY
@@ -22,6 +24,7 @@ def _sft(ws: Workspace, out: Path) -> list[str]:
             "--max-steps", str(STEPS), "--out", str(out), "--domain", "ecommerce"]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_killed_sft_run_resumes_with_exact_step_counts(train_bench: Workspace, tmp_path: Path) -> None:
     out = tmp_path / "run"
     env = {**os.environ, "PRORE_TRAIN_THREADS": "1"}
