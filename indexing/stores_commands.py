@@ -26,7 +26,10 @@ def register(sub: Any) -> None:
     up = ssub.add_parser("up", help="start the server (kept if running) and wait until it answers")
     up.add_argument("--port", metavar="PORT", help="gRPC port (default 19530, or a free one if taken)")
     up.add_argument(
-        "--timeout", metavar="S", default="180", help="seconds to wait for it to answer (default 180)"
+        "--timeout",
+        metavar="S",
+        default="180",
+        help="seconds to wait for it to answer (default 180); after a crash, a server that hangs is started once more",
     )
     up.set_defaults(handler=cmd_up)
     down = ssub.add_parser("down", help="stop the server cleanly; its data stays")

@@ -159,3 +159,27 @@ def test_a_server_with_authentication_takes_the_credentials_from_the_environment
             MilvusStore(uri, MilvusConfig()).list_collections()
     finally:
         server.stop(directory)
+
+
+def test_a_start_after_a_crash_that_does_not_answer_is_tried_once_more(
+    tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After ``kill -9`` the state file stays; the next start stops a server that hangs and starts it again,
+    once, and gives up with both starts named. Nothing is left running or recorded."""
+    directory = tmp_path / "milvus-server"
+    port = server.free_port()
+    server.start(directory, port=port)
+    server.kill(directory)
+    assert (directory / server.STATE_FILE).is_file() and not server.status(directory).running
+    with pytest.raises(StoreUnavailable) as hung:  # no Milvus answers within 50 ms
+        server.start(directory, port=port, timeout_s=0.05)
+    message = str(hung.value)
+    assert f"start {server.RECOVERY_STARTS} of {server.RECOVERY_STARTS} after an unclean stop" in message
+    assert "\n" not in message and hung.value.retryable
+    assert "starting it once more" in caplog.text
+    assert not server.status(directory).running
+    assert not (directory / server.STATE_FILE).exists() and not (directory / server.PID_FILE).exists()
+    # A stop that was clean leaves no state: the next start that hangs gives up at once.
+    with pytest.raises(StoreUnavailable) as once:
+        server.start(directory, port=port, timeout_s=0.05)
+    assert "after an unclean stop" not in str(once.value)
