@@ -10,7 +10,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Sequence, Sized
+from collections.abc import Iterator, Sequence, Sized
 from pathlib import Path
 
 import pytest
@@ -46,6 +46,10 @@ from serving.dsl.structured import STRUCTURED_LIMITS
 from tests.rl.train_support import TINY
 from tests.serving.planner_support import PLANNER_NAME
 
+TINY_PLANNER_GROUP = pytest.mark.xdist_group("tiny-planner")
+"""The tests that decode with :func:`tiny_planner` run on one pytest-xdist worker: it is trained once, and
+the two that decode in this process share :func:`planner_ctx`'s engines."""
+
 
 @pytest.fixture(scope="session")
 def tiny_planner(train_bench: Workspace, tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -57,6 +61,22 @@ def tiny_planner(train_bench: Workspace, tmp_path_factory: pytest.TempPathFactor
     return out / "final"
 
 
+@pytest.fixture(scope="module")
+def planner_ctx(small_index_cfg: Config) -> Iterator[MethodContext]:
+    """One evaluation context for the tests that decode in this process: vLLM's engines (one per
+    structured-output backend) load once for all of them. Closing it stops every engine core."""
+    ctx = MethodContext(small_index_cfg, "ecommerce")
+    try:
+        yield ctx
+        loaded = [v for v in ctx.cache.values() if isinstance(v, LoadedPlanner)]
+        cores = [p.llm.llm_engine.engine_core.resources.engine_manager.processes[0] for p in loaded]
+    finally:
+        ctx.close()
+    for core in cores:
+        core.join(timeout=60)
+        assert not core.is_alive(), "closing the context stops vLLM's engine core"
+
+
 def _check_run(results: Sequence[QueryResult], instances: Sized) -> None:
     assert len(results) == len(instances)
     counts = failure_breakdown(results)
@@ -66,84 +86,78 @@ def _check_run(results: Sequence[QueryResult], instances: Sized) -> None:
     assert sum(r.scores["exec"] for r in results) == len(results) - len(errors)
 
 
+@TINY_PLANNER_GROUP
 @pytest.mark.slow
 def test_planner_method_generates_executes_and_scores(small_index_cfg: Config, train_bench: Workspace,
-                                                       tiny_planner: Path) -> None:  # fmt: skip
+                                                       tiny_planner: Path,
+                                                       planner_ctx: MethodContext) -> None:  # fmt: skip
     instances = list(load_split(train_bench, "ecommerce", "test"))
-    ctx = MethodContext(small_index_cfg, "ecommerce")
-    try:
-        runs = {}
-        for family in ("planner", "planner-json", "planner-grammar", "planner-grounded"):
-            spec = get_method(f"{family}:{tiny_planner}")
-            assert spec.name == f"{family}:sft"
-            run = runs[family] = evaluate(small_index_cfg, "ecommerce", spec, instances, progress=False, ctx=ctx)
-            _check_run(run.results, instances)
-            if family in ("planner-grammar", "planner-grounded"):  # what the grammar admits validates
-                # (an untrained model may write nesting past llguidance's Earley item cap, which then stops
-                # constraining that one completion: a format failure, never a validation one)
-                failed = [r.error for r in run.results if r.error and r.error.startswith("validation ")]
-                assert not failed, failed
-        # A fallback answers exactly what the planner left empty (failed or no document), nothing else.
-        system = evaluate(small_index_cfg, "ecommerce", get_method(f"planner:{tiny_planner}?fallback=rrf"), instances,
-                          progress=False, ctx=ctx)  # fmt: skip
-        rrf = {r.qid: r for r in evaluate(small_index_cfg, "ecommerce", get_method("rrf"), instances, progress=False,
-                                          ctx=ctx).results}  # fmt: skip
-        alone = {r.qid: r for r in runs["planner"].results}
-        assert any(not alone[r.qid].ids for r in system.results), "the tiny planner leaves some requests empty"
-        for r in system.results:
-            assert r.ids == (alone[r.qid].ids if alone[r.qid].ids else rrf[r.qid].ids), r.qid
-        requests = [i.nl for i in instances]
-        grounded = planner_completions(ctx, str(tiny_planner), requests, constraint="grounded")
-        values = column_values(ctx)
-        for nl, c in zip(requests, grounded, strict=True):  # every phrase is the request's, every value the corpus's
-            parsed = parse_completion(c.text)
-            if parsed.program is not None:
-                spans = Grounding.of(nl).spans
-                assert all(e.query in spans for e in parsed.program.retrieval_list), (nl, c.text)
-                literals = re.findall(r"brand = '((?:[^']|'')*)'", parsed.program.sql)
-                assert all(v.replace("''", "'") in values["brand"] for v in literals), c.text
-        constrained = planner_completions(ctx, str(tiny_planner), requests, constraint="json")
-        loaded = [v for v in ctx.cache.values() if isinstance(v, LoadedPlanner)]
-        assert len(loaded) == 2, "one engine per structured-output backend (xgrammar, llguidance)"
-        cores = [p.llm.llm_engine.engine_core.resources.engine_manager.processes[0] for p in loaded]
-        shape = re.compile(r'^\{"(sql|retrieval_list)": ?["\[]')
-        assert all(shape.match(c.text) for c in constrained), "the JSON schema fixes the program's shape"
-        # The budget is the schema's longest program, so even this untrained model closes every one.
-        assert [c.cut_at for c in constrained] == [None] * len(constrained)
-        for c in constrained:  # strict JSON: the grammar's strings hold no raw control character
-            assert set(json.loads(c.text)) == {"sql", "retrieval_list"}
-    finally:
-        ctx.close()
-    for core in cores:
-        core.join(timeout=60)
-        assert not core.is_alive(), "closing the context stops vLLM's engine core"
+    ctx = planner_ctx
+    runs = {}
+    for family in ("planner", "planner-json", "planner-grammar", "planner-grounded"):
+        spec = get_method(f"{family}:{tiny_planner}")
+        assert spec.name == f"{family}:sft"
+        run = runs[family] = evaluate(small_index_cfg, "ecommerce", spec, instances, progress=False, ctx=ctx)
+        _check_run(run.results, instances)
+        if family in ("planner-grammar", "planner-grounded"):  # what the grammar admits validates
+            # (an untrained model may write nesting past llguidance's Earley item cap, which then stops
+            # constraining that one completion: a format failure, never a validation one)
+            failed = [r.error for r in run.results if r.error and r.error.startswith("validation ")]
+            assert not failed, failed
+    # A fallback answers exactly what the planner left empty (failed or no document), nothing else.
+    system = evaluate(small_index_cfg, "ecommerce", get_method(f"planner:{tiny_planner}?fallback=rrf"), instances,
+                      progress=False, ctx=ctx)  # fmt: skip
+    rrf = {r.qid: r for r in evaluate(small_index_cfg, "ecommerce", get_method("rrf"), instances, progress=False,
+                                      ctx=ctx).results}  # fmt: skip
+    alone = {r.qid: r for r in runs["planner"].results}
+    assert any(not alone[r.qid].ids for r in system.results), "the tiny planner leaves some requests empty"
+    for r in system.results:
+        assert r.ids == (alone[r.qid].ids if alone[r.qid].ids else rrf[r.qid].ids), r.qid
+    requests = [i.nl for i in instances]
+    grounded = planner_completions(ctx, str(tiny_planner), requests, constraint="grounded")
+    values = column_values(ctx)
+    for nl, c in zip(requests, grounded, strict=True):  # every phrase is the request's, every value the corpus's
+        parsed = parse_completion(c.text)
+        if parsed.program is not None:
+            spans = Grounding.of(nl).spans
+            assert all(e.query in spans for e in parsed.program.retrieval_list), (nl, c.text)
+            literals = re.findall(r"brand = '((?:[^']|'')*)'", parsed.program.sql)
+            assert all(v.replace("''", "'") in values["brand"] for v in literals), c.text
+    constrained = planner_completions(ctx, str(tiny_planner), requests, constraint="json")
+    loaded = [v for v in ctx.cache.values() if isinstance(v, LoadedPlanner)]
+    assert len(loaded) == 2, "one engine per structured-output backend (xgrammar, llguidance)"
+    shape = re.compile(r'^\{"(sql|retrieval_list)": ?["\[]')
+    assert all(shape.match(c.text) for c in constrained), "the JSON schema fixes the program's shape"
+    # The budget is the schema's longest program, so even this untrained model closes every one.
+    assert [c.cut_at for c in constrained] == [None] * len(constrained)
+    for c in constrained:  # strict JSON: the grammar's strings hold no raw control character
+        assert set(json.loads(c.text)) == {"sql", "retrieval_list"}
 
 
+@TINY_PLANNER_GROUP
 @pytest.mark.slow
 def test_execution_guided_decoding_resamples_only_what_failed(small_index_cfg: Config, train_bench: Workspace,
-                                                              tiny_planner: Path) -> None:  # fmt: skip
+                                                              tiny_planner: Path,
+                                                              planner_ctx: MethodContext) -> None:  # fmt: skip
     instances = list(load_split(train_bench, "ecommerce", "test"))
-    ctx = MethodContext(small_index_cfg, "ecommerce")
-    try:
-        greedy = evaluate(small_index_cfg, "ecommerce", get_method(f"planner-json:{tiny_planner}"), instances,
-                          progress=False, ctx=ctx).results  # fmt: skip
-        spec = get_method(f"planner-json:{tiny_planner}?samples=4")
-        assert spec.name == "planner-json:sft-eg4"
-        guided = evaluate(small_index_cfg, "ecommerce", spec, instances, progress=False, ctx=ctx).results
-        _check_run(guided, instances)
-        failed = [i for i, r in enumerate(greedy) if not r.ids]
-        assert failed, "the 3-step planner fails some requests, so the second pass runs"
-        for i, (g, r) in enumerate(zip(greedy, guided, strict=True)):
-            if i not in failed:  # a greedy program that ranks something is kept as it was
-                assert (r.ids, r.error) == (g.ids, g.error)
-        # A failed request keeps its failure or gets a ranking a sample found (the engine's seed, not a
-        # per-request one, drives the samples, so a second draw in this process would differ).
-        assert all(guided[i].ids or (guided[i].ids, guided[i].error) == (greedy[i].ids, greedy[i].error) for i in failed)
-        drawn = generate(ctx, str(tiny_planner), [instances[i].nl for i in failed], constraint="json", n=4,
-                         temperature=0.7)  # fmt: skip
-        assert [len(group) for group in drawn] == [4] * len(failed)
-    finally:
-        ctx.close()
+    ctx = planner_ctx
+    greedy = evaluate(small_index_cfg, "ecommerce", get_method(f"planner-json:{tiny_planner}"), instances,
+                      progress=False, ctx=ctx).results  # fmt: skip
+    spec = get_method(f"planner-json:{tiny_planner}?samples=4")
+    assert spec.name == "planner-json:sft-eg4"
+    guided = evaluate(small_index_cfg, "ecommerce", spec, instances, progress=False, ctx=ctx).results
+    _check_run(guided, instances)
+    failed = [i for i, r in enumerate(greedy) if not r.ids]
+    assert failed, "the 3-step planner fails some requests, so the second pass runs"
+    for i, (g, r) in enumerate(zip(greedy, guided, strict=True)):
+        if i not in failed:  # a greedy program that ranks something is kept as it was
+            assert (r.ids, r.error) == (g.ids, g.error)
+    # A failed request keeps its failure or gets a ranking a sample found (the engine's seed, not a
+    # per-request one, drives the samples, so a second draw in this process would differ).
+    assert all(guided[i].ids or (guided[i].ids, guided[i].error) == (greedy[i].ids, greedy[i].error) for i in failed)
+    drawn = generate(ctx, str(tiny_planner), [instances[i].nl for i in failed], constraint="json", n=4,
+                     temperature=0.7)  # fmt: skip
+    assert [len(group) for group in drawn] == [4] * len(failed)
 
 
 def test_the_program_grammar_admits_every_gold_program(train_bench: Workspace) -> None:
@@ -253,6 +267,7 @@ if __name__ == "__main__":
 """
 
 
+@TINY_PLANNER_GROUP
 @pytest.mark.slow
 def test_the_engine_core_process_stops_when_its_caller_exits(tiny_planner: Path, tmp_path: Path) -> None:
     script = tmp_path / "open_and_exit.py"
