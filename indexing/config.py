@@ -454,6 +454,16 @@ def config_from_mapping(
     return Config(workspace=ws, **builtin, sections=layered)
 
 
+def _has(raw: Mapping[str, Any], key: str) -> bool:
+    """Whether ``raw`` holds the dotted ``key``."""
+    node: Any = raw
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
 def _put(raw: dict[str, Any], key: str, value: Any) -> None:
     """Set the dotted ``key`` of ``raw`` to ``value``, making the mappings on the way (an empty section's ``None``
     included); a value in the way that is no mapping stays, for the file's own error."""
@@ -499,12 +509,15 @@ def load_config(
     clickhouse_url: str | None = None,
     milvus_uri: str | None = None,
     embedder: str | None = None,
+    defaults: Mapping[str, Any] | None = None,
 ) -> Config:
     """Build the config from defaults, an optional YAML file, the environment (``environ``, default
     ``os.environ``) and this layer's flags, in that order.
 
     ``sections`` are registered first (:func:`config_from_mapping`, which ``partial`` is passed to); the file
-    may hold every registered section.
+    may hold every registered section. ``defaults`` are a process's own defaults by dotted key, where they
+    differ from the settings classes' (``{"serving.planner.output": "json"}``): under the file, which may set
+    them again.
     """
     raw: dict[str, Any] = {}
     if path is not None:
@@ -519,6 +532,9 @@ def load_config(
             raise ConfigError(f"config file {p} must hold a mapping")
         raw = loaded
     register_sections(*sections)
+    for key, value in (defaults or {}).items():
+        if not _has(raw, key):
+            _put(raw, key, value)
     raw = with_environment(raw, environ)
     cfg = config_from_mapping(raw, workspace=workspace or None, partial=partial)
     if clickhouse_url:

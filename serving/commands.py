@@ -41,7 +41,6 @@ from indexing.errors import ConfigError
 from indexing.flags import Flag, Flags
 from indexing.schema import PRODUCTS, SCHEMAS, CorpusSchema, schema_for_table
 from serving.planner import OUTPUTS, PlannerSettings
-from serving.prompt import planner_profile
 from serving.settings import SECTION, ServingSettings
 
 if TYPE_CHECKING:
@@ -145,9 +144,7 @@ def planner_from_args(args: argparse.Namespace, cfg: Config) -> PlannerSettings 
     planner = serve_settings(args, cfg).planner
     if not planner.url:
         return None
-    if planner.card is not None:
-        flagged = "planner.profile" in SERVE_FLAGS.given(args)
-        planner = dataclasses.replace(planner, profile=planner_profile(planner.profile if flagged else None, planner.card))
+    planner = planner.with_card_profile(profile_given="planner.profile" in SERVE_FLAGS.given(args))
     key = _env(args.planner_key_env, "--planner-key-env")
     return dataclasses.replace(planner, api_key=key or planner.api_key, embedder=planner.embedder or cfg.embedder)
 

@@ -32,14 +32,16 @@ controller appends to a transformer container need no wrapper.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import sys
 from collections.abc import Sequence
 
-from indexing.config import Config, EmbedderConfig
+from indexing.config import Config, Section
+from indexing.flags import Flag, Flags
 from serving.engine import Engine
 from serving.planner import OUTPUTS, PlannerSettings, prepare
-from serving.prompt import CARDLESS_PROFILE, PROFILES, Profile, planner_profile
+from serving.settings import SECTION, ServingSettings
 
 
 def kserve_argv(argv: Sequence[str]) -> list[str]:
@@ -71,18 +73,6 @@ finally:
     sys.argv = _ARGV
 
 
-def planner_settings(predictor_host: str, *, model: str = "planner", path: str = "/openai/v1",
-                     use_ssl: bool = False, timeout_s: float = 10.0, profile: Profile = CARDLESS_PROFILE,
-                     output: str = "json", card: str | None = None,
-                     embedder: EmbedderConfig | None = None) -> PlannerSettings:  # fmt: skip
-    """The planner client of a predictor at ``predictor_host`` (KServe's Hugging Face runtime: ``/openai/v1``;
-    a bare vLLM server: ``/v1``), prompting with ``profile`` and constraining decoding by ``output``
-    (:data:`serving.planner.OUTPUTS`), with the exemplars ``card``'s planner card names (:mod:`serving.exemplars`)."""
-    scheme = "https" if use_ssl else "http"
-    return PlannerSettings(url=f"{scheme}://{predictor_host}{path}", model=model, timeout_s=timeout_s, profile=profile,
-                           output=output, card=card, embedder=embedder)  # fmt: skip
-
-
 MODEL_NAME = "proretrieval"
 """The model's name where ``--model_name`` is not given (KServe gives the InferenceService's name)."""
 
@@ -110,21 +100,42 @@ def arg_parser() -> argparse.ArgumentParser:
                    help="Milvus server URI, as prore's --milvus-uri (default: embedded Milvus Lite in the workspace)")
     p.add_argument("--predictor_path", default="/openai/v1",
                    help="OpenAI base path on the predictor (KServe's Hugging Face runtime: /openai/v1; vLLM: /v1)")
-    p.add_argument("--planner_model", default="planner",
-                   help="the model name the predictor serves (its own --model_name)")  # fmt: skip
     p.add_argument("--domains", default="ecommerce,email")
-    p.add_argument("--planner_output", choices=OUTPUTS, default="json",
-                   help="how the planner's decoding is constrained, as evaluation's planner-json:, planner-grammar: and "
-                   "planner-grounded: through vLLM's structured_outputs: json (the DSL's JSON schema with the programs' "
-                   "separators; a predictor on vLLM's default xgrammar backend), grammar (the program grammar) or "
-                   "grounded (phrases copied from the request, values from the corpus), both for a predictor on vLLM's "
-                   "guidance backend, or free")  # fmt: skip
-    prompt = p.add_mutually_exclusive_group()
-    prompt.add_argument("--planner_profile", choices=PROFILES,
-                        help="prompt profile the planner was trained with (default: --planner_card's, else full)")
-    prompt.add_argument("--planner_card", metavar="PATH",
-                        help="the planner's model directory (or its planner.json), where the transformer can read it")
+    PLANNER_FLAGS.add_to(p)
     return p
+
+
+DEFAULTS = {"serving.planner.output": "json"}
+"""The transformer's defaults where they differ from ``prore serve``'s: its predictor is KServe's Hugging Face
+runtime, vLLM on its default xgrammar backend, which takes the DSL's JSON schema (``grounded`` needs vLLM's
+guidance backend). The config file, ``PRORE_PLANNER_OUTPUT`` and ``--planner_output`` set it again."""
+
+PLANNER_FLAGS: Flags[ServingSettings] = Flags(
+    Section(SECTION, ServingSettings),
+    Flag("planner.model", "--planner_model", help="The model name the predictor serves (its own --model_name); "
+         "unset: the one model the predictor lists."),
+    Flag("planner.output", "--planner_output", choices=OUTPUTS, default=DEFAULTS["serving.planner.output"]),
+    Flag("planner.profile", "--planner_profile"),
+    Flag("planner.card", "--planner_card", metavar="PATH"),
+    exclusive=[("planner.card", "planner.profile")],
+)  # fmt: skip
+"""The transformer's planner flags: fields of the config's ``serving.planner``, as ``prore serve``'s
+``--planner-*`` flags are, in the underscore style of KServe's parser they join. The planner's URL and timeout
+come from KServe's own ``--predictor_*`` arguments."""
+
+
+def planner_settings(args: argparse.Namespace, cfg: Config) -> PlannerSettings:
+    """The planner client of :func:`parse_args`'s arguments: the config's ``serving.planner`` section (defaults <
+    file < ``PRORE_PLANNER_*``) with the ``--planner_*`` flags given laid over it, as ``prore serve`` reads it;
+    it calls the predictor at ``--predictor_host`` on ``--predictor_path`` (KServe's Hugging Face runtime:
+    ``/openai/v1``; a bare vLLM server: ``/v1``) within ``--predictor_request_timeout_seconds``, prompts with its
+    card's profile when it has one (:mod:`serving.exemplars`) and embeds exemplars as ``cfg`` says."""
+    planner = PLANNER_FLAGS.over(cfg.section(ServingSettings), args).planner
+    scheme = "https" if args.predictor_use_ssl else "http"
+    planner = dataclasses.replace(planner, url=f"{scheme}://{args.predictor_host}{args.predictor_path}",
+                                  timeout_s=float(args.predictor_request_timeout_seconds),
+                                  embedder=planner.embedder or cfg.embedder)  # fmt: skip
+    return planner.with_card_profile(profile_given="planner.profile" in PLANNER_FLAGS.given(args))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -143,8 +154,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def config(args: argparse.Namespace) -> Config:
     """The config the engines open, from :func:`parse_args`'s arguments: :func:`indexing.config.load_config`
-    with the flags prore passes it (defaults < ``--config`` < the environment < ``--workspace`` and the store
-    URLs). Without a store URL the store is the embedded one in the workspace (chDB, Milvus Lite).
+    with the flags prore passes it (defaults, the transformer's :data:`DEFAULTS` over the classes' < ``--config``
+    < the environment < ``--workspace`` and the store URLs). Without a store URL the store is the embedded one in the workspace (chDB, Milvus Lite).
 
     This process runs the indexing and serving layers, so it registers the ``serving`` section and reads the
     file ``partial``: the keys of the layers above (``rl``) are accepted unread, as ``prore`` reads the same
@@ -153,17 +164,14 @@ def config(args: argparse.Namespace) -> Config:
     from serving.settings import SECTIONS
 
     return load_config(args.config, sections=SECTIONS, partial=True, workspace=args.workspace,
-                       clickhouse_url=args.clickhouse_url, milvus_uri=args.milvus_uri)  # fmt: skip
+                       clickhouse_url=args.clickhouse_url, milvus_uri=args.milvus_uri, defaults=DEFAULTS)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     cfg = config(args)
     engines = {d: Engine.open(cfg, d) for d in args.domains.split(",") if d}
-    planner = planner_settings(args.predictor_host, model=args.planner_model, path=args.predictor_path,
-                               use_ssl=args.predictor_use_ssl, timeout_s=args.predictor_request_timeout_seconds,
-                               profile=planner_profile(args.planner_profile, args.planner_card),
-                               output=args.planner_output, card=args.planner_card, embedder=cfg.embedder)  # fmt: skip
+    planner = planner_settings(args, cfg)
     prepare(planner, engines)  # a missing xgrammar fails here, and each grammar is compiled once
     model_class = ProRetrievalModel
     try:

@@ -47,7 +47,7 @@ import json
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from indexing.config import EmbedderConfig
@@ -68,7 +68,7 @@ from serving.dsl import DEFAULT_LIMITS, DslLimits, FormatError, Program, extract
 from serving.dsl.json_text import json_runs
 from serving.dsl.structured import STRUCTURED_LIMITS, constraint_grammar
 from serving.exemplars import Shot, open_for_planner, shots_for
-from serving.prompt import CARDLESS_PROFILE, Profile, PromptConfig, messages
+from serving.prompt import CARDLESS_PROFILE, Profile, PromptConfig, messages, planner_profile
 
 
 class PlannerError(ProReError):
@@ -193,6 +193,13 @@ class PlannerSettings:
         if isinstance(self.guided_samples, bool) or not 0 <= self.guided_samples <= MAX_GUIDED_SAMPLES:
             raise ProReError(f"guided samples must be an integer from 0 to {MAX_GUIDED_SAMPLES}, got "
                              f"{self.guided_samples!r}", code="planner_guided_samples")  # fmt: skip
+
+    def with_card_profile(self, *, profile_given: bool) -> PlannerSettings:
+        """These settings with the prompt profile a served planner gets: its card's when it has one, which wins
+        over a profile the file or the environment gives (``profile_given``: a flag gave it too, an error)."""
+        if self.card is None:
+            return self
+        return replace(self, profile=planner_profile(self.profile if profile_given else None, self.card))
 
     @property
     def chat_url(self) -> str:

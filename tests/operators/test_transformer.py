@@ -24,9 +24,9 @@ from tests.operators.schemas import REPO, validate
 
 pytest.importorskip("kserve", reason="pip install '.[kserve]' (serving.kserve's parser is KServe's ModelServer's)")
 
-from serving.kserve import config, parse_args, planner_settings
+from serving.kserve import DEFAULTS, config, parse_args, planner_settings
 from serving.planner import OUTPUTS
-from serving.prompt import PROFILES, planner_profile
+from serving.prompt import PROFILES
 
 PLANNER_SERVICE = REPO / "examples" / "k8s" / "planner-service.yaml"
 
@@ -78,12 +78,11 @@ def test_the_transformer_argv_parses_with_serving_kserve(container_concurrency: 
     assert args.predictor_host == f"{name}-predictor.{namespace}"
     assert args.workers == 1
     predictor_args = isvc["spec"]["predictor"]["model"]["args"]
-    assert args.planner_model == _last(predictor_args, "--model_name")  # the name the HF runtime serves
+    planner = planner_settings(args, config(args))
+    assert planner.model == _last(predictor_args, "--model_name")  # the name the HF runtime serves
     assert args.predictor_path == HF_OPENAI_PATH == "/openai/v1"
-    url = planner_settings(args.predictor_host, model=args.planner_model, path=args.predictor_path,
-                           use_ssl=args.predictor_use_ssl).url  # fmt: skip
-    assert url == f"http://{name}-predictor.{namespace}/openai/v1"
-    assert planner_profile(args.planner_profile, args.planner_card) == "full"  # the spec's default: a verl run's
+    assert planner.url == f"http://{name}-predictor.{namespace}/openai/v1"
+    assert planner.profile == "full"  # the spec's default: a verl run's
 
 
 def test_the_transformer_prompts_with_the_services_profile() -> None:
@@ -94,7 +93,7 @@ def test_the_transformer_prompts_with_the_services_profile() -> None:
     ps["spec"]["promptProfile"] = "compact"
     isvc = next(d for d in render_documents(yaml.safe_dump(ps)) if d["kind"] == "InferenceService")
     args = parse_args(kserve_appended(isvc["spec"]["transformer"]["containers"][0]["args"], isvc, "p"))
-    assert planner_profile(args.planner_profile, args.planner_card) == "compact"
+    assert planner_settings(args, config(args)).profile == "compact"
 
 
 def test_the_transformer_constrains_decoding_as_the_service_says() -> None:
@@ -107,8 +106,7 @@ def test_the_transformer_constrains_decoding_as_the_service_says() -> None:
             ps["spec"]["plannerOutput"] = given
         isvc = next(d for d in render_documents(yaml.safe_dump(ps)) if d["kind"] == "InferenceService")
         args = parse_args(kserve_appended(isvc["spec"]["transformer"]["containers"][0]["args"], isvc, "p"))
-        settings = planner_settings(args.predictor_host, output=args.planner_output)
-        assert (args.planner_output, settings.output) == (wanted, wanted)
+        assert planner_settings(args, config(args)).output == wanted
 
 
 def test_the_transformer_serves_the_mounted_workspace() -> None:
@@ -184,7 +182,8 @@ def test_one_store_setting_leaves_the_other_store_embedded() -> None:
 def test_the_store_flags_compose_the_config_as_prores_do(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """The same config as ``prore --config F --workspace W --clickhouse-url U --milvus-uri M config`` prints: the
-    flags over the file, the file over the defaults."""
+    flags over the file, the file over the defaults (the transformer's :data:`~serving.kserve.DEFAULTS` over the
+    classes')."""
     import os
 
     import yaml
@@ -204,7 +203,15 @@ def test_the_store_flags_compose_the_config_as_prores_do(tmp_path: Path, capsys:
 
     assert main([f"--config={cfg_file}", f"--workspace={settings.workspace_mount}", f"--clickhouse-url={CLICKHOUSE}",
                  f"--milvus-uri={MILVUS}", "config"]) == 0  # fmt: skip
-    assert yaml.safe_load(capsys.readouterr().out) == as_mapping(ours)
+    printed = yaml.safe_load(capsys.readouterr().out)
+    for key, value in DEFAULTS.items():  # the transformer's own defaults, where they differ from prore's
+        *path, last = key.split(".")
+        node = printed
+        for part in path:
+            node = node[part]
+        assert node[last] != value
+        node[last] = value
+    assert printed == as_mapping(ours)
 
 
 def test_the_transformer_reads_the_store_credentials_from_the_query_secret() -> None:

@@ -8,6 +8,7 @@ engine, model server or vLLM is started."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,17 +23,45 @@ EXAMPLE = ROOT / "docs" / "config.example.yaml"
 
 LOAD = """
 import json, sys
-from serving.kserve import config, parse_args
-cfg = config(parse_args(sys.argv[1:]))
+from serving.kserve import config, parse_args, planner_settings
+args = parse_args(sys.argv[1:])
+cfg = config(args)
+planner = planner_settings(args, cfg)
 from serving.settings import ServingSettings
 print(json.dumps({"layers": sorted(m for m in ("rl", "prore") if m in sys.modules), "sections": sorted(cfg.sections),
-                  "max_entries": cfg.section(ServingSettings).dsl.max_entries, "database": cfg.clickhouse.database}))
+                  "max_entries": cfg.section(ServingSettings).dsl.max_entries, "database": cfg.clickhouse.database,
+                  "planner": [planner.url, planner.model, planner.output, planner.max_tokens, planner.timeout_s]}))
 """
 
 
-def _load(*argv: str) -> subprocess.CompletedProcess[str]:
+def _load(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-c", LOAD, "--workspace", "w", "--predictor_host", "p.ns", *argv]
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("PRORE_PLANNER_")}
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, env={**environ, **(env or {})})
+
+
+def _planner(*argv: str, env: dict[str, str] | None = None) -> list[object]:
+    done = _load(*argv, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    got: list[object] = json.loads(done.stdout)["planner"]
+    return got
+
+
+def test_the_transformers_planner_settings_have_the_one_precedence(tmp_path: Path) -> None:
+    """Its planner client is the config's ``serving.planner``, as ``prore serve``'s: the transformer's defaults
+    (JSON-constrained decoding, for KServe's runtime) < the file < ``PRORE_PLANNER_*`` < its ``--planner_*``
+    flags; the URL and the timeout are KServe's ``--predictor_*`` arguments."""
+    assert _planner() == ["http://p.ns/openai/v1", None, "json", 512, 10.0]
+    path = tmp_path / "prore.yaml"
+    path.write_text(yaml.safe_dump({"serving": {"planner": {"output": "grammar", "model": "m-file", "max_tokens": 300}}}))
+    assert _planner(f"--config={path}") == ["http://p.ns/openai/v1", "m-file", "grammar", 300, 10.0]
+    env = {"PRORE_PLANNER_OUTPUT": "free", "PRORE_PLANNER_MODEL": "m-env"}
+    assert _planner(f"--config={path}", env=env)[1:3] == ["m-env", "free"]
+    flags = ("--planner_output=grounded", "--planner_model=m-flag", "--predictor_path=/v1",
+             "--predictor_request_timeout_seconds=3", "--predictor_use_ssl=true")  # fmt: skip
+    assert _planner(f"--config={path}", *flags, env=env) == ["https://p.ns/v1", "m-flag", "grounded", 300, 3.0]
+    bad = _load("--planner_output=xml")
+    assert bad.returncode == 2 and "invalid choice: 'xml'" in bad.stderr
 
 
 def test_the_transformer_reads_the_documented_example_whole(tmp_path: Path) -> None:
