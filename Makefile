@@ -49,8 +49,9 @@ test: setup  ## run the test suite against the real embedded engines (TEST_WORKE
 test-fast: setup  ## the edit loop: every test not marked slow or server
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not slow and not server"
 
-lint: setup  ## ruff, mypy --strict, the import-linter layer contracts and hadolint on the Containerfile
+lint: setup  ## ruff (lint and format), mypy --strict, the import-linter layer contracts and hadolint on the Containerfile
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/hadolint Containerfile

@@ -112,8 +112,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         read(session.query(text, fmt, params=p))
                         times.setdefault((cand, shape), []).append((time.perf_counter() - start) * 1000)
     base = {s: statistics.median(times["parquet", s]) for s in SHAPES}
-    print(f"chDB result transfer, {args.docs:,} products, median ms per statement "
-          f"({args.rounds} rounds x {args.repeats}); ratio to parquet")
+    print(
+        f"chDB result transfer, {args.docs:,} products, median ms per statement "
+        f"({args.rounds} rounds x {args.repeats}); ratio to parquet"
+    )
     print(f"{'candidate':14s}" + "".join(f"{s:>16s}" for s in SHAPES))
     for cand in CANDIDATES:
         cells = []
@@ -128,9 +130,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--docs", type=int, default=3000, help="products in the index (default 3000)")
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds of every candidate (default 5)")
-    parser.add_argument("--repeats", type=int, default=100, help="id sets per statement and round (default 100)")
-    parser.add_argument("--out", type=Path, default=OUT, help=f"JSON report (default {OUT.relative_to(ROOT)})")
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="interleaved rounds of every candidate (default 5)"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=100, help="id sets per statement and round (default 100)"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=OUT, help=f"JSON report (default {OUT.relative_to(ROOT)})"
+    )
     args = parser.parse_args(argv)
     print(f"wrote {write_results(args.out, run(args))}")
     return 0

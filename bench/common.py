@@ -100,7 +100,12 @@ def ensure_corpus(workspace: Path, size: int) -> None:
     ws = Workspace(workspace)
     manifest = ws.corpus_dir("ecommerce") / "manifest.json"
     if not manifest.is_file() or json.loads(manifest.read_text()).get("rows") != size:
-        meta = {"generator": "ecommerce", "generator_version": generator_version("ecommerce"), "size": size, "seed": 0}
+        meta = {
+            "generator": "ecommerce",
+            "generator_version": generator_version("ecommerce"),
+            "size": size,
+            "seed": 0,
+        }
         write_corpus(ws, PRODUCTS, generate("ecommerce", size, seed=0), meta)
 
 

@@ -64,7 +64,13 @@ def program(
     }
 
 
-VARIANTS: tuple[dict[str, Any], ...] = ({}, {"k": 10}, {"mode": "fuse"}, {"mode": "sparse"}, {"k": 20, "rerank": 5})
+VARIANTS: tuple[dict[str, Any], ...] = (
+    {},
+    {"k": 10},
+    {"mode": "fuse"},
+    {"mode": "sparse"},
+    {"k": 20, "rerank": 5},
+)
 """How a sampled program's first entry may differ from another rollout's: its width, mode or rerank."""
 
 

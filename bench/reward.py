@@ -118,7 +118,8 @@ async def run_clients(
         await asyncio.gather(*(one(i) for i in range(c, len(rollouts), CLIENTS)))
 
     clients = [
-        RewardClient(urls[c % len(urls)], max_connections=in_flight, batch_window_ms=batch_ms) for c in range(CLIENTS)
+        RewardClient(urls[c % len(urls)], max_connections=in_flight, batch_window_ms=batch_ms)
+        for c in range(CLIENTS)
     ]
     start = time.perf_counter()
     await asyncio.gather(*(worker(c, client) for c, client in enumerate(clients)))
@@ -286,7 +287,9 @@ def set_table(name: str, results: dict[str, Any], common: dict[str, Any]) -> str
                      f"{e['max_abs_diff']:.1e}")  # fmt: skip
     if "server_vs_lite" in results:
         x = results["server_vs_lite"]
-        lines.append(f"server / lite (programs/s): service {x['service']:.2f}x, one by one {x['one_by_one']:.2f}x")
+        lines.append(
+            f"server / lite (programs/s): service {x['service']:.2f}x, one by one {x['one_by_one']:.2f}x"
+        )
     for goal, (value, target, met) in results["goals"].items():
         lines.append(
             f"goal {goal:<36} target {target:>6.1f}  reached {value:>8.2f}  {'met' if met else 'NOT met'}"
@@ -295,8 +298,13 @@ def set_table(name: str, results: dict[str, Any], common: dict[str, Any]) -> str
 
 
 def measure(
-    deployment: str, workspace: Path, rollouts_file: Path, rollouts: list[dict[str, Any]], docs: int,
-    loop_prompts: int, args: argparse.Namespace,
+    deployment: str,
+    workspace: Path,
+    rollouts_file: Path,
+    rollouts: list[dict[str, Any]],
+    docs: int,
+    loop_prompts: int,
+    args: argparse.Namespace,
 ) -> dict[str, Any]:
     """Both paths on one deployment's index (built first, unless present): the service, then one by one."""
     me = [sys.executable, str(Path(__file__).resolve())]
@@ -310,9 +318,14 @@ def measure(
         for workers in args.engine_workers:
             for batch_ms in args.client_batch_ms:
                 label = f"{replicas} repl. x {workers} wkr, cl. batch {batch_ms:g} ms"
-                print(f"{deployment}: service, {len(rollouts)} rollouts, {CLIENTS} clients, {label}", file=sys.stderr)
+                print(
+                    f"{deployment}: service, {len(rollouts)} rollouts, {CLIENTS} clients, {label}",
+                    file=sys.stderr,
+                )
                 runs = [
-                    service_run(workspace, rollouts, args.in_flight, args.window_ms, workers, batch_ms, replicas)
+                    service_run(
+                        workspace, rollouts, args.in_flight, args.window_ms, workers, batch_ms, replicas
+                    )
                     for _ in range(args.repeat)
                 ]
                 runs.sort(key=lambda run: run["elapsed_s"])
@@ -342,7 +355,10 @@ def measure(
 
 
 def disagreements(
-    service: Sequence[str | None], loop: Sequence[str], subset: Sequence[int], rollouts: Sequence[dict[str, Any]]
+    service: Sequence[str | None],
+    loop: Sequence[str],
+    subset: Sequence[int],
+    rollouts: Sequence[dict[str, Any]],
 ) -> dict[str, Any]:
     """The rollouts the two paths scored differently: how many, by (service error, loop error), and a few of them."""
     pairs: dict[str, int] = {}
@@ -356,7 +372,9 @@ def disagreements(
         why = f"service {got.get('error')}{' (timed out)' if got.get('timed_out') else ''} / loop {ref.get('error')}"
         pairs[why] = pairs.get(why, 0) + 1
         if len(examples) < 5:
-            examples.append({"rollout": i, "completion": rollouts[i]["completion"][:300], "service": got, "loop": ref})
+            examples.append(
+                {"rollout": i, "completion": rollouts[i]["completion"][:300], "service": got, "loop": ref}
+            )
     return {"n": sum(pairs.values()), "by_errors": pairs, "examples": examples}
 
 
@@ -395,17 +413,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--window-ms", type=float, default=5.0, help="the service's coalescing window (default 5)"
     )
     parser.add_argument(
-        "--minilm-backend", choices=("torch", "onnx", "onnx-int8"), default="onnx",
+        "--minilm-backend",
+        choices=("torch", "onnx", "onnx-int8"),
+        default="onnx",
         help="runtime of the MiniLM query embedder in both paths (default onnx: the same vectors as torch, "
         "cosine >= 0.99, about 2.5x faster in batches here)",
     )
     parser.add_argument(
-        "--milvus", type=lambda v: [d.strip() for d in v.split(",") if d.strip()], default=list(DEPLOYMENTS),
+        "--milvus",
+        type=lambda v: [d.strip() for d in v.split(",") if d.strip()],
+        default=list(DEPLOYMENTS),
         help="vector store deployments to compare, side by side: lite (Milvus Lite in the workspace), server "
         "(the local Milvus server, started for the run); default lite,server",
     )
     parser.add_argument(
-        "--engine-workers", type=lambda v: [int(w) for w in v.split(",") if w.strip()], default=[1],
+        "--engine-workers",
+        type=lambda v: [int(w) for w in v.split(",") if w.strip()],
+        default=[1],
         help="the service's engine threads, side by side (a comma list, for example 1,2; default 1)",
     )
     parser.add_argument(
@@ -429,19 +453,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         "default 0,2)",
     )
     parser.add_argument(
-        "--planner", type=Path, default=None,
+        "--planner",
+        type=Path,
+        default=None,
         help="a trained planner directory: add SFT-sampled rollouts (16 samples per train request at temperature "
         "1.0) beside the synthetic mix; needs --planner-workspace",
     )
     parser.add_argument(
-        "--planner-workspace", type=Path, default=None,
+        "--planner-workspace",
+        type=Path,
+        default=None,
         help="the workspace whose ecommerce benchmark train split gives the planner's requests (make demo's)",
     )
     parser.add_argument(
         "--no-synthetic", action="store_true", help="measure only the SFT-sampled rollouts (with --planner)"
     )
     parser.add_argument(
-        "--loop-prompts", type=int, default=PROMPTS,
+        "--loop-prompts",
+        type=int,
+        default=PROMPTS,
         help=f"prompts the one-by-one loop scores (default {PROMPTS}: all {PROMPTS * SAMPLES} rollouts)",
     )
     parser.add_argument(
@@ -469,7 +499,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     base.mkdir(parents=True, exist_ok=True)
     me = [sys.executable, str(Path(__file__).resolve())]
     os.environ.pop(MILVUS_ENV, None)
-    sets: dict[str, tuple[str, Path, list[str]]] = {"synthetic": ("build", base / f"rollouts-s{args.seed}.json", [])}
+    sets: dict[str, tuple[str, Path, list[str]]] = {
+        "synthetic": ("build", base / f"rollouts-s{args.seed}.json", [])
+    }
     if args.no_synthetic:
         sets.clear()
     if args.planner is not None:
@@ -499,7 +531,10 @@ def measure_set(args: argparse.Namespace, base: Path, rollouts_file: Path, docs:
     data = json.loads(rollouts_file.read_text())
     rollouts = data["rollouts"]
     loop_prompts = min(args.loop_prompts, PROMPTS)
-    results: dict[str, Any] = {"rollouts": {k: v for k, v in data.items() if k != "rollouts"}, "deployments": {}}
+    results: dict[str, Any] = {
+        "rollouts": {k: v for k, v in data.items() if k != "rollouts"},
+        "deployments": {},
+    }
     for deployment in args.milvus:
         workspace = base if deployment == "lite" else args.workspace / f"products-{docs}-{deployment}"
         workspace.mkdir(parents=True, exist_ok=True)
@@ -524,7 +559,8 @@ def measure_set(args: argparse.Namespace, base: Path, rollouts_file: Path, docs:
             f"{d}: {r.get('skipped')}" for d, r in results["deployments"].items()))  # fmt: skip
     if "lite" in measured and "server" in measured:
         results["server_vs_lite"] = {
-            "service": measured["server"]["service"]["programs_per_s"] / measured["lite"]["service"]["programs_per_s"],
+            "service": measured["server"]["service"]["programs_per_s"]
+            / measured["lite"]["service"]["programs_per_s"],
             "one_by_one": measured["server"]["one_by_one"]["programs_per_s"]
             / measured["lite"]["one_by_one"]["programs_per_s"],
         }
@@ -532,7 +568,11 @@ def measure_set(args: argparse.Namespace, base: Path, rollouts_file: Path, docs:
     step_s, ratio = measured[best]["service"]["elapsed_s"], measured[best]["ratio"]
     results["goals"] = {
         f"step seconds (8,192 rollouts; {best})": (step_s, GOALS["step_s"], step_s <= GOALS["step_s"]),
-        f"x one by one ({best})": (ratio, GOALS["ratio_vs_one_by_one"], ratio >= GOALS["ratio_vs_one_by_one"]),
+        f"x one by one ({best})": (
+            ratio,
+            GOALS["ratio_vs_one_by_one"],
+            ratio >= GOALS["ratio_vs_one_by_one"],
+        ),
     }
     return results
 

@@ -162,7 +162,9 @@ def build_rollouts(workspace: Path, size: int, seed: int) -> dict[str, Any]:
     }
 
 
-def build_sampled(workspace: Path, size: int, seed: int, planner: Path, planner_workspace: Path) -> dict[str, Any]:
+def build_sampled(
+    workspace: Path, size: int, seed: int, planner: Path, planner_workspace: Path
+) -> dict[str, Any]:
     """512 train requests of ``planner_workspace``'s benchmark, 16 samples each from ``planner`` at temperature
     1.0, with each request's gold id read from the bench's own index (its gold program's first result)."""
     from indexing.config import load_config

@@ -269,7 +269,10 @@ def orchestrate(args: argparse.Namespace) -> int:
                     results["skipped"].append({"label": run.label, "embedder": run.embedder, "docs": run.docs,
                                                "why": f"estimated build {build_estimate:.0f} s > {left:.0f} s left"})  # fmt: skip
                     continue
-            log(f"== {run.label}" + (f" (estimated build {build_estimate / 60:.1f} min)" if build_estimate else ""))
+            log(
+                f"== {run.label}"
+                + (f" (estimated build {build_estimate / 60:.1f} min)" if build_estimate else "")
+            )
             code = spawn(run, args, bench_from.get(run.embedder), root)
             result_file = run.workspace(root) / RESULT_FILE
             if code != 0 or not result_file.is_file():

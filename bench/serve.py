@@ -109,7 +109,9 @@ async def load(url: str, path: str, bodies: list[dict[str, Any]], clients: int, 
 
     start = time.perf_counter()
     timeout = aiohttp.ClientTimeout(total=120)
-    async with aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=clients)) as session:
+    async with aiohttp.ClientSession(
+        timeout=timeout, connector=aiohttp.TCPConnector(limit=clients)
+    ) as session:
         await asyncio.gather(*(worker(session) for _ in range(clients)))
     seconds = time.perf_counter() - start
     return {
@@ -193,16 +195,24 @@ def main(argv: list[str] | None = None) -> int:
     args.workspace.mkdir(parents=True, exist_ok=True)
     child = [sys.executable, str(Path(__file__).resolve()), "--child-engine", "--workspace", str(args.workspace),
              "--requests", str(args.requests), *(["--quick"] if args.quick else [])]  # fmt: skip
-    alone = json.loads(subprocess.run(child, check=True, capture_output=True, text=True).stdout.splitlines()[-1])
+    alone = json.loads(
+        subprocess.run(child, check=True, capture_output=True, text=True).stdout.splitlines()[-1]
+    )
     results: dict[str, Any] = {"quick": args.quick, "corpus_size": size, "planner": args.planner_url,
                                "server": "prore serve (own process)", "client": "aiohttp", "routes": {}}  # fmt: skip
-    with prore_serve(args.workspace, args.planner_url, args.planner_model, args.workspace / "serve.log") as url:
+    with prore_serve(
+        args.workspace, args.planner_url, args.planner_model, args.workspace / "serve.log"
+    ) as url:
         execute_bodies = [{"program": p, "domain": "ecommerce", "k": 10} for p in progs]
         search_bodies = [{"query": q, "domain": "ecommerce", "k": 10} for q in REQUESTS]
         asyncio.run(load(url, "/v1/execute", execute_bodies, 1, len(progs)))  # warm the API path
-        results["routes"]["/v1/execute"] = [asyncio.run(load(url, "/v1/execute", execute_bodies, c, total)) for c in CLIENTS]
+        results["routes"]["/v1/execute"] = [
+            asyncio.run(load(url, "/v1/execute", execute_bodies, c, total)) for c in CLIENTS
+        ]
         search_total = max(10, total // 4) if args.planner_url else total
-        results["routes"]["/v1/search"] = [asyncio.run(load(url, "/v1/search", search_bodies, c, search_total)) for c in CLIENTS]
+        results["routes"]["/v1/search"] = [
+            asyncio.run(load(url, "/v1/search", search_bodies, c, search_total)) for c in CLIENTS
+        ]
     engine_p50 = percentile(alone, 50, "nearest")
     execute_p50 = results["routes"]["/v1/execute"][0]["latency_ms"]["p50"]
     results["engine_alone_ms"] = summary(alone)

@@ -48,7 +48,9 @@ def _bare_step_s(trainer: Any, batch: dict[str, Any], steps: int) -> float:
     model = trainer.model
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
-    inputs = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "position_ids", "labels")}
+    inputs = {
+        k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "position_ids", "labels")
+    }
     times = []
     for _ in range(steps + 1):
         t0 = time.perf_counter()
@@ -59,7 +61,9 @@ def _bare_step_s(trainer: Any, batch: dict[str, Any], steps: int) -> float:
     return statistics.median(times[1:])
 
 
-def _measure(ws: Path, profile: str, split: str, batching: str, steps: int, warmup: int, limit: int | None) -> dict[str, Any]:
+def _measure(
+    ws: Path, profile: str, split: str, batching: str, steps: int, warmup: int, limit: int | None
+) -> dict[str, Any]:
     from transformers import TrainerCallback
 
     from rl.train.config import load_defaults, replace
@@ -107,7 +111,9 @@ def main() -> None:
                     help="workspace with a synthesized benchmark (default $PRORE_WORKSPACE or .prore)")  # fmt: skip
     ap.add_argument("--steps", type=int, default=10, help="timed optimizer steps per candidate")
     ap.add_argument("--warmup", type=int, default=2, help="untimed steps first")
-    ap.add_argument("--limit", type=int, help="at most N training chats per domain (the tokenizer trains on them)")
+    ap.add_argument(
+        "--limit", type=int, help="at most N training chats per domain (the tokenizer trains on them)"
+    )
     ap.add_argument("--candidates", nargs="+", choices=list(CANDIDATES), default=list(CANDIDATES))
     ap.add_argument("--out", default=str(RESULTS / "sft_recipe.json"))
     args = ap.parse_args()
@@ -117,11 +123,18 @@ def main() -> None:
 
     rows = []
     for name in tqdm(args.candidates, desc="candidates", unit="recipe"):
-        rows.append({"candidate": name, **_measure(Path(args.workspace), *CANDIDATES[name], args.steps, args.warmup, args.limit)})
+        rows.append(
+            {
+                "candidate": name,
+                **_measure(Path(args.workspace), *CANDIDATES[name], args.steps, args.warmup, args.limit),
+            }
+        )
     base = rows[0]["chats_per_s"]
     for r in rows:
         r["chats_per_s_ratio"] = round(r["chats_per_s"] / base, 2)
-    print(f"{'candidate':28} {'tok/chat':>9} {'padding':>8} {'s/step':>8} {'bare s/step':>12} {'chats/s':>8} {'ratio':>6}")
+    print(
+        f"{'candidate':28} {'tok/chat':>9} {'padding':>8} {'s/step':>8} {'bare s/step':>12} {'chats/s':>8} {'ratio':>6}"
+    )
     for r in rows:
         print(f"{r['candidate']:28} {r['tokens_per_chat']:>9} {r['padding_share']:>8.1%} {r['step_s_median']:>8} "
               f"{r['bare_step_s_median']:>12} {r['chats_per_s']:>8} {r['chats_per_s_ratio']:>5}x")  # fmt: skip

@@ -33,7 +33,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    programs = [json.dumps(json.loads(p.read_text())) for p in sorted((ROOT / "examples/programs").glob("*.json"))]
+    programs = [
+        json.dumps(json.loads(p.read_text())) for p in sorted((ROOT / "examples/programs").glob("*.json"))
+    ]
     chats = [[*messages(p.name.split("_")[0], f"request {i}: {p.stem.replace('_', ' ')}", profile="short"), {"role": "assistant", "content": prog}]
              for i, (p, prog) in enumerate(zip(sorted((ROOT / "examples/programs").glob("*.json")), programs, strict=True))]  # fmt: skip
     tok = train_tokenizer([m["content"] for c in chats for m in c] * 50, vocab_size=4096)
@@ -60,13 +62,17 @@ def main() -> None:
         prompts = prompt_ids.repeat(32, 1)
         t0 = time.perf_counter()
         with torch.no_grad():
-            model.generate(prompts, max_new_tokens=64, min_new_tokens=64, do_sample=True, pad_token_id=tok.pad_token_id)
+            model.generate(
+                prompts, max_new_tokens=64, min_new_tokens=64, do_sample=True, pad_token_id=tok.pad_token_id
+            )
         gen_s = time.perf_counter() - t0
         rows.append({"size": name, "parameters": parameter_count(model), "chat_tokens": length,
                      "sft_step_s": round(step_s, 3), "sft_tokens_per_s": round(16 * length / step_s),
                      "generate_32x64_s": round(gen_s, 2), "generate_tokens_per_s": round(32 * 64 / gen_s)})  # fmt: skip
     load = os.getloadavg()[0]
-    print(f"{'size':5} {'params':>10} {'SFT s/step':>11} {'SFT tok/s':>10} {'gen 32x64 s':>12} {'gen tok/s':>10}")
+    print(
+        f"{'size':5} {'params':>10} {'SFT s/step':>11} {'SFT tok/s':>10} {'gen 32x64 s':>12} {'gen tok/s':>10}"
+    )
     for r in rows:
         print(f"{r['size']:5} {r['parameters']:>10,} {r['sft_step_s']:>11} {r['sft_tokens_per_s']:>10,} "
               f"{r['generate_32x64_s']:>12} {r['generate_tokens_per_s']:>10,}")  # fmt: skip

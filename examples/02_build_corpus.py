@@ -30,7 +30,9 @@ def run(size: int) -> None:
         first = next(iter_corpus(ws, PRODUCTS, batch_rows=3)).to_pylist()
         print(f"\nproducts: {manifest['rows']} rows, fingerprint {manifest['fingerprint']}")
         for doc in first:
-            print(f"  {doc['id']}  {doc['brand']:<12} {doc['category']:<14} ${doc['price']:<8} {doc['title']}")
+            print(
+                f"  {doc['id']}  {doc['brand']:<12} {doc['category']:<14} ${doc['price']:<8} {doc['title']}"
+            )
 
         # Same seed and size: the very same documents, however the stream is chunked.
         again = next(generate("ecommerce", size, seed=0, chunk_rows=7)).to_pylist()[:3]
@@ -46,6 +48,8 @@ def run(size: int) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--size", type=int, default=500, help="products to generate (default 500)")
     run(parser.parse_args().size)

@@ -334,8 +334,16 @@ def parse_text(tp: Any, text: str, where: str = "") -> Any:
 
 # -- typed loading: pydantic over the frozen dataclasses -------------------------------------------
 
-_KIND: dict[str, str] = {"bool": "true or false", "int": "an integer", "float": "a number", "string": "a string",
-                         "list": "a list", "tuple": "a list", "dict": "a mapping", "dataclass": "a mapping"}
+_KIND: dict[str, str] = {
+    "bool": "true or false",
+    "int": "an integer",
+    "float": "a number",
+    "string": "a string",
+    "list": "a list",
+    "tuple": "a list",
+    "dict": "a mapping",
+    "dataclass": "a mapping",
+}
 """What a value must be, by the first word of pydantic's error type (``int_type``, ``dataclass_exact_type``)."""
 
 _UNKNOWN_KEY = "unexpected_keyword_argument"
@@ -397,8 +405,17 @@ def _over_defaults(raw: Any, default: Any) -> Any:
     for f in dataclasses.fields(default):
         inner = getattr(default, f.name)
         given = raw.get(f.name)
-        if f.init and isinstance(given, Mapping) and dataclasses.is_dataclass(inner) and not isinstance(inner, type):
-            kept = {g.name: getattr(inner, g.name) for g in dataclasses.fields(inner) if g.init and g.name not in given}
+        if (
+            f.init
+            and isinstance(given, Mapping)
+            and dataclasses.is_dataclass(inner)
+            and not isinstance(inner, type)
+        ):
+            kept = {
+                g.name: getattr(inner, g.name)
+                for g in dataclasses.fields(inner)
+                if g.init and g.name not in given
+            }
             out[f.name] = _over_defaults({**kept, **given}, inner)
     return out
 
@@ -450,7 +467,11 @@ def config_from_mapping(
 
     builtin = {name: load_section(cls, given(name), name) for name, cls in BUILTIN_SECTIONS.items()}
     layered = {name: load_section(SECTIONS.get(name), given(name), name) for name in registered}
-    ws = Path(workspace) if workspace is not None else load_section(Path, raw.get("workspace", "workspace"), "workspace")
+    ws = (
+        Path(workspace)
+        if workspace is not None
+        else load_section(Path, raw.get("workspace", "workspace"), "workspace")
+    )
     return Config(workspace=ws, **builtin, sections=layered)
 
 

@@ -204,7 +204,9 @@ class Flags(Generic[S]):
         """The help of the flag of ``key``: its text, then its default, config key and environment variable."""
         flag = self.flag(key)
         keys = (flag.field, *flag.also)
-        text = flag.help or plain(field_docs(_owner(self.cls, flag.field)).get(flag.field.rsplit(".", 1)[-1], ""))
+        text = flag.help or plain(
+            field_docs(_owner(self.cls, flag.field)).get(flag.field.rsplit(".", 1)[-1], "")
+        )
         notes = [f"default {flag.default or _shown(_at(self.defaults, flag.field))}"]
         if typing.get_origin(field_type(self.cls, flag.field)) is tuple:
             notes.insert(0, "repeatable")

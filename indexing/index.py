@@ -41,7 +41,16 @@ from indexing.schema import CorpusSchema, Role, schema_for
 from indexing.stores.base import Hit, SqlStore, VectorStore
 from indexing.workspace import Workspace
 
-__all__ = ["BM25_DIR", "CURRENT", "VERSION_FILE", "VERSION_RE", "IndexHandle", "close_all", "open_index", "version_name"]
+__all__ = [
+    "BM25_DIR",
+    "CURRENT",
+    "VERSION_FILE",
+    "VERSION_RE",
+    "IndexHandle",
+    "close_all",
+    "open_index",
+    "version_name",
+]
 
 VERSION_FILE = "version.json"
 BM25_DIR = "bm25"
@@ -93,7 +102,11 @@ def open_index(cfg: Config, domain: str, version: str | None = None) -> IndexHan
                 f"no published {domain} index in {ws.root}; run: prore index build {domain}", code="no_index"
             )
     else:
-        lease = Lease.acquire(ws.index_dir(domain, version), marker=VERSION_FILE) if VERSION_RE.match(version) else None
+        lease = (
+            Lease.acquire(ws.index_dir(domain, version), marker=VERSION_FILE)
+            if VERSION_RE.match(version)
+            else None
+        )
     meta = read_version(ws, domain, lease.directory.name) if lease is not None else None
     if lease is None or meta is None:
         if lease is not None:
@@ -135,7 +148,13 @@ class IndexHandle:
     """
 
     def __init__(
-        self, cfg: Config, schema: CorpusSchema, version: str, meta: dict[str, Any], *, lease: Lease | None = None
+        self,
+        cfg: Config,
+        schema: CorpusSchema,
+        version: str,
+        meta: dict[str, Any],
+        *,
+        lease: Lease | None = None,
     ) -> None:
         from indexing.stores.clickhouse import make_sql_store
         from indexing.stores.milvus import make_vector_store
@@ -209,7 +228,9 @@ class IndexHandle:
             return []
         index = self._bm25.get(field)
         if index is None:
-            index = self._bm25[field] = load_cached(bm25_dir(self._ws, self.schema.domain, self.version, field))
+            index = self._bm25[field] = load_cached(
+                bm25_dir(self._ws, self.schema.domain, self.version, field)
+            )
         result: list[list[Hit]] = index.search(queries, k, within=within)
         return result
 
@@ -259,7 +280,9 @@ class IndexHandle:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise StoreError(f"the {self.schema.domain} index handle on {self.version} is closed", code="closed")
+            raise StoreError(
+                f"the {self.schema.domain} index handle on {self.version} is closed", code="closed"
+            )
 
     def _vector_role(self, field: str) -> Role:
         role = self.schema.field(field).role

@@ -29,7 +29,10 @@ def register(sub: Any) -> None:
     build.add_argument("domain", help=f"corpus domain: {' or '.join(DOMAINS)}")
     build.add_argument("--index-type", metavar="TYPE", help="Milvus index type (default from config: FLAT)")
     build.add_argument(
-        "--batch-rows", metavar="N", default=str(DEFAULT_BATCH_ROWS), help=f"rows per chunk (default {DEFAULT_BATCH_ROWS})"
+        "--batch-rows",
+        metavar="N",
+        default=str(DEFAULT_BATCH_ROWS),
+        help=f"rows per chunk (default {DEFAULT_BATCH_ROWS})",
     )
     build.add_argument(
         "--engine",
@@ -68,7 +71,9 @@ def cmd_build(args: argparse.Namespace, cfg: Config) -> int:
         except ValueError:
             raise ConfigError(f"--actors must be a whole number, got {args.actors!r}") from None
         cfg = cfg.replace(build=dataclasses.replace(cfg.build, ray_actors=actors))
-    result = build_index(cfg, args.domain, batch_rows=batch_rows, progress=False if args.no_progress else None)
+    result = build_index(
+        cfg, args.domain, batch_rows=batch_rows, progress=False if args.no_progress else None
+    )
     print(result.summary())
     return 0
 
@@ -106,7 +111,9 @@ def index_status(cfg: Config, domain: str) -> dict[str, Any]:
         journal_path = ws.index_dir(domain, v) / JOURNAL
         journal = json.loads(journal_path.read_text()) if journal_path.is_file() else {}
         state = "complete" if read_version(ws, domain, v) else str(journal.get("state", "unknown"))
-        versions.append({"version": v, "state": state, "chunks": journal.get("chunks"), "rows": journal.get("rows")})
+        versions.append(
+            {"version": v, "state": state, "chunks": journal.get("chunks"), "rows": journal.get("rows")}
+        )
     out["versions"] = versions
     if current:
         from indexing.stores.clickhouse import make_sql_store
@@ -130,12 +137,18 @@ def index_status(cfg: Config, domain: str) -> dict[str, Any]:
 def format_status(info: dict[str, Any]) -> str:
     """The text form of :func:`index_status`."""
     domain = info["domain"]
-    corpus = "none (run: prore corpus build " + domain + ")" if info["corpus_rows"] is None else str(info["corpus_rows"])
+    corpus = (
+        "none (run: prore corpus build " + domain + ")"
+        if info["corpus_rows"] is None
+        else str(info["corpus_rows"])
+    )
     lines = [f"{domain}", f"  corpus rows      {corpus}"]
     if not info["current"]:
         lines.append(f"  current version  none (run: prore index build {domain})")
     else:
-        embedders = ", ".join(f"{role}={e['name']} ({e['dim']}d)" for role, e in (info.get("embedders") or {}).items())
+        embedders = ", ".join(
+            f"{role}={e['name']} ({e['dim']}d)" for role, e in (info.get("embedders") or {}).items()
+        )
         bm25 = ", ".join(f"{f}={n}" for f, n in info["bm25_docs"].items())
         lines += [
             f"  current version  {info['current']} (published {info.get('published_at')})",

@@ -97,7 +97,9 @@ class Registry(Generic[T]):
             raise TypeError(f"a {self.kind} name must be a non-empty string, got {name!r}")
         with self._lock:
             if name in self._values:
-                raise self._duplicate(f"{self.kind} {name!r} is already registered", code=self._duplicate_code)
+                raise self._duplicate(
+                    f"{self.kind} {name!r} is already registered", code=self._duplicate_code
+                )
             self._values[name] = value
 
     def get(self, name: str) -> T:
@@ -109,7 +111,9 @@ class Registry(Generic[T]):
             except KeyError:
                 pass
         known = ", ".join(self.names()) or "none"
-        raise self._unknown(f"unknown {self.kind} {name!r}; known {self.kind}s: {known}", code=self._unknown_code)
+        raise self._unknown(
+            f"unknown {self.kind} {name!r}; known {self.kind}s: {known}", code=self._unknown_code
+        )
 
     def names(self) -> tuple[str, ...]:
         """The registered names, sorted."""

@@ -113,7 +113,12 @@ PRODUCTS = CorpusSchema(
         Field("title", _T, DType.STRING, "Product title as listed."),
         Field("description", _T, DType.STRING, "Seller's description."),
         Field("review", _T, DType.STRING, "A representative customer review."),
-        Field("image", _I, DType.STRING, "Visual description of the product photo (stands in for a VLM caption)."),
+        Field(
+            "image",
+            _I,
+            DType.STRING,
+            "Visual description of the product photo (stands in for a VLM caption).",
+        ),
     ),
 )
 
@@ -126,7 +131,12 @@ EMAILS = CorpusSchema(
         Field("sender", _S, DType.STRING, "Sender address, e.g. jane.doe@acme.com."),
         Field("sender_domain", _S, DType.STRING, "Domain of the sender address."),
         Field("recipient", _S, DType.STRING, "Main recipient address."),
-        Field("date", _S, DType.DATETIME, "When the email was sent, in the sender's local time as its Date header reads."),
+        Field(
+            "date",
+            _S,
+            DType.DATETIME,
+            "When the email was sent, in the sender's local time as its Date header reads.",
+        ),
         Field("folder", _S, DType.STRING, "Mailbox folder: inbox, sent, archive, ..."),
         Field("is_read", _S, DType.BOOL, "Whether the email was opened."),
         Field("is_starred", _S, DType.BOOL, "Whether the email was starred."),

@@ -64,10 +64,16 @@ class Hyperparameters:
 
     learning_rate: float | None = spec_field("Learning rate (paper: SFT 5e-5, GRPO/DAPO 1e-6).", default=None,
                                              minimum=0)  # fmt: skip
-    batch_size: int | None = spec_field("Prompts per step (paper: SFT 64, GRPO/DAPO 32).", default=None, minimum=1)
+    batch_size: int | None = spec_field(
+        "Prompts per step (paper: SFT 64, GRPO/DAPO 32).", default=None, minimum=1
+    )
     epochs: int | None = spec_field("Passes over the training split (paper: SFT 3).", default=None, minimum=1)
-    rollouts: int | None = spec_field("GRPO/DAPO: completions per prompt, G (paper: 4).", default=None, minimum=2)
-    kl_coef: float | None = spec_field("GRPO/DAPO: KL loss coefficient (paper: 0.001).", default=None, minimum=0)
+    rollouts: int | None = spec_field(
+        "GRPO/DAPO: completions per prompt, G (paper: 4).", default=None, minimum=2
+    )
+    kl_coef: float | None = spec_field(
+        "GRPO/DAPO: KL loss coefficient (paper: 0.001).", default=None, minimum=0
+    )
     clip_low: float | None = spec_field("GRPO/DAPO: lower clip ratio (paper: GRPO 0.2, DAPO 0.1).", default=None,
                                         minimum=0, maximum=1)  # fmt: skip
     clip_high: float | None = spec_field("GRPO/DAPO: upper clip ratio (paper: GRPO 0.2, DAPO 0.28).",
@@ -133,7 +139,9 @@ class Autoscaling:
     max_replicas: int = spec_field("Most predictor replicas.", default=4, minimum=1)
     metric: str = spec_field("Prometheus metric of vLLM's queue.", default="vllm:num_requests_waiting",
                              min_length=1)  # fmt: skip
-    target: float = spec_field("Waiting requests per replica that trigger a scale-up.", default=8.0, minimum=0)
+    target: float = spec_field(
+        "Waiting requests per replica that trigger a scale-up.", default=8.0, minimum=0
+    )
     polling_interval_seconds: int = spec_field("How often KEDA reads the metric.", default=15, minimum=1)
     cooldown_seconds: int = spec_field("Quiet time before scaling back down.", default=300, minimum=0)
     prometheus_address: str | None = spec_field("Prometheus URL KEDA queries (default: the operator's).",
@@ -300,15 +308,26 @@ def crd(kind: Kind) -> dict[str, Any]:
         "metadata": {"name": kind.crd_name, "labels": {"app.kubernetes.io/part-of": "proretrieval"}},
         "spec": {
             "group": GROUP,
-            "names": {"kind": kind.kind, "listKind": f"{kind.kind}List", "plural": kind.plural,
-                      "singular": kind.kind.lower(), "shortNames": list(kind.short_names),
-                      "categories": ["proretrieval"]},
+            "names": {
+                "kind": kind.kind,
+                "listKind": f"{kind.kind}List",
+                "plural": kind.plural,
+                "singular": kind.kind.lower(),
+                "shortNames": list(kind.short_names),
+                "categories": ["proretrieval"],
+            },
             "scope": "Namespaced",
-            "versions": [{
-                "name": VERSION, "served": True, "storage": True,
-                "subresources": {"status": {}},
-                "additionalPrinterColumns": [{"name": n, "type": t, "jsonPath": p} for n, t, p in kind.columns],
-                "schema": {"openAPIV3Schema": schema},
-            }],
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": [
+                        {"name": n, "type": t, "jsonPath": p} for n, t, p in kind.columns
+                    ],
+                    "schema": {"openAPIV3Schema": schema},
+                }
+            ],
         },
     }

@@ -40,7 +40,9 @@ class Kube(Protocol):
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
         """Create ``obj``, or merge its ``spec`` into the existing one; the object as stored."""
 
-    def patch_status(self, api_version: str, kind: str, namespace: str, name: str, status: dict[str, Any]) -> None:
+    def patch_status(
+        self, api_version: str, kind: str, namespace: str, name: str, status: dict[str, Any]
+    ) -> None:
         """Merge ``status`` into the object's status subresource."""
 
     def job_log(self, dashboard_url: str, job_id: str) -> str:
@@ -97,7 +99,12 @@ class ApiKube:
         meta = obj["metadata"]
         try:
             out: dict[str, Any] = self._call(
-                self._api.create_namespaced_custom_object, group, version, meta["namespace"], PLURALS[obj["kind"]], obj
+                self._api.create_namespaced_custom_object,
+                group,
+                version,
+                meta["namespace"],
+                PLURALS[obj["kind"]],
+                obj,
             )
             return out
         except self._exc as exc:
@@ -116,7 +123,9 @@ class ApiKube:
                                          PLURALS[obj["kind"]], meta["name"], {"spec": obj["spec"]})  # fmt: skip
         return out
 
-    def patch_status(self, api_version: str, kind: str, namespace: str, name: str, status: dict[str, Any]) -> None:
+    def patch_status(
+        self, api_version: str, kind: str, namespace: str, name: str, status: dict[str, Any]
+    ) -> None:
         group, version = split_api_version(api_version)
         self._call(self._api.patch_namespaced_custom_object_status, group, version, namespace, PLURALS[kind], name,
                    {"status": status})  # fmt: skip

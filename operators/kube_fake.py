@@ -53,7 +53,9 @@ class FakeKube:
             found = copy.deepcopy(stored)
         return found
 
-    def patch_status(self, api_version: str, kind: str, namespace: str, name: str, status: dict[str, Any]) -> None:
+    def patch_status(
+        self, api_version: str, kind: str, namespace: str, name: str, status: dict[str, Any]
+    ) -> None:
         obj = self.objects[(kind, namespace, name)]
         merged = obj.setdefault("status", {})
         for key, value in status.items():

@@ -35,7 +35,12 @@ MONITORING_API_VERSION = "monitoring.coreos.com/v1"
 KSERVE_HTTP_PORT = 8080
 HF_OPENAI_PATH = "/openai/v1"
 """Base path of the OpenAI-compatible routes of KServe's Hugging Face server (KServe's ``/openai`` prefix)."""
-TRANSFORMER_ENV = {"HOME": "/tmp", "HF_HOME": "/tmp/hf", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+TRANSFORMER_ENV = {
+    "HOME": "/tmp",
+    "HF_HOME": "/tmp/hf",
+    "HF_HUB_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
 """The transformer's environment, as the chart's services have it: a writable home on the read-only root
 filesystem, and the embedder from the image."""
 
@@ -100,8 +105,11 @@ def inference_service(ps: dict[str, Any], settings: OperatorSettings | None = No
             "modelFormat": {"name": "huggingface"},
             "runtime": settings.hf_runtime,
             "storageUri": spec.model,
-            "args": [f"--model_name={spec.served_model_name}", "--backend=vllm",
-                     f"--max_model_len={spec.max_model_len}"],
+            "args": [
+                f"--model_name={spec.served_model_name}",
+                "--backend=vllm",
+                f"--max_model_len={spec.max_model_len}",
+            ],
             "resources": {"requests": dict(gpus), "limits": dict(gpus)},
         },
     }
@@ -126,7 +134,13 @@ def transformer_args(spec: PlannerServiceSpec, settings: OperatorSettings) -> li
     return args
 
 
-STORE_CREDENTIAL_KEYS = ("CLICKHOUSE_USER", "CLICKHOUSE_PASSWORD", "MILVUS_USER", "MILVUS_PASSWORD", "MILVUS_TOKEN")
+STORE_CREDENTIAL_KEYS = (
+    "CLICKHOUSE_USER",
+    "CLICKHOUSE_PASSWORD",
+    "MILVUS_USER",
+    "MILVUS_PASSWORD",
+    "MILVUS_TOKEN",
+)
 """The variables the project's store clients read credentials from (``indexing.stores.credentials``)."""
 
 
@@ -217,7 +231,9 @@ def service_monitor(ps: dict[str, Any]) -> dict[str, Any]:
         "kind": "ServiceMonitor",
         "metadata": child_metadata(ps, predictor_name(ps), component="planner-metrics"),
         "spec": {
-            "selector": {"matchLabels": {"serving.kserve.io/inferenceservice": name, "component": "predictor"}},
+            "selector": {
+                "matchLabels": {"serving.kserve.io/inferenceservice": name, "component": "predictor"}
+            },
             "endpoints": [{"targetPort": KSERVE_HTTP_PORT, "path": "/metrics", "interval": "15s"}],
         },
     }

@@ -30,7 +30,9 @@ def _ns_name(obj: dict[str, Any]) -> tuple[str, str]:
 def check_update(old_spec: dict[str, Any] | None, new_spec: dict[str, Any] | None) -> None:
     """Refuse a spec change the running RayJob cannot follow (only ``promote`` may change)."""
     old, new = dict(old_spec or {}), dict(new_spec or {})
-    changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k) and k not in MUTABLE_AFTER_START)
+    changed = sorted(
+        k for k in set(old) | set(new) if old.get(k) != new.get(k) and k not in MUTABLE_AFTER_START
+    )
     if changed:
         raise SpecError("cannot change once the RayJob exists; delete the job and apply it again",
                         path=f"spec.{changed[0]}")  # fmt: skip
@@ -120,7 +122,9 @@ def reconcile_planner(ps: dict[str, Any], kube: Kube, now: str, settings: Any = 
     return {k: v for k, v in status.items() if v is not None}
 
 
-def on_isvc_change(isvc: dict[str, Any], kube: Kube, now: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+def on_isvc_change(
+    isvc: dict[str, Any], kube: Kube, now: str
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """(owner, new owner status) after an InferenceService event; None when no PlannerService owns it."""
     owner = owner_name(isvc, PLANNER_SERVICE.kind)
     if owner is None:

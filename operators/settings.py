@@ -40,7 +40,11 @@ class OperatorSettings:
     """Extended resource name of a GPU (the NVIDIA device plugin's)."""
     prometheus_address: str = "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
     """Prometheus that KEDA queries for vLLM's queue metric (kube-prometheus-stack's service)."""
-    transformer_command: Annotated[tuple[str, ...], BeforeValidator(_words)] = ("python", "-m", "serving.kserve")
+    transformer_command: Annotated[tuple[str, ...], BeforeValidator(_words)] = (
+        "python",
+        "-m",
+        "serving.kserve",
+    )
     """The transformer's command: the project's ``kserve.Model`` under KServe's ModelServer. KServe appends
     ``--model_name``, ``--predictor_host`` and ``--http_port`` to its arguments, which that parser reads."""
     workspace_claim: str = "proretrieval-workspace"

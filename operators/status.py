@@ -17,13 +17,26 @@ from typing import Any
 JOB_STATUSES: tuple[str, ...] = ("", "PENDING", "RUNNING", "STOPPED", "SUCCEEDED", "FAILED")
 """``AllJobStatuses`` of KubeRay 1.7.0 ("" is ``JobStatusNew``)."""
 JOB_DEPLOYMENT_STATUSES: tuple[str, ...] = (
-    "", "Initializing", "Running", "Complete", "Failed", "ValidationFailed", "Suspending", "Suspended",
-    "Retrying", "Waiting",
+    "",
+    "Initializing",
+    "Running",
+    "Complete",
+    "Failed",
+    "ValidationFailed",
+    "Suspending",
+    "Suspended",
+    "Retrying",
+    "Waiting",
 )
 """``JobDeploymentStatus`` constants of KubeRay 1.7.0 ("" is ``JobDeploymentStatusNew``)."""
 FAILED_REASONS: tuple[str, ...] = (
-    "SubmissionFailed", "DeadlineExceeded", "PreRunningDeadlineExceeded", "AppFailed",
-    "JobDeploymentStatusTransitionGracePeriodExceeded", "JobStatusCheckTimeoutExceeded", "ValidationFailed",
+    "SubmissionFailed",
+    "DeadlineExceeded",
+    "PreRunningDeadlineExceeded",
+    "AppFailed",
+    "JobDeploymentStatusTransitionGracePeriodExceeded",
+    "JobStatusCheckTimeoutExceeded",
+    "ValidationFailed",
 )
 """``JobFailedReason`` constants of KubeRay 1.7.0."""
 
@@ -54,8 +67,11 @@ def phase(job_deployment_status: str, job_status: str, reason: str = "", message
     """The training phase of a RayJob in state (``jobDeploymentStatus``, ``jobStatus``)."""
     d, j = job_deployment_status or "", job_status or ""
     if d not in JOB_DEPLOYMENT_STATUSES or j not in JOB_STATUSES:
-        return Observed("Unknown", "UnknownRayJobStatus",
-                        f"KubeRay reports jobDeploymentStatus '{d}', jobStatus '{j}', unknown to this operator")
+        return Observed(
+            "Unknown",
+            "UnknownRayJobStatus",
+            f"KubeRay reports jobDeploymentStatus '{d}', jobStatus '{j}', unknown to this operator",
+        )
     if d in ("Failed", "ValidationFailed"):
         why = reason or ("ValidationFailed" if d == "ValidationFailed" else "Failed")
         hint = _HINTS.get(why, "")
@@ -98,7 +114,13 @@ def _condition(type_: str, on: bool, reason: str, message: str, prev: Mapping[st
                now: str) -> dict[str, Any]:  # fmt: skip
     status = "True" if on else "False"
     since = prev.get("lastTransitionTime", now) if prev and prev.get("status") == status else now
-    return {"type": type_, "status": status, "reason": reason, "message": message, "lastTransitionTime": since}
+    return {
+        "type": type_,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": since,
+    }
 
 
 def conditions(observed: Observed, previous: Sequence[Mapping[str, Any]], now: str, *,
@@ -110,7 +132,9 @@ def conditions(observed: Observed, previous: Sequence[Mapping[str, Any]], now: s
     out = [
         _condition("Running", p == "Running", p, "", prev.get("Running"), now),
         _condition("Succeeded", p == "Succeeded", p, observed.message or "", prev.get("Succeeded"), now),
-        _condition("Failed", p == "Failed", observed.reason or p, observed.message or "", prev.get("Failed"), now),
+        _condition(
+            "Failed", p == "Failed", observed.reason or p, observed.message or "", prev.get("Failed"), now
+        ),
     ]
     if promoted:
         out.append(_condition("Promoted", True, "PlannerServiceCreated", f"PlannerService {promoted}",
@@ -160,7 +184,9 @@ def phase_event(old: str | None, new: str) -> tuple[str, str, str] | None:
     return kind, f"Training{new}", f"phase {old or 'none'} -> {new}"
 
 
-def planner_status(isvc: Mapping[str, Any], now: str, previous: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+def planner_status(
+    isvc: Mapping[str, Any], now: str, previous: Sequence[Mapping[str, Any]] = ()
+) -> dict[str, Any]:
     """The ``status`` of a PlannerService from its InferenceService's ``Ready`` condition and URL."""
     s = isvc.get("status") or {}
     ready = next((c for c in s.get("conditions") or [] if c.get("type") == "Ready"), None)

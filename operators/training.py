@@ -63,7 +63,9 @@ def spec_of(job: dict[str, Any]) -> RetrievalTrainingJobSpec:
     hp = spec.hyperparameters
     for name in RL_KEYS:
         if getattr(hp, name) is not None and name not in keys:
-            raise SpecError(f"does not apply to {spec.algorithm}", path=f"spec.hyperparameters.{_camel(name)}")
+            raise SpecError(
+                f"does not apply to {spec.algorithm}", path=f"spec.hyperparameters.{_camel(name)}"
+            )
     if hp.dynamic_sampling and spec.algorithm != "dapo":
         raise SpecError("dynamic sampling belongs to dapo", path="spec.hyperparameters.dynamicSampling")
     for i, o in enumerate(spec.overrides):
@@ -152,14 +154,20 @@ def entrypoint(job: dict[str, Any], spec: RetrievalTrainingJobSpec, settings: Op
         steps.append(shlex.join(["prore", "--workspace", ws, "train", "export", spec.domain]))
     steps.append(shlex.join(launch_argv(job, spec, settings)))
     if spec.promote:
-        run_dir = StorageUri.parse(spec.checkpoints).under(settings.checkpoint_mount) + "/" + experiment_dir(job, spec)
+        run_dir = (
+            StorageUri.parse(spec.checkpoints).under(settings.checkpoint_mount)
+            + "/"
+            + experiment_dir(job, spec)
+        )
         hf_dir = "huggingface" if spec.algorithm == "sft" else "actor/huggingface"
         steps.append(f"cd {shlex.quote(run_dir)} && ln -sfn \"global_step_$(cat {LATEST_STEP_FILE})/{hf_dir}\" "
                      f"{FINAL_LINK}")  # fmt: skip
     return " && ".join(steps)
 
 
-def runtime_env(job: dict[str, Any], spec: RetrievalTrainingJobSpec, settings: OperatorSettings) -> dict[str, Any]:
+def runtime_env(
+    job: dict[str, Any], spec: RetrievalTrainingJobSpec, settings: OperatorSettings
+) -> dict[str, Any]:
     """Ray's runtime environment of the job: the variables every Ray process sees."""
     env = {
         "PRORE_WORKSPACE": StorageUri.parse(spec.data.workspace).under(settings.workspace_mount),
@@ -187,7 +195,9 @@ def _volumes(spec: RetrievalTrainingJobSpec, settings: OperatorSettings) -> tupl
     ]
     model = StorageUri.parse(spec.model)
     if model.scheme == "pvc":
-        volumes.append({"name": "model", "persistentVolumeClaim": {"claimName": model.root, "readOnly": True}})
+        volumes.append(
+            {"name": "model", "persistentVolumeClaim": {"claimName": model.root, "readOnly": True}}
+        )
         mounts.append({"name": "model", "mountPath": settings.model_mount, "readOnly": True})
     elif model.scheme == "s3":
         volumes.append({"name": "model", "emptyDir": {}})

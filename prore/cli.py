@@ -58,7 +58,9 @@ def _add_global_options(parser: argparse.ArgumentParser, *, after_command: bool)
     top-level one, and an absent option must not reset a value given before the command. Given in
     both places, the later one wins.
     """
-    group = parser.add_argument_group("global options (before or after the command)") if after_command else parser
+    group = (
+        parser.add_argument_group("global options (before or after the command)") if after_command else parser
+    )
     for flag, metavar, text in GLOBAL_OPTIONS:
         if flag in parser._option_string_actions:  # a command that defines its own meaning keeps it
             continue

@@ -49,7 +49,9 @@ def resolved_command(launch: str, run: Callable[[Sequence[str]], int]) -> str:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         rc = run(argv)
     if rc != 0:
-        raise K8sSpecError(f"prore train launch refused the entrypoint: {err.getvalue().strip()}", code="k8s_launch")
+        raise K8sSpecError(
+            f"prore train launch refused the entrypoint: {err.getvalue().strip()}", code="k8s_launch"
+        )
     return out.getvalue().strip()
 
 
@@ -82,7 +84,15 @@ def register(sub: Any, run: Callable[[Sequence[str]], int]) -> None:
         description="Print, as YAML, every object the operator would create for the resources in FILE "
         "(the same pure functions the operator runs), so they can be read before kubectl apply.",
     )
-    r.add_argument("files", nargs="+", metavar="FILE", help="YAML file(s) of RetrievalTrainingJob or PlannerService ('-': stdin)")
-    r.add_argument("--show-command", action="store_true",
-                   help="after each RayJob, the verl command its prore train launch resolves to")
+    r.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="YAML file(s) of RetrievalTrainingJob or PlannerService ('-': stdin)",
+    )
+    r.add_argument(
+        "--show-command",
+        action="store_true",
+        help="after each RayJob, the verl command its prore train launch resolves to",
+    )
     r.set_defaults(handler=functools.partial(_render, run=run))

@@ -146,7 +146,9 @@ def _slot_options(
     return out
 
 
-def _rewrite(program: Program, schema: CorpusSchema, choices: Sequence[SlotChoice], limits: DslLimits) -> Program:
+def _rewrite(
+    program: Program, schema: CorpusSchema, choices: Sequence[SlotChoice], limits: DslLimits
+) -> Program:
     """The program with slot ``i`` replaced by the calls of ``choices[i]``, renumbered, fused where asked."""
     numbers: list[list[int]] = []
     entries: list[Retrieval] = []
@@ -157,7 +159,9 @@ def _rewrite(program: Program, schema: CorpusSchema, choices: Sequence[SlotChoic
             nums.append(len(entries))
         numbers.append(nums)
     if len(entries) == len(choices):
-        return Program(sql=program.sql, retrieval_list=tuple(entries))  # nothing fused: same SQL, same numbers
+        return Program(
+            sql=program.sql, retrieval_list=tuple(entries)
+        )  # nothing fused: same SQL, same numbers
 
     def renumber(node: exp.Expr) -> exp.Expr:
         if not isinstance(node, exp.In):
@@ -188,7 +192,9 @@ def _fusable(program: Program, schema: CorpusSchema, limits: DslLimits) -> list[
     return [all(uses.get(i, [False])) for i in range(len(program.retrieval_list))]
 
 
-def mutants(program: Program, schema: CorpusSchema, *, limits: DslLimits = DEFAULT_LIMITS) -> Iterator[Mutant]:
+def mutants(
+    program: Program, schema: CorpusSchema, *, limits: DslLimits = DEFAULT_LIMITS
+) -> Iterator[Mutant]:
     """Every mutant of ``program`` in the grammar, nearest first (the program itself excluded).
 
     Built from the program alone: nothing about the answer enters here.
@@ -234,7 +240,9 @@ def repair(program: Program, verifier: Verifier, *, engine: object, budget: int 
     ``engine`` is a :class:`serving.engine.Engine` (its index's schema types the program).
     """
     if not isinstance(budget, int) or isinstance(budget, bool) or not 1 <= budget <= MAX_BUDGET:
-        raise MutationError(f"budget must be between 1 and {MAX_BUDGET}, got {budget!r}", code="mutation_budget")
+        raise MutationError(
+            f"budget must be between 1 and {MAX_BUDGET}, got {budget!r}", code="mutation_budget"
+        )
     schema: CorpusSchema = engine.handle.schema  # type: ignore[attr-defined]
     stream = mutants(program, schema, limits=limits)
     executed = 0

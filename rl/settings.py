@@ -53,7 +53,9 @@ class EvalSettings:
     def __post_init__(self) -> None:
         where = f"{SECTION}.eval"
         if self.k < MIN_K:
-            raise ConfigError(f"{where}.k must be at least {MIN_K} (Hit@3 and NDCG@3 need three ranks), got {self.k}")
+            raise ConfigError(
+                f"{where}.k must be at least {MIN_K} (Hit@3 and NDCG@3 need three ranks), got {self.k}"
+            )
         if self.batch_size < 1:
             raise ConfigError(f"{where}.batch_size must be at least 1, got {self.batch_size}")
         if self.resamples < 1:

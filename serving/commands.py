@@ -54,6 +54,7 @@ DEFAULT_FIELDS: dict[str, tuple[str, ...]] = {
 }
 """Fields ``prore execute`` prints when ``--fields`` is not given."""
 
+
 def register(sub: Any) -> None:
     """Add this layer's subcommands to the ``prore`` parser."""
     p = sub.add_parser(
@@ -89,9 +90,13 @@ SERVE_FLAGS: Flags[ServingSettings] = Flags(
     Flag("planner.card", "--planner-card", metavar="PATH"),
     Flag("planner.profile", "--planner-profile"),
     Flag("planner.output", "--planner-output", choices=OUTPUTS),
-    Flag("planner.timeout_s", "--planner-timeout-s", also=("api.plan_deadline_s",),
-         help="Planning deadline per request: how long one call to the planner, and the API's planning stage, "
-         "may take."),
+    Flag(
+        "planner.timeout_s",
+        "--planner-timeout-s",
+        also=("api.plan_deadline_s",),
+        help="Planning deadline per request: how long one call to the planner, and the API's planning stage, "
+        "may take.",
+    ),
     Flag("planner.guided_samples", "--guided-samples", metavar="N"),
     "api.max_concurrent",
     "api.max_nl_chars",
@@ -114,10 +119,16 @@ def register_serve(sub: Any) -> None:
     )
     s.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
     s.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
-    s.add_argument("--domains", default="ecommerce,email", metavar="A,B", help="corpora to serve (default both)")
+    s.add_argument(
+        "--domains", default="ecommerce,email", metavar="A,B", help="corpora to serve (default both)"
+    )
     SERVE_FLAGS.add_to(s)
-    s.add_argument("--planner-key-env", metavar="VAR", help="environment variable holding the planner's API key")
-    s.add_argument("--token-env", metavar="VAR", help="environment variable holding the bearer token /v1/* requires")
+    s.add_argument(
+        "--planner-key-env", metavar="VAR", help="environment variable holding the planner's API key"
+    )
+    s.add_argument(
+        "--token-env", metavar="VAR", help="environment variable holding the bearer token /v1/* requires"
+    )
     s.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     s.set_defaults(handler=serve_command)
 
@@ -146,7 +157,9 @@ def planner_from_args(args: argparse.Namespace, cfg: Config) -> PlannerSettings 
         return None
     planner = planner.with_card_profile(profile_given="planner.profile" in SERVE_FLAGS.given(args))
     key = _env(args.planner_key_env, "--planner-key-env")
-    return dataclasses.replace(planner, api_key=key or planner.api_key, embedder=planner.embedder or cfg.embedder)
+    return dataclasses.replace(
+        planner, api_key=key or planner.api_key, embedder=planner.embedder or cfg.embedder
+    )
 
 
 def api_settings(args: argparse.Namespace, cfg: Config) -> ApiSettings:
@@ -171,7 +184,9 @@ def serve_command(args: argparse.Namespace, cfg: Config) -> int:
     domains = [d.strip() for d in args.domains.split(",") if d.strip()]
     for domain in domains:
         if domain not in SCHEMAS:
-            raise ConfigError(f"unknown domain {domain!r}; choose from {', '.join(SCHEMAS)}", code="unknown_domain")
+            raise ConfigError(
+                f"unknown domain {domain!r}; choose from {', '.join(SCHEMAS)}", code="unknown_domain"
+            )
     settings = api_settings(args, cfg)
     planner = planner_from_args(args, cfg)
     if planner is not None:

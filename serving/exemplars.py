@@ -102,7 +102,9 @@ def program_shape(program: str) -> str:
         sql = str(data["sql"])
         entries = [f"{e['type']}:{e['field']}" for e in data.get("retrieval_list", [])]
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise ExemplarError(f"an exemplar's program is not a DSL program object ({exc})", code="exemplar_program") from exc
+        raise ExemplarError(
+            f"an exemplar's program is not a DSL program object ({exc})", code="exemplar_program"
+        ) from exc
     masked = _NUMBER.sub("#", _STRING.sub("?", sql))
     return " | ".join([masked, *entries])
 
@@ -137,7 +139,9 @@ class ExemplarIndex:
     def __init__(self, pairs: Sequence[Pair], vectors: np.ndarray, *, embedder: EmbedderConfig,
                  version: str | None = None, milvus_uri: str | None = None) -> None:  # fmt: skip
         if len(pairs) != len(vectors):
-            raise ExemplarError(f"{len(vectors)} vectors for {len(pairs)} exemplar pairs", code="exemplar_vectors")
+            raise ExemplarError(
+                f"{len(vectors)} vectors for {len(pairs)} exemplar pairs", code="exemplar_vectors"
+            )
         if not pairs:
             raise ExemplarError("an exemplar index needs at least one training pair", code="exemplar_empty")
         self.pairs = list(pairs)
@@ -204,7 +208,9 @@ class ExemplarIndex:
             manifest = json.loads((folder / MANIFEST_FILE).read_text())
             table = pq.read_table(folder / PAIRS_FILE)
         except (OSError, ValueError) as exc:
-            raise ExemplarError(f"no readable exemplar index at {folder} ({exc})", code="exemplar_index") from exc
+            raise ExemplarError(
+                f"no readable exemplar index at {folder} ({exc})", code="exemplar_index"
+            ) from exc
         cols = table.to_pydict()
         pairs = [Pair(d, r, p, s) for d, r, p, s in zip(cols["domain"], cols["request"], cols["program"],
                                                         cols["shape"], strict=True)]  # fmt: skip
@@ -305,8 +311,14 @@ def card_exemplars(card: dict[str, Any]) -> dict[str, Any] | None:
     got = card.get("exemplars")
     if got is None:
         return None
-    if not isinstance(got, dict) or not isinstance(got.get("k"), int) or not isinstance(got.get("version"), str):
-        raise ExemplarError(f"the planner card's exemplars section is malformed: {got!r}", code="exemplar_card")
+    if (
+        not isinstance(got, dict)
+        or not isinstance(got.get("k"), int)
+        or not isinstance(got.get("version"), str)
+    ):
+        raise ExemplarError(
+            f"the planner card's exemplars section is malformed: {got!r}", code="exemplar_card"
+        )
     return got
 
 
@@ -323,7 +335,9 @@ def open_for_planner(model_dir: str | Path, embedder: EmbedderConfig | None = No
     section = card_exemplars(read_card(model_dir))
     if section is None:
         return None
-    model_dir = Path(model_dir).parent if Path(model_dir).is_file() else Path(model_dir)  # a card file's folder
+    model_dir = (
+        Path(model_dir).parent if Path(model_dir).is_file() else Path(model_dir)
+    )  # a card file's folder
     key = f"{Path(model_dir).resolve()}|{section['version']}|{milvus_uri}"
     with _OPEN_LOCK:
         index = _OPEN.get(key)
@@ -332,13 +346,17 @@ def open_for_planner(model_dir: str | Path, embedder: EmbedderConfig | None = No
             if index.version != section["version"]:
                 raise ExemplarError(f"{model_dir}: the card names exemplar index {section['version']} but the "
                                     f"folder holds {index.version}", code="exemplar_version")  # fmt: skip
-            if not _OPEN:  # the first one: whatever this process opens is closed (its temporary store removed) at exit
+            if (
+                not _OPEN
+            ):  # the first one: whatever this process opens is closed (its temporary store removed) at exit
                 atexit.register(close_open_indexes)
             _OPEN[key] = index
     return index, int(section["k"])
 
 
-def shots_for(planner: tuple[ExemplarIndex, int] | None, domain: str, requests: Sequence[str]) -> list[list[Shot]]:
+def shots_for(
+    planner: tuple[ExemplarIndex, int] | None, domain: str, requests: Sequence[str]
+) -> list[list[Shot]]:
     """The exemplars of each request under ``planner`` (:func:`open_for_planner`); none without an index."""
     if planner is None:
         return [[] for _ in requests]

@@ -94,12 +94,21 @@ def arg_parser() -> argparse.ArgumentParser:
                                 parents=[kserve.model_server.parser])  # fmt: skip
     p.add_argument("--workspace", required=True)
     p.add_argument("--config", help="config file (YAML), as prore's --config")
-    p.add_argument("--clickhouse_url", metavar="URL",
-                   help="ClickHouse server URL, as prore's --clickhouse-url (default: embedded chDB in the workspace)")
-    p.add_argument("--milvus_uri", metavar="URI",
-                   help="Milvus server URI, as prore's --milvus-uri (default: embedded Milvus Lite in the workspace)")
-    p.add_argument("--predictor_path", default="/openai/v1",
-                   help="OpenAI base path on the predictor (KServe's Hugging Face runtime: /openai/v1; vLLM: /v1)")
+    p.add_argument(
+        "--clickhouse_url",
+        metavar="URL",
+        help="ClickHouse server URL, as prore's --clickhouse-url (default: embedded chDB in the workspace)",
+    )
+    p.add_argument(
+        "--milvus_uri",
+        metavar="URI",
+        help="Milvus server URI, as prore's --milvus-uri (default: embedded Milvus Lite in the workspace)",
+    )
+    p.add_argument(
+        "--predictor_path",
+        default="/openai/v1",
+        help="OpenAI base path on the predictor (KServe's Hugging Face runtime: /openai/v1; vLLM: /v1)",
+    )
     p.add_argument("--domains", default="ecommerce,email")
     PLANNER_FLAGS.add_to(p)
     return p
@@ -143,7 +152,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
     An unknown argument, a missing ``--predictor_host`` or more than one worker is a usage error (exit 2)."""
     p = arg_parser()
-    defaults = argparse.Namespace(model_name=MODEL_NAME, enable_grpc=False, predictor_request_timeout_seconds=10)
+    defaults = argparse.Namespace(
+        model_name=MODEL_NAME, enable_grpc=False, predictor_request_timeout_seconds=10
+    )
     args = p.parse_args(argv, namespace=defaults)
     if not args.predictor_host:
         p.error("--predictor_host is required (host[:port] of the planner predictor; KServe passes it)")
@@ -180,11 +191,14 @@ def main(argv: list[str] | None = None) -> None:
         model_class = ProRetrievalChatModel
     except ImportError as exc:  # KServe's OpenAI types are vLLM's
         logging.getLogger(__name__).warning(
-            "KServe's OpenAI route is off (%s; pip install '.[train]' for vllm); serving the v1 route only", exc
+            "KServe's OpenAI route is off (%s; pip install '.[train]' for vllm); serving the v1 route only",
+            exc,
         )
     model = model_class(args.model_name, engines, planner)
     model.load()
-    kserve.ModelServer(http_port=args.http_port, grpc_port=args.grpc_port, enable_grpc=args.enable_grpc).start([model])
+    kserve.ModelServer(
+        http_port=args.http_port, grpc_port=args.grpc_port, enable_grpc=args.enable_grpc
+    ).start([model])
 
 
 if __name__ == "__main__":

@@ -98,7 +98,9 @@ def alias_moved_vllm_modules() -> tuple[str, ...]:
     for old, names in SPLIT.items():
         if importable(old) or not all(importable(new) for new in set(names.values())):
             continue
-        module = types.ModuleType(old, f"Alias (serving.kserve_compat) of the vLLM 0.32 classes {sorted(names)}")
+        module = types.ModuleType(
+            old, f"Alias (serving.kserve_compat) of the vLLM 0.32 classes {sorted(names)}"
+        )
         for attr, new in names.items():
             setattr(module, attr, getattr(importlib.import_module(new), attr))
         _register(old, module)

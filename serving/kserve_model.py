@@ -51,7 +51,9 @@ class ProRetrievalModel(kserve.Model):  # type: ignore[misc]
                 await self.service.start()
                 self._running = True
 
-    async def predict(self, payload: Any, headers: dict[str, str] | None = None, response_headers: Any = None) -> dict[str, Any]:
+    async def predict(
+        self, payload: Any, headers: dict[str, str] | None = None, response_headers: Any = None
+    ) -> dict[str, Any]:
         await self._start()
         if isinstance(payload, bytes | str):
             try:

@@ -65,7 +65,9 @@ from kserve.protocol.rest.openai.types import (  # type: ignore[import-untyped]
     UsageInfo,
 )
 
-importlib.import_module("kserve.protocol.rest.openai.endpoints")  # ModelServer's import; it would skip the routes silently
+importlib.import_module(
+    "kserve.protocol.rest.openai.endpoints"
+)  # ModelServer's import; it would skip the routes silently
 
 BAD_CHAT = "bad_chat"
 """The error ``type`` of a chat the model cannot read."""
@@ -85,7 +87,11 @@ def _text(content: Any, index: int) -> str:
     if isinstance(content, list):
         parts = []
         for j, part in enumerate(content):
-            if not isinstance(part, Mapping) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+            if (
+                not isinstance(part, Mapping)
+                or part.get("type") != "text"
+                or not isinstance(part.get("text"), str)
+            ):
                 raise ChatError(f"messages[{index}].content[{j}] is not a text part; the request is text")
             parts.append(part["text"])
         return "\n".join(parts)
@@ -116,7 +122,9 @@ def chat_request(request: Any) -> PlanIn:
 
 def error_response(status: int, code: str, detail: str, param: str = "") -> Any:
     """KServe's OpenAI error body: ``type`` is the project's code, ``message`` its one-line detail."""
-    return create_error_response(" ".join(detail.split()), err_type=code, param=param, status_code=HTTPStatus(status))
+    return create_error_response(
+        " ".join(detail.split()), err_type=code, param=param, status_code=HTTPStatus(status)
+    )
 
 
 class ProRetrievalChatModel(ProRetrievalModel, OpenAIGenerativeModel):  # type: ignore[misc]
@@ -124,7 +132,9 @@ class ProRetrievalChatModel(ProRetrievalModel, OpenAIGenerativeModel):  # type: 
 
     async def create_completion(self, request: CompletionRequest, raw_request: Any = None,
                                 context: dict[str, Any] | None = None) -> ErrorResponse:  # fmt: skip
-        return error_response(400, BAD_CHAT, "completions are not served: POST /openai/v1/chat/completions", "prompt")
+        return error_response(
+            400, BAD_CHAT, "completions are not served: POST /openai/v1/chat/completions", "prompt"
+        )
 
     async def create_chat_completion(self, request: ChatCompletionRequest, raw_request: Any = None,
                                      context: dict[str, Any] | None = None) -> ChatCompletion | ErrorResponse:  # fmt: skip
@@ -146,11 +156,15 @@ class ProRetrievalChatModel(ProRetrievalModel, OpenAIGenerativeModel):  # type: 
         rid = f"chatcmpl-{headers.get('x-request-id') or uuid.uuid4().hex}"
         model = request.model or self.name
         prompt, completion = plan.usage
-        usage = UsageInfo(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion)
+        usage = UsageInfo(
+            prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion
+        )
         content = plan.program.to_json()
         if request.stream:
             options = request.stream_options
-            return _events(rid, model, content, usage if options is not None and options.include_usage else None)
+            return _events(
+                rid, model, content, usage if options is not None and options.include_usage else None
+            )
         message = ChatMessage(role="assistant", content=content)
         return ChatCompletion(
             id=rid, model=model, usage=usage,

@@ -299,7 +299,9 @@ def _escaped(raw: re.Match[str]) -> str:
 _DECODER = json.JSONDecoder()
 
 
-def repair_completion(completion: str, *, max_chars: int = DEFAULT_LIMITS.max_program_chars) -> tuple[str, list[str]]:
+def repair_completion(
+    completion: str, *, max_chars: int = DEFAULT_LIMITS.max_program_chars
+) -> tuple[str, list[str]]:
     """The completion with at most two near-miss repairs applied, and the names of those applied.
 
     ``control_chars``: raw control characters inside strings escaped. ``surrounding_text``: the first JSON
@@ -335,7 +337,9 @@ def read_program(completion: str, *, limits: DslLimits = DEFAULT_LIMITS) -> tupl
             except FormatError:
                 pass
         raise PlannerOutputError(
-            f"the planner's completion is not a program: {first.message}", code=first.code, completion=completion
+            f"the planner's completion is not a program: {first.message}",
+            code=first.code,
+            completion=completion,
         ) from None
 
 
@@ -372,8 +376,9 @@ class Planner:
         s = self.settings
         body: dict[str, Any] = {
             "model": self._model,
-            "messages": messages(domain, request, shots=shots,
-                                 config=PromptConfig(profile=s.profile, limits=self.dsl_limits)),
+            "messages": messages(
+                domain, request, shots=shots, config=PromptConfig(profile=s.profile, limits=self.dsl_limits)
+            ),
             "max_tokens": s.max_tokens,
             "temperature": s.temperature,
         }
@@ -424,7 +429,9 @@ class Planner:
         still bounds each HTTP call.
         """
         start = time.perf_counter()
-        texts, attempts, usage = await self._call(self.payload(domain, request, await self.shots(domain, request)), timeout_s)
+        texts, attempts, usage = await self._call(
+            self.payload(domain, request, await self.shots(domain, request)), timeout_s
+        )
         program, repairs = read_program(texts[0], limits=self.dsl_limits)
         return Plan(program, texts[0], repairs, attempts, (time.perf_counter() - start) * 1000, usage)
 
@@ -435,7 +442,11 @@ class Planner:
         s = self.settings
         start = time.perf_counter()
         # No per-request seed: with n > 1 it stops vLLM 0.32's CPU worker ("CPU Generator does not use offset").
-        body = {**self.payload(domain, request, await self.shots(domain, request)), "n": s.guided_samples, "temperature": s.guided_temperature}
+        body = {
+            **self.payload(domain, request, await self.shots(domain, request)),
+            "n": s.guided_samples,
+            "temperature": s.guided_temperature,
+        }
         texts, attempts, usage = await self._call(body, timeout_s)
         plans = []
         for text in texts:

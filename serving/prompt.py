@@ -106,7 +106,9 @@ class PromptConfig:
         if self.profile not in PROFILES:
             raise PromptError(unknown_profile(self.profile), code="prompt_profile")
         if self.max_examples < 0:
-            raise PromptError(f"max_examples must be at least 0, got {self.max_examples}", code="prompt_examples")
+            raise PromptError(
+                f"max_examples must be at least 0, got {self.max_examples}", code="prompt_examples"
+            )
 
 
 def unknown_profile(got: object) -> str:
@@ -169,7 +171,9 @@ def _field_lines(schema: CorpusSchema, cfg: PromptConfig) -> list[str]:
             line += f". {f.doc}"
         shown = values.get(f.name, ())[:n]
         if shown:
-            line += f" Examples: {', '.join(shown)}." if cfg.profile == "full" else f"; e.g. {', '.join(shown)}"
+            line += (
+                f" Examples: {', '.join(shown)}." if cfg.profile == "full" else f"; e.g. {', '.join(shown)}"
+            )
         lines.append(line)
     return lines
 

@@ -171,9 +171,13 @@ class ApiSettings:
                 raise ConfigError(f"serving.api.{name} must be at least 1, got {value!r}", code="bad_limit")
         for name in ("plan_deadline_s", "execute_deadline_s", "fallback_deadline_s"):
             if not getattr(self, name) > 0:
-                raise ConfigError(f"serving.api.{name} must be positive, got {getattr(self, name)!r}", code="bad_limit")
+                raise ConfigError(
+                    f"serving.api.{name} must be positive, got {getattr(self, name)!r}", code="bad_limit"
+                )
         if self.doc_cache_rows < 0:
-            raise ConfigError(f"serving.api.doc_cache_rows must be 0 or more, got {self.doc_cache_rows}", code="bad_limit")
+            raise ConfigError(
+                f"serving.api.doc_cache_rows must be 0 or more, got {self.doc_cache_rows}", code="bad_limit"
+            )
 
 
 def _check_ladder(name: str, ladder: tuple[int, ...], *, least: int) -> None:

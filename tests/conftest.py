@@ -45,9 +45,7 @@ def chdb_path(session_workspace: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def workspace_config(
-    tmp_path_factory: pytest.TempPathFactory, chdb_path: Path
-) -> Callable[..., Config]:
+def workspace_config(tmp_path_factory: pytest.TempPathFactory, chdb_path: Path) -> Callable[..., Config]:
     """Factory of configs with a fresh workspace each, sharing the session's chDB path.
 
     ``workspace_config("name", text="hashing", image="hashing", hashing_dim=64)``; keyword
@@ -90,11 +88,12 @@ def small_index_cfg(session_workspace: Path, chdb_path: Path) -> Config:
     return cfg
 
 
-
 @pytest.fixture(scope="session")
 def milvus_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """URI of a Milvus Lite gRPC server (``python -m milvus_lite server``) on a free localhost port."""
-    pytest.importorskip("milvus_lite", reason="milvus-lite is not installed (pip install 'proretrieval[milvus]')")
+    pytest.importorskip(
+        "milvus_lite", reason="milvus-lite is not installed (pip install 'proretrieval[milvus]')"
+    )
     root = tmp_path_factory.mktemp("milvus-server")
     port = free_port()
     command = [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(root / "data"),
@@ -108,7 +107,9 @@ def milvus_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def milvus_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """URI of a real Milvus standalone server (the ``milvus`` package's 2.3.5 binary, about 10 s to start),
     started once per test process on a free localhost port in a temporary directory, stopped at the end."""
-    pytest.importorskip("milvus", reason="the Milvus server is not installed (pip install 'proretrieval[milvus-server]')")
+    pytest.importorskip(
+        "milvus", reason="the Milvus server is not installed (pip install 'proretrieval[milvus-server]')"
+    )
     pytest.importorskip("pymilvus", reason="pymilvus is not installed (pip install 'proretrieval[milvus]')")
     from indexing.stores import server
 
@@ -133,7 +134,9 @@ def planner_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     texts: list[str] = []
     for domain, program in EXAMPLE_PROGRAMS.items():
         for profile in ("short", "full"):
-            texts += [m["content"] for m in messages(domain, "wireless headphones under $200", profile=profile)]
+            texts += [
+                m["content"] for m in messages(domain, "wireless headphones under $200", profile=profile)
+            ]
         texts += [program] * 8
     tok = train_tokenizer(texts * 4, vocab_size=1024)
     model = build_model(dataclasses.replace(SIZES["xs"], max_positions=4096), tok, seed=0)
@@ -174,7 +177,13 @@ _WORDS = {
     "brand": ("Sony", "Bose", "Anker", "Levi's", "Acme"),
     "category": ("headphones", "speaker", "charger", "jeans", "lamp"),
     "color": ("black", "white", "red", "blue"),
-    "praise": ("great noise cancelling", "long battery life", "sturdy build", "comfortable fit", "bright light"),
+    "praise": (
+        "great noise cancelling",
+        "long battery life",
+        "sturdy build",
+        "comfortable fit",
+        "bright light",
+    ),
     "look": ("matte white", "glossy black", "faded denim", "brushed metal", "bright red"),
     "topic": ("quarterly budget", "team offsite", "server outage", "contract renewal", "lunch plans"),
 }
@@ -198,7 +207,13 @@ def _synthetic(schema_name: str, n: int, seed: int = 0) -> Any:
 
     cols: dict[str, list[Any]]
     if schema.domain == "ecommerce":
-        brand, cat, color, praise, look = pick("brand"), pick("category"), pick("color"), pick("praise"), pick("look")
+        brand, cat, color, praise, look = (
+            pick("brand"),
+            pick("category"),
+            pick("color"),
+            pick("praise"),
+            pick("look"),
+        )
         cols = {
             "id": [f"P{i:05d}" for i in range(n)],
             "brand": brand,
@@ -208,9 +223,13 @@ def _synthetic(schema_name: str, n: int, seed: int = 0) -> Any:
             "review_count": [int(c) for c in rng.integers(0, 5000, n)],
             "color": color,
             "in_stock": [bool(b) for b in rng.integers(0, 2, n)],
-            "release_date": [dt.date(2020, 1, 1) + dt.timedelta(days=int(d)) for d in rng.integers(0, 1500, n)],
+            "release_date": [
+                dt.date(2020, 1, 1) + dt.timedelta(days=int(d)) for d in rng.integers(0, 1500, n)
+            ],
             "title": [f"{b} {c} in {co}" for b, c, co in zip(brand, cat, color, strict=True)],
-            "description": [f"A {c} by {b}, item {i}" for i, (b, c) in enumerate(zip(brand, cat, strict=True))],
+            "description": [
+                f"A {c} by {b}, item {i}" for i, (b, c) in enumerate(zip(brand, cat, strict=True))
+            ],
             "review": [f"{p}, would buy again" for p in praise],
             "image": [f"{lk} {c} on a plain background" for lk, c in zip(look, cat, strict=True)],
         }
@@ -222,7 +241,9 @@ def _synthetic(schema_name: str, n: int, seed: int = 0) -> Any:
             "sender": [p.lower() + ".com" for p in people],
             "sender_domain": [p.split("@")[1].lower() + ".com" for p in people],
             "recipient": ["me@example.com"] * n,
-            "date": [dt.datetime(2023, 1, 1) + dt.timedelta(minutes=int(m)) for m in rng.integers(0, 500_000, n)],
+            "date": [
+                dt.datetime(2023, 1, 1) + dt.timedelta(minutes=int(m)) for m in rng.integers(0, 500_000, n)
+            ],
             "folder": [("inbox", "sent", "archive")[int(i)] for i in rng.integers(0, 3, n)],
             "is_read": [bool(b) for b in rng.integers(0, 2, n)],
             "is_starred": [bool(b) for b in rng.integers(0, 2, n)],
@@ -250,12 +271,18 @@ def write_synthetic_corpus() -> Callable[..., dict[str, Any]]:
     def write(cfg: Config, domain: str, n: int, seed: int = 0, chunk: int = 1000) -> dict[str, Any]:
         table = _synthetic(domain, n, seed)
         batches = [table.slice(i, chunk) for i in range(0, n, chunk)]
-        return write_corpus(Workspace(cfg.workspace), schema_for(domain), batches, {"generator": "synthetic", "seed": seed})
+        return write_corpus(
+            Workspace(cfg.workspace), schema_for(domain), batches, {"generator": "synthetic", "seed": seed}
+        )
 
     return write
 
 
-XDIST_GROUPS = {"vllm_server": "vllm", "milvus_standalone": "milvus-standalone", "milvus_server": "milvus-lite"}
+XDIST_GROUPS = {
+    "vllm_server": "vllm",
+    "milvus_standalone": "milvus-standalone",
+    "milvus_server": "milvus-lite",
+}
 """Session servers that cost a start per test process (vLLM's CPU server, the Milvus standalone server, a
 Milvus Lite gRPC server): every test that uses one runs on the same pytest-xdist worker (``make test``'s
 ``--dist loadgroup``), which starts it once. The modules that start standalone servers of their own join the

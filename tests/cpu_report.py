@@ -55,7 +55,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     cpu_all = sum(c for _, c in _ROWS.values())
     write = terminalreporter.write_line
     terminalreporter.section("CPU by file (core-seconds from /proc/stat)")
-    write(f"{len(_ROWS)} tests: {wall_all:.0f} s wall, {cpu_all:.0f} core-s, {cpu_all / max(wall_all, 1e-9):.2f} cores busy")
+    write(
+        f"{len(_ROWS)} tests: {wall_all:.0f} s wall, {cpu_all:.0f} core-s, {cpu_all / max(wall_all, 1e-9):.2f} cores busy"
+    )
     write(f"{'core-s':>8} {'wall s':>8} {'cores':>6}  file")
     ranked = sorted(files.items(), key=lambda kv: -kv[1][1])
     for name, (wall, cpu) in ranked[: config.getoption("--cpu-report-files")]:

@@ -130,7 +130,9 @@ def test_the_break_down_groups_programs_and_names_why_pure_vector_first_results_
                           "relevant_n": 40, "gold_id": "p1"})()  # fmt: skip
     t = diagnosis.traits(inst)
     assert (t["kind"], t["searches"], t["relevant"], t["mode"]) == ("pure-vector", "1", "21-100", "dense")
-    out = type("R", (), {"ids": ("p2", "p1"), "scores": (0.7, 0.7), "candidates": {"text_1": ["p2", "p1", "p3"]}})()
+    out = type(
+        "R", (), {"ids": ("p2", "p1"), "scores": (0.7, 0.7), "candidates": {"text_1": ["p2", "p1", "p3"]}}
+    )()
     rec = diagnosis.record(out, False, "p1")
     assert (rec["gold_rank"], rec["last_candidate"]) == (1, "p3")
     assert diagnosis.classify_miss(rec, "strong bass headphones", "other words") == "tie"

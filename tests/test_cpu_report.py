@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-BUSY = '''
+BUSY = """
 def test_busy():
     total = 0
     for i in range(3_000_000):
@@ -19,7 +19,7 @@ def test_busy():
 
 def test_idle():
     assert True
-'''
+"""
 
 
 def test_the_report_lists_each_tests_wall_and_cpu_seconds(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-GROUPED = '''
+GROUPED = """
 import pytest
 
 pytestmark = pytest.mark.xdist_group("shared")
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.xdist_group("shared")
 @pytest.mark.parametrize("i", range(4))
 def test_grouped(i):
     assert i >= 0
-'''
+"""
 
 
 def test_tests_of_one_xdist_group_run_on_one_worker(tmp_path: Path) -> None:

@@ -44,7 +44,9 @@ def generator_version(domain: str) -> str:
     return GENERATOR_VERSION
 
 
-def generate_labeled(domain: str, size: int, seed: int = 0, chunk_rows: int = 10_000) -> Iterator[LabeledBatch]:
+def generate_labeled(
+    domain: str, size: int, seed: int = 0, chunk_rows: int = 10_000
+) -> Iterator[LabeledBatch]:
     """The batches of :func:`generate`, each with the label rows of its documents (see
     :mod:`indexing.corpora.labels`)."""
     if domain == "ecommerce":

@@ -169,7 +169,9 @@ def _show(args: argparse.Namespace, cfg: Config) -> int:
     for key in sorted(manifest):
         print(f"  {key}: {manifest[key]}")
     report = read_report(ws.corpus_dir(schema.domain))
-    for line in report_lines(report) if report is not None else ["(no load report: written by an older version)"]:
+    for line in (
+        report_lines(report) if report is not None else ["(no load report: written by an older version)"]
+    ):
         print(f"  {line}")
     if args.n == 0:
         return 0

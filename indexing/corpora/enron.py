@@ -171,7 +171,9 @@ class _Extras:
 
     def table(self) -> pa.Table:
         ids = self.columns["message_id"]
-        copies = [self.places[m] if m else [place] for m, place in zip(ids, self.columns["copies"], strict=True)]
+        copies = [
+            self.places[m] if m else [place] for m, place in zip(ids, self.columns["copies"], strict=True)
+        ]
         return pa.table({**self.columns, "copies": copies}, schema=EXTRA_SCHEMA)
 
 

@@ -127,7 +127,9 @@ def write_corpus(
                 try:
                     label_table = labels.select(LABEL_SCHEMA.names).cast(LABEL_SCHEMA)
                 except (KeyError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-                    raise CorpusError(f"label rows do not match the label schema: {exc}", code="labels") from None
+                    raise CorpusError(
+                        f"label rows do not match the label schema: {exc}", code="labels"
+                    ) from None
                 pq.write_table(label_table, tmp / f"labels-{parts:05d}.parquet", compression="zstd")
                 label_digest.update(label_table)
                 label_rows += label_table.num_rows
@@ -137,7 +139,9 @@ def write_corpus(
         label_meta = None
         if labeled:
             label_meta = {"rows": label_rows, "fingerprint": label_digest.hexdigest()}
-            fingerprint = hashlib.sha256(f"{fingerprint}:{label_meta['fingerprint']}".encode()).hexdigest()[:16]
+            fingerprint = hashlib.sha256(f"{fingerprint}:{label_meta['fingerprint']}".encode()).hexdigest()[
+                :16
+            ]
         manifest = {
             **meta,
             "domain": schema.domain,

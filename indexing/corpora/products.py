@@ -330,7 +330,9 @@ def _block(t: _Tables, seed: int, block: int, start: int, rows: int, width: int)
             review.append(closer)
         finish = _pick(t.finishes, r[U_FINISH])
         shape, material, setting = (
-            _pick(c.shapes, r[U_SHAPE]), _pick(c.materials, r[U_MATERIAL]), _pick(t.settings, r[U_SETTING])
+            _pick(c.shapes, r[U_SHAPE]),
+            _pick(c.materials, r[U_MATERIAL]),
+            _pick(t.settings, r[U_SETTING]),
         )
         image = _pick(IMAGES, r[U_IMAGE]).format(
             F=finish[0].upper() + finish[1:], f=finish, c=color, s=shape, n=c.noun, m=material, set=setting

@@ -31,7 +31,13 @@ _ORDERED = (DType.INT, DType.FLOAT, DType.DATE, DType.DATETIME)
 
 
 def _plain(value: Any) -> Any:
-    return value.isoformat(sep=" ") if isinstance(value, datetime) else str(value) if isinstance(value, date) else value
+    return (
+        value.isoformat(sep=" ")
+        if isinstance(value, datetime)
+        else str(value)
+        if isinstance(value, date)
+        else value
+    )
 
 
 class Profile:
@@ -103,7 +109,8 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         lines.append(f"range: {'; '.join(ranges)}")
     empty = [(name, c["empty"]) for name, c in columns.items() if c.get("empty")]
     lines.append(
-        "empty: " + (", ".join(f"{name} {100 * n / max(rows, 1):.1f}% ({n:,})" for name, n in empty) or "none")
+        "empty: "
+        + (", ".join(f"{name} {100 * n / max(rows, 1):.1f}% ({n:,})" for name, n in empty) or "none")
     )
     if report.get("extras"):
         lines.append(f"extra columns ({EXTRAS}, not indexed): {', '.join(report['extras'])}")

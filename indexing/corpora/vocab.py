@@ -226,7 +226,9 @@ def _terms(kind: str, raw: Mapping[str, Any]) -> tuple[VisualTerm, ...]:
     for value, ps in raw.items():
         q, ood = (tuple(str(p) for p in (ps or {}).get(k) or ()) for k in ("q", "ood"))
         if not q or not ood:
-            raise CorpusError(f"vocabulary visual term {kind} {value!r} needs q and ood paraphrases", code="vocab")
+            raise CorpusError(
+                f"vocabulary visual term {kind} {value!r} needs q and ood paraphrases", code="vocab"
+            )
         out.append(VisualTerm(kind, str(value), q, ood))
     return tuple(out)
 

@@ -61,12 +61,16 @@ class OpenAIEmbedder:
         """One unit-norm float32 row per text, in input order."""
         if len(texts) == 0:
             return empty(self.dim)
-        parts = [self._request(list(texts[i : i + self.batch_size])) for i in range(0, len(texts), self.batch_size)]
+        parts = [
+            self._request(list(texts[i : i + self.batch_size])) for i in range(0, len(texts), self.batch_size)
+        ]
         out = np.concatenate(parts, axis=0)
         if self._dim is None:
             self._dim = int(out.shape[1])
         elif out.shape[1] != self._dim:
-            raise EmbedderError(f"{self.url} returned {out.shape[1]}-dimensional vectors, expected {self._dim}")
+            raise EmbedderError(
+                f"{self.url} returned {out.shape[1]}-dimensional vectors, expected {self._dim}"
+            )
         return out
 
     def close(self) -> None:
@@ -78,8 +82,12 @@ class OpenAIEmbedder:
             got = self._client.embeddings(self.model, batch)
         except OpenAIStatusError as exc:
             if exc.status >= 500:
-                raise EmbedderUnavailable(f"{self.url} answered HTTP {exc.status}: {exc.body[:200]}") from None
-            raise EmbedderError(f"{self.url} rejected the request (HTTP {exc.status}): {exc.body[:200]}") from None
+                raise EmbedderUnavailable(
+                    f"{self.url} answered HTTP {exc.status}: {exc.body[:200]}"
+                ) from None
+            raise EmbedderError(
+                f"{self.url} rejected the request (HTTP {exc.status}): {exc.body[:200]}"
+            ) from None
         except OpenAIBadResponse as exc:
             raise EmbedderError(exc.message) from None
         except OpenAIError as exc:  # unreachable, or timed out

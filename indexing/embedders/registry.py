@@ -130,7 +130,16 @@ _SHARED_LOCK = threading.Lock()
 def shared_embedder(cfg: EmbedderConfig, role: Role) -> CachedEmbedder:
     """The process-wide cached embedder for ``role``; roles with the same settings share one cache."""
     name = embedder_name(cfg, role)
-    key = (name, cfg.minilm_backend, cfg.batch_size, cfg.hashing_dim, cfg.endpoint, cfg.model, cfg.timeout_s, cfg.cache_size)
+    key = (
+        name,
+        cfg.minilm_backend,
+        cfg.batch_size,
+        cfg.hashing_dim,
+        cfg.endpoint,
+        cfg.model,
+        cfg.timeout_s,
+        cfg.cache_size,
+    )
     with _SHARED_LOCK:
         found = _SHARED.get(key)
         if found is None:

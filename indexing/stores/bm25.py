@@ -27,6 +27,7 @@ IDS_FILE = "ids.json"
 STOPWORDS = "en"
 STEMMER_LANGUAGE = "english"
 
+
 def new_stemmer() -> Any:
     """A PyStemmer stemmer of its own: PyStemmer objects are not safe to share between threads."""
     stemmer_mod: Any = require("Stemmer", "bm25")
@@ -86,14 +87,20 @@ class Bm25Index:
         with self._lock:
             # Strings (not ids) so that the index's own vocabulary maps the query terms.
             tokens = bm25s.tokenize(
-                list(queries), stopwords=STOPWORDS, stemmer=self._stemmer, return_ids=False, show_progress=False
+                list(queries),
+                stopwords=STOPWORDS,
+                stemmer=self._stemmer,
+                return_ids=False,
+                show_progress=False,
             )
             docs, scores = self._retriever.retrieve(
                 tokens, k=n, show_progress=False, n_threads=1, weight_mask=mask
             )
         out: list[list[Hit]] = []
         for row_docs, row_scores in zip(docs, scores, strict=True):
-            out.append([(self.ids[int(d)], float(s)) for d, s in zip(row_docs, row_scores, strict=True) if s > 0])
+            out.append(
+                [(self.ids[int(d)], float(s)) for d, s in zip(row_docs, row_scores, strict=True) if s > 0]
+            )
         return out
 
     def _rows(self, ids: Collection[str]) -> list[int]:

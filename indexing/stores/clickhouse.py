@@ -288,7 +288,9 @@ def chdb_session(path: Path) -> Any:
             try:
                 _CHDB_SESSION = (resolved, session.Session(str(resolved)))
             except Exception as exc:
-                if _held_elsewhere(resolved):  # chDB's exception says only "Error initializing EmbeddedServer"
+                if _held_elsewhere(
+                    resolved
+                ):  # chDB's exception says only "Error initializing EmbeddedServer"
                     raise StoreError(
                         f"cannot open chDB at {resolved}: another process holds it (chDB opens a path from one "
                         "process at a time); stop that process, for example `prore reward serve`, or give both "
@@ -430,7 +432,9 @@ class ClickHouseServerStore(_ClickHouseBase):
             timeout = self.cfg.request_timeout_s
             options: dict[str, Any] = {
                 "connect_timeout": 10,
-                "send_receive_timeout": max(30.0, 2 * self.cfg.max_execution_time_s) if timeout is None else timeout,
+                "send_receive_timeout": max(30.0, 2 * self.cfg.max_execution_time_s)
+                if timeout is None
+                else timeout,
             }
             if not url.startswith("chdb:"):
                 # Bound id sets go in the request body, not the URL: a batch's can pass the server's

@@ -61,7 +61,9 @@ class ClusterLayout:
         try:
             sqlglot.parse_one(self.sharding_key, read="clickhouse")
         except sqlglot.errors.ParseError as exc:
-            raise StoreError(f"sharding key {self.sharding_key!r} does not parse: {exc}", code="bad_sharding_key") from None
+            raise StoreError(
+                f"sharding key {self.sharding_key!r} does not parse: {exc}", code="bad_sharding_key"
+            ) from None
 
 
 _EMBEDDED = re.compile(r"^CREATE TABLE IF NOT EXISTS (?P<table>\S+) \((?P<columns>.*)\) ENGINE = MergeTree (?P<order>ORDER BY .+)$",
@@ -104,7 +106,9 @@ def distributed_table_sql(schema: CorpusSchema, table: str, layout: ClusterLayou
     """``<table> ON CLUSTER``: Distributed over ``<table>_local`` on every shard, by the sharding key."""
     p = _parts(schema, table)
     db, name = _split(table)
-    engine = f"Distributed({layout.cluster}, {_db_arg(db)}, {name}{layout.local_suffix}, {layout.sharding_key})"
+    engine = (
+        f"Distributed({layout.cluster}, {_db_arg(db)}, {name}{layout.local_suffix}, {layout.sharding_key})"
+    )
     return f"CREATE TABLE IF NOT EXISTS {ident(table)} ON CLUSTER {layout.cluster} ({p.columns}) ENGINE = {engine}"
 
 

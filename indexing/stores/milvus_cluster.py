@@ -53,10 +53,13 @@ def collection_spec(schema: CorpusSchema, vector: str, dim: int, layout: MilvusL
                     name: str | None = None) -> dict[str, Any]:  # fmt: skip
     """The collection of vector field ``vector`` of ``schema`` on a cluster, as data."""
     key = layout.partition_keys.get(schema.domain)
-    if key is not None and (key not in schema.structured_fields
-                            or schema.field(key).dtype not in (DType.STRING, DType.INT)):
-        raise StoreError(f"partition key {key!r} must be a string or integer field of {schema.domain}",
-                         code="milvus_layout")
+    if key is not None and (
+        key not in schema.structured_fields or schema.field(key).dtype not in (DType.STRING, DType.INT)
+    ):
+        raise StoreError(
+            f"partition key {key!r} must be a string or integer field of {schema.domain}",
+            code="milvus_layout",
+        )
     fields: list[dict[str, Any]] = [{"name": "id", "type": "VARCHAR", "is_primary": True, "max_length": 256}]
     for fname in schema.structured_fields:
         if fname == "id":

@@ -171,7 +171,9 @@ def start(
         _CHILDREN[proc.pid] = proc
         (directory / PID_FILE).write_text(f"{proc.pid}\n")
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        atomic_write_json(directory / STATE_FILE, {"pid": proc.pid, "port": port, "uri": uri, "started_at": started})
+        atomic_write_json(
+            directory / STATE_FILE, {"pid": proc.pid, "port": port, "uri": uri, "started_at": started}
+        )
         try:
             wait_ready(uri, timeout_s=timeout_s, pid=proc.pid, log=directory / LOG_FILE)
         except StoreUnavailable as exc:
@@ -180,7 +182,9 @@ def start(
             if not hung or attempt == starts:
                 stop(directory)
                 if attempt > 1:
-                    raise StoreUnavailable(f"{exc} (start {attempt} of {starts} after an unclean stop)") from None
+                    raise StoreUnavailable(
+                        f"{exc} (start {attempt} of {starts} after an unclean stop)"
+                    ) from None
                 raise
             _log.warning("the Milvus server at %s did not answer within %g s after an unclean stop; "
                          "starting it once more", uri, timeout_s)  # fmt: skip
@@ -217,7 +221,9 @@ def _stop_keeping_state(directory: Path, pid: int) -> None:
     _reap(pid)
 
 
-def wait_ready(uri: str, *, timeout_s: float = 180.0, pid: int | None = None, log: Path | None = None) -> None:
+def wait_ready(
+    uri: str, *, timeout_s: float = 180.0, pid: int | None = None, log: Path | None = None
+) -> None:
     """Wait until the Milvus server at ``uri`` answers requests (not only its health check).
 
     Raises :class:`~indexing.errors.StoreUnavailable` after ``timeout_s``, or as soon as process
@@ -291,7 +297,9 @@ def _spawn(
         p for p in (str(exe.parent), os.environ.get("LD_LIBRARY_PATH", "")) if p
     )
     server.server_proc = None  # the package's object would stop the server when collected
-    return processes.spawn([str(exe), "run", "standalone"], directory / LOG_FILE, env=env, cwd=directory, append=True)
+    return processes.spawn(
+        [str(exe), "run", "standalone"], directory / LOG_FILE, env=env, cwd=directory, append=True
+    )
 
 
 def _own_etcd_ports(directory: Path) -> None:

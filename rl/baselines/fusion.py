@@ -37,7 +37,9 @@ def fuse_fields(per_field: Sequence[Sequence[Sequence[Hit]]], k: int) -> list[li
     return [rrf_fuse([lists[q] for lists in per_field], k) for q in range(n)]
 
 
-def bm25_rankings(ctx: MethodContext, queries: Sequence[str], k: int, *, depth: int | None = None) -> list[list[Hit]]:
+def bm25_rankings(
+    ctx: MethodContext, queries: Sequence[str], k: int, *, depth: int | None = None
+) -> list[list[Hit]]:
     """BM25 on every text field (top ``depth``, default ``2 * k``), fused per query, top ``k``."""
     index = ctx.index
     per_field = [index.sparse_search(f, list(queries), depth or _depth(k)) for f in ctx.schema.text_fields]
@@ -53,7 +55,8 @@ def dense_rankings(
     """
     index = ctx.index
     per_field = [
-        index.dense_search(f, list(queries), depth or _depth(k), filter=filter) for f in ctx.schema.text_fields
+        index.dense_search(f, list(queries), depth or _depth(k), filter=filter)
+        for f in ctx.schema.text_fields
     ]
     return fuse_fields(per_field, k)
 

@@ -70,7 +70,9 @@ def oracle_failures(instances: Sequence[EvalInstance], outcomes: Sequence[Outcom
     return bad
 
 
-@register_method("oracle", description="the gold program executed again (must score Hit@1 = 1)", uses_gold=True)
+@register_method(
+    "oracle", description="the gold program executed again (must score Hit@1 = 1)", uses_gold=True
+)
 def oracle(ctx: MethodContext, instances: Sequence[EvalInstance], k: int) -> list[Outcome]:
     if any(getattr(inst, "split", None) == "human" for inst in instances):
         raise EvalError("the human split has no gold program (its judgements are a WHERE plus facet labels), "

@@ -94,7 +94,9 @@ _MONTH_NAMES = ("january", "february", "march", "april", "may", "june", "july", 
 _MONTHS = {**{m: i for i, m in enumerate(_MONTH_NAMES, 1)}, **{m[:3]: i for i, m in enumerate(_MONTH_NAMES, 1)},
            "sept": 9}  # fmt: skip
 _MONTH_RE = "|".join(sorted(_MONTHS, key=len, reverse=True))
-_DATE = rf"(?:\d{{4}}-\d{{2}}-\d{{2}}|(?:{_MONTH_RE})\.?(?:\s+\d{{1,2}}(?:st|nd|rd|th)?,?)?\s+\d{{4}}|\d{{4}})"
+_DATE = (
+    rf"(?:\d{{4}}-\d{{2}}-\d{{2}}|(?:{_MONTH_RE})\.?(?:\s+\d{{1,2}}(?:st|nd|rd|th)?,?)?\s+\d{{4}}|\d{{4}})"
+)
 
 _FILLER = re.compile(
     r"\b(?:priced|price|prices|cost(?:s|ing)?|dollars?|usd|rated|rating|ratings|stars?|released|launched|"
@@ -195,7 +197,11 @@ def _vocab_values(scan: _Scan, schema: CorpusSchema, vocab: Vocabulary) -> None:
     for value, name in sorted(entries, key=lambda e: (-len(e[0]), e[0])):
         for m in scan.finditer(_value_pattern(value)):
             before, after = _CUE_BEFORE.get(name), _CUE_AFTER.get(name)
-            if before and after and not (before.search(scan.text[: m.start()]) or after.search(scan.text[m.end() :])):
+            if (
+                before
+                and after
+                and not (before.search(scan.text[: m.start()]) or after.search(scan.text[m.end() :]))
+            ):
                 continue
             negated = scan.negated(m)
             scan.take(m, soft=not negated)
@@ -217,7 +223,9 @@ def _addresses(scan: _Scan, schema: CorpusSchema) -> None:
         return
     for m in scan.finditer(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"):
         scan.take(m)
-        to_recipient = re.search(r"\b(?:to|addressed\s+to|recipient(?:\s+is)?)\s*[:=]?\s*$", scan.text[: m.start()], _I)
+        to_recipient = re.search(
+            r"\b(?:to|addressed\s+to|recipient(?:\s+is)?)\s*[:=]?\s*$", scan.text[: m.start()], _I
+        )
         name = "recipient" if to_recipient and schema.has("recipient") else "sender"
         if scan.negated(m):
             scan.dropped.append(m.group(0))
@@ -265,7 +273,9 @@ def _numbers(scan: _Scan, schema: CorpusSchema) -> None:
     if schema.has("rating"):
         _bounds(scan, "rating", DType.FLOAT, r"rated|rating|review\s+score", r"stars?(?:\s+rating)?")
     if schema.has("price"):
-        _bounds(scan, "price", DType.FLOAT, r"priced|price|costs?|costing", r"dollars?|usd|bucks", dollars=True)
+        _bounds(
+            scan, "price", DType.FLOAT, r"priced|price|costs?|costing", r"dollars?|usd|bucks", dollars=True
+        )
 
 
 def _parse_date(text: str) -> tuple[date, date]:
@@ -309,7 +319,9 @@ def _date_conditions(name: str, how: str, span: tuple[date, date]) -> list[Condi
 
 
 def _dates(scan: _Scan, schema: CorpusSchema) -> None:
-    names = [f.name for f in schema.fields if f.dtype in (DType.DATE, DType.DATETIME) and f.role is Role.STRUCTURED]
+    names = [
+        f.name for f in schema.fields if f.dtype in (DType.DATE, DType.DATETIME) and f.role is Role.STRUCTURED
+    ]
     if len(names) != 1:
         return  # with several date fields a bare date would be ambiguous
     name = names[0]
@@ -321,9 +333,13 @@ def _dates(scan: _Scan, schema: CorpusSchema) -> None:
             scan.add(m.span(), Condition(name, ">=", _parse_date(m.group(1))[0]),
                      Condition(name, "<", _parse_date(m.group(2))[1]))  # fmt: skip
     cues = "|".join(c for c, _ in _DATE_CUES)
-    pattern = rf"(?<![\w-])({cues})\s+(?:the\s+year\s+)?({_DATE})(?:\s+or\s+(earlier|before|later|after))?(?![\w-])"
+    pattern = (
+        rf"(?<![\w-])({cues})\s+(?:the\s+year\s+)?({_DATE})(?:\s+or\s+(earlier|before|later|after))?(?![\w-])"
+    )
     for m in scan.finditer(pattern):
-        if re.fullmatch(r"is|=", m.group(1), _I) and not re.search(r"(?:date|year|sent)\s*$", scan.text[: m.start()], _I):
+        if re.fullmatch(r"is|=", m.group(1), _I) and not re.search(
+            r"(?:date|year|sent)\s*$", scan.text[: m.start()], _I
+        ):
             continue
         scan.take(m)
         if scan.negated(m):
@@ -383,7 +399,8 @@ def _flags(scan: _Scan, schema: CorpusSchema) -> None:
 
 # "excluding anything A or B", "but nothing that is A": every condition up to the clause's end is negated.
 _NEGATED_SCOPE = re.compile(
-    r"\b(?:but\s+nothing|nothing\s+that|excluding\s+anything|leaving\s+out\s+anything|but\s+not|except(?:\s+for)?)\b", _I
+    r"\b(?:but\s+nothing|nothing\s+that|excluding\s+anything|leaving\s+out\s+anything|but\s+not|except(?:\s+for)?)\b",
+    _I,
 )
 # A condition next to "or" / "either" is one branch of a disjunction.
 _OR_BEFORE = re.compile(r"\b(?:either|or)\b(?:[\s-]+[\w'$.]+){0,4}[\s:-]*$", _I)

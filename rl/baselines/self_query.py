@@ -75,7 +75,9 @@ def milvus_filter(
     >>> milvus_filter([Condition("brand", "==", "Sony"), Condition("price", "<", 200.0)], PRODUCTS)
     'brand == "Sony" and price < 200.0'
     """
-    parts = [f"{c.field} {c.op} {milvus_literal(c.value, schema.field(c.field).dtype, dates)}" for c in conditions]
+    parts = [
+        f"{c.field} {c.op} {milvus_literal(c.value, schema.field(c.field).dtype, dates)}" for c in conditions
+    ]
     return " and ".join(parts) or None
 
 
@@ -88,7 +90,10 @@ def _vocabulary(ctx: MethodContext) -> Vocabulary:
     return vocab
 
 
-@register_method("self-query", description="rule-based self-querying retriever: key-value filters in Milvus + one dense query")
+@register_method(
+    "self-query",
+    description="rule-based self-querying retriever: key-value filters in Milvus + one dense query",
+)
 def self_query(ctx: MethodContext, instances: Sequence[EvalInstance], k: int) -> list[Outcome]:
     vocab = _vocabulary(ctx)
     out: list[Outcome | None] = [None] * len(instances)

@@ -1,8 +1,10 @@
+# fmt: off
 """``prore bench``: synthesize a benchmark, and show what one holds.
 
     prore bench synth {ecommerce|email} [--train N --test N --ood N] [--seed S] [--rewriter URL]
     prore bench show {ecommerce|email} [--split test] [--n 5]
 """
+# fmt: on
 
 from __future__ import annotations
 
@@ -39,8 +41,10 @@ def _synth(args: argparse.Namespace, cfg: Config) -> int:
     manifest = synthesize(cfg, args.domain, scfg)
     ws = Workspace(cfg.workspace)
     counts = ", ".join(f"{s} {n}" for s, n in manifest["splits"].items())
-    print(f"{args.domain} benchmark: {counts} in {manifest['elapsed_s']:.1f} s "
-          f"({manifest['instances_per_s']:.1f} instances/s)")
+    print(
+        f"{args.domain} benchmark: {counts} in {manifest['elapsed_s']:.1f} s "
+        f"({manifest['instances_per_s']:.1f} instances/s)"
+    )
     print(f"written to {ws.bench_dir(args.domain)}")
     note = unlabeled_note(args.domain, corpus_manifest(ws, args.domain))
     if note is not None:
@@ -63,7 +67,9 @@ def relevance_lines(items: list[Instance]) -> list[str]:
     if not items or all(i.relevant_n is None for i in items):
         return [f"relevant sets: n/a ({NO_LABELS})"]
     lines = [f"relevant-set sizes (documents satisfying the whole request; ids stored up to {RELEVANT_CAP}):"]
-    lines.append(f"  {'level':<6} {'n':>6} {'min':>5} {'median':>7} {'mean':>8} {'p90':>6} {'max':>6} {'=1':>6} {'capped':>7}")
+    lines.append(
+        f"  {'level':<6} {'n':>6} {'min':>5} {'median':>7} {'mean':>8} {'p90':>6} {'max':>6} {'=1':>6} {'capped':>7}"
+    )
     for level in sorted({i.level for i in items}):
         st = size_stats([i.relevant_n for i in items if i.level == level and i.relevant_n is not None])
         if st["n"]:
@@ -89,8 +95,12 @@ def describe(instances: Iterable[Instance], n_examples: int) -> str:
     lines += _table("template families", fams, total)
     if any(i.rewritten for i in items):
         lines.append(f"rewritten by an LLM: {sum(i.rewritten for i in items)}")
-    lines.append(f"noisy wording: {sum(i.noisy for i in items)} ({sum(i.noisy for i in items) / max(total, 1):.1%})")
-    lines.append(f"distinct requests: {len({i.nl for i in items})}, distinct programs: {len({i.program for i in items})}")
+    lines.append(
+        f"noisy wording: {sum(i.noisy for i in items)} ({sum(i.noisy for i in items) / max(total, 1):.1%})"
+    )
+    lines.append(
+        f"distinct requests: {len({i.nl for i in items})}, distinct programs: {len({i.program for i in items})}"
+    )
     lines += relevance_lines(items)
     step = max(total // max(n_examples, 1), 1)
     examples = items[::step][:n_examples]
@@ -99,7 +109,9 @@ def describe(instances: Iterable[Instance], n_examples: int) -> str:
     for inst in examples:
         noisy = ", noisy" if inst.noisy else ""
         rel = "" if inst.relevant_n is None else f", {inst.relevant_n} relevant"
-        lines.append(f"  [{inst.qid}] {inst.level} {'+'.join(inst.modalities)} ({inst.family}{noisy}) gold {inst.gold_id}{rel}")
+        lines.append(
+            f"  [{inst.qid}] {inst.level} {'+'.join(inst.modalities)} ({inst.family}{noisy}) gold {inst.gold_id}{rel}"
+        )
         lines.append(f"    nl:      {inst.nl}")
         lines.append(f"    program: {json.dumps(inst.program_dict, ensure_ascii=False)}")
     return "\n".join(lines)
@@ -114,8 +126,10 @@ def _show(args: argparse.Namespace, cfg: Config) -> int:
         raise BenchError(f"--n must be zero or more, got {args.n}", code="bench_size")
     instances = load_split(ws, args.domain, args.split)
     manifest = load_manifest(ws, args.domain)
-    print(f"{args.domain} / {args.split} (seed {manifest.get('seed')}, corpus {manifest.get('corpus_fingerprint')}, "
-          f"index {manifest.get('index_version')})")
+    print(
+        f"{args.domain} / {args.split} (seed {manifest.get('seed')}, corpus {manifest.get('corpus_fingerprint')}, "
+        f"index {manifest.get('index_version')})"
+    )
     for line in wording_lines(manifest):
         print(line)
     print(describe(instances, args.n))
@@ -135,8 +149,10 @@ def wording_lines(manifest: Mapping[str, Any]) -> list[str]:
     nl, programs = manifest.get("distinct_nl"), manifest.get("distinct_programs")
     if not isinstance(nl, Mapping) or not isinstance(programs, Mapping):
         return []
-    lines = ["distinct requests and programs per split:",
-             f"  {'split':<5} {'size':>8}  {'requests':<16} {'programs':<16} {'duplicates dropped':>18}"]
+    lines = [
+        "distinct requests and programs per split:",
+        f"  {'split':<5} {'size':>8}  {'requests':<16} {'programs':<16} {'duplicates dropped':>18}",
+    ]
     sizes = manifest.get("sizes", {})
     for split in sorted(sizes, key=lambda s: (SPLITS.index(s) if s in SPLITS else len(SPLITS), s)):
         size = sizes[split]
@@ -165,17 +181,38 @@ def register_bench(sub: Any) -> None:
         "them. Needs a built index of the domain (prore index build).",
     )
     s.add_argument("domain", help="corpus domain: " + " or ".join(DOMAINS))
-    s.add_argument("--train", type=int, default=DEFAULT_SIZES["train"], metavar="N",
-                   help=f"training instances (default {DEFAULT_SIZES['train']})")
-    s.add_argument("--test", type=int, default=DEFAULT_SIZES["test"], metavar="N",
-                   help=f"test instances (default {DEFAULT_SIZES['test']})")
-    s.add_argument("--ood", type=int, default=DEFAULT_SIZES["ood"], metavar="N",
-                   help=f"OOD instances: held-out template families and paraphrases (default {DEFAULT_SIZES['ood']})")
+    s.add_argument(
+        "--train",
+        type=int,
+        default=DEFAULT_SIZES["train"],
+        metavar="N",
+        help=f"training instances (default {DEFAULT_SIZES['train']})",
+    )
+    s.add_argument(
+        "--test",
+        type=int,
+        default=DEFAULT_SIZES["test"],
+        metavar="N",
+        help=f"test instances (default {DEFAULT_SIZES['test']})",
+    )
+    s.add_argument(
+        "--ood",
+        type=int,
+        default=DEFAULT_SIZES["ood"],
+        metavar="N",
+        help=f"OOD instances: held-out template families and paraphrases (default {DEFAULT_SIZES['ood']})",
+    )
     s.add_argument("--seed", type=int, default=0, help="random seed; the same seed gives the same benchmark")
-    s.add_argument("--rewriter", metavar="URL", default=None,
-                   help="OpenAI-compatible endpoint (e.g. http://host:8000/v1) that rewrites each request; "
-                   "responses are cached in the workspace")
-    s.add_argument("--rewriter-model", metavar="NAME", default="default", help="model name sent to the rewriter")
+    s.add_argument(
+        "--rewriter",
+        metavar="URL",
+        default=None,
+        help="OpenAI-compatible endpoint (e.g. http://host:8000/v1) that rewrites each request; "
+        "responses are cached in the workspace",
+    )
+    s.add_argument(
+        "--rewriter-model", metavar="NAME", default="default", help="model name sent to the rewriter"
+    )
     s.add_argument("--quiet", action="store_true", help="no progress bars")
     s.set_defaults(handler=_synth)
     w = actions.add_parser(

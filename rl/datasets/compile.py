@@ -59,7 +59,10 @@ class _Compiler:
 
     def placeholder(self, leaf: Leaf) -> str:
         entry = Retrieval(
-            type="image" if leaf.modality == "image" else "text", field=leaf.field, query=leaf.phrase, k=self.k
+            type="image" if leaf.modality == "image" else "text",
+            field=leaf.field,
+            query=leaf.phrase,
+            k=self.k,
         )
         self.entries.append(entry)
         return Program.placeholder(len(self.entries) - 1, entry)
@@ -75,8 +78,10 @@ class _Compiler:
             return self.leaf(node, negated)
         if isinstance(node, Not):
             inner = node.child
-            if isinstance(inner, Or) and not negated and not any(
-                isinstance(n, Leaf) and n.semantic for n in inner.children
+            if (
+                isinstance(inner, Or)
+                and not negated
+                and not any(isinstance(n, Leaf) and n.semantic for n in inner.children)
             ):
                 return f"NOT ({self.node(inner)})"
             return self.node(inner, not negated)

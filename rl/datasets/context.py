@@ -67,7 +67,12 @@ class RankTable:
         return self._first.get((fieldname, phrase))
 
     def fill(
-        self, engine: Engine, schema: CorpusSchema, pairs: Iterable[tuple[str, str]], *, progress: bool = False
+        self,
+        engine: Engine,
+        schema: CorpusSchema,
+        pairs: Iterable[tuple[str, str]],
+        *,
+        progress: bool = False,
     ) -> None:
         """Rank the ``(field, phrase)`` pairs not seen yet, with one-entry probe programs."""
         from serving.engine.results import candidate_name
@@ -81,10 +86,15 @@ class RankTable:
                 kind = "image" if fieldname in schema.image_fields else "text"
                 entry = Retrieval(kind, fieldname, phrase, k=DEFAULT_LIMITS.default_k)  # type: ignore[arg-type]
                 programs.append(
-                    Program(f"SELECT DISTINCT id FROM {schema.table} WHERE id IN {Program.placeholder(0, entry)}", (entry,))
+                    Program(
+                        f"SELECT DISTINCT id FROM {schema.table} WHERE id IN {Program.placeholder(0, entry)}",
+                        (entry,),
+                    )
                 )
             results = engine.execute_many(programs, k=1)
-            for (fieldname, phrase), (prog, res) in zip(chunk, zip(programs, results, strict=True), strict=True):
+            for (fieldname, phrase), (prog, res) in zip(
+                chunk, zip(programs, results, strict=True), strict=True
+            ):
                 if isinstance(res, Exception):
                     raise BenchError(f"probing {fieldname} for {phrase!r} failed: {res}", code="bench_probe")
                 ids = res.candidates[candidate_name(0, prog.retrieval_list[0])]
@@ -128,7 +138,9 @@ class BenchContext:
                 code="bench_stale_index",
             )
         self._ws = ws
-        self._ids: list[str] = [str(v) for batch in self._stream(["id"]) for v in batch.column("id").to_pylist()]
+        self._ids: list[str] = [
+            str(v) for batch in self._stream(["id"]) for v in batch.column("id").to_pylist()
+        ]
         """Document ids in corpus order: row ``i`` of the corpus is ``_ids[i]``."""
         self.corpus_rows = len(self._ids)
         if self.corpus_rows == 0:
@@ -194,7 +206,9 @@ class BenchContext:
             if has_category:
                 for name in ("brand", "color"):
                     grouped = batch.group_by(["category", name]).aggregate([([], "count_all")])
-                    for c, v, n in zip(*(grouped.column(k).to_pylist() for k in ("category", name, "count_all")), strict=True):
+                    for c, v, n in zip(
+                        *(grouped.column(k).to_pylist() for k in ("category", name, "count_all")), strict=True
+                    ):
                         pairs[str(c)][name][str(v)] += int(n)
         values = {name: _by_count(cnt) for name, cnt in counts.items()}
         by_category = {c: {n: _by_count(cnt) for n, cnt in d.items()} for c, d in pairs.items()}

@@ -30,12 +30,24 @@ CATEGORICAL: dict[str, tuple[str, ...]] = {
 
 FIELD_WEIGHTS: dict[str, dict[str, float]] = {
     "ecommerce": {
-        "brand": 0.22, "category": 0.14, "color": 0.12, "price": 0.2, "rating": 0.1,
-        "review_count": 0.06, "in_stock": 0.07, "release_date": 0.09,
+        "brand": 0.22,
+        "category": 0.14,
+        "color": 0.12,
+        "price": 0.2,
+        "rating": 0.1,
+        "review_count": 0.06,
+        "in_stock": 0.07,
+        "release_date": 0.09,
     },
     "email": {
-        "sender_domain": 0.2, "folder": 0.14, "sender": 0.1, "recipient": 0.03, "date": 0.25,
-        "is_read": 0.1, "is_starred": 0.08, "has_attachment": 0.1,
+        "sender_domain": 0.2,
+        "folder": 0.14,
+        "sender": 0.1,
+        "recipient": 0.03,
+        "date": 0.25,
+        "is_read": 0.1,
+        "is_starred": 0.08,
+        "has_attachment": 0.1,
     },
 }
 """How often each structured field is picked for a condition."""
@@ -54,8 +66,20 @@ L1_MODALITY_WEIGHTS: dict[str, dict[str, float]] = {
 
 SINGLE_DAY_SHARE = 0.7
 """Share of one-condition structured leaves that name the document's date to the day."""
-NUMERIC_OPS: tuple[tuple[str, float], ...] = (("<", 0.3), ("<=", 0.1), (">", 0.2), (">=", 0.1), ("between", 0.3))
-DATE_OPS: tuple[tuple[str, float], ...] = (("=", 0.25), ("<", 0.15), (">=", 0.2), (">", 0.1), ("between", 0.3))
+NUMERIC_OPS: tuple[tuple[str, float], ...] = (
+    ("<", 0.3),
+    ("<=", 0.1),
+    (">", 0.2),
+    (">=", 0.1),
+    ("between", 0.3),
+)
+DATE_OPS: tuple[tuple[str, float], ...] = (
+    ("=", 0.25),
+    ("<", 0.15),
+    (">=", 0.2),
+    (">", 0.1),
+    ("between", 0.3),
+)
 
 
 class PhraseBook(Protocol):
@@ -124,7 +148,9 @@ def _num(x: float, integral: bool) -> Value:
     return round(x) if integral else round(x, 2)
 
 
-def _threshold(v: float, op: str, truth: bool, rng: random.Random, step: float, integral: bool) -> tuple[Value, ...] | None:
+def _threshold(
+    v: float, op: str, truth: bool, rng: random.Random, step: float, integral: bool
+) -> tuple[Value, ...] | None:
     """Values of ``field op values`` that is ``truth`` for a document whose field is ``v``."""
     lo = math.floor(v / step) * step
     hi = math.ceil(v / step) * step
@@ -157,16 +183,22 @@ def _vacuous(name: str, op: str, values: Sequence[Value]) -> bool:
     if op == "between":
         return (x[0] <= lo and x[1] >= hi) or x[0] > hi or x[1] < lo
     return {
-        "<": x[0] > hi or x[0] <= lo, "<=": x[0] >= hi or x[0] < lo,
-        ">": x[0] < lo or x[0] >= hi, ">=": x[0] <= lo or x[0] > hi,
+        "<": x[0] > hi or x[0] <= lo,
+        "<=": x[0] >= hi or x[0] < lo,
+        ">": x[0] < lo or x[0] >= hi,
+        ">=": x[0] <= lo or x[0] > hi,
     }.get(op, False)
 
 
 def _check(v: float, op: str, values: Sequence[Value]) -> bool:
     x = [float(y) for y in values]  # type: ignore[arg-type]
     return {
-        "<": lambda: v < x[0], "<=": lambda: v <= x[0], ">": lambda: v > x[0], ">=": lambda: v >= x[0],
-        "=": lambda: v == x[0], "between": lambda: x[0] <= v <= x[1],
+        "<": lambda: v < x[0],
+        "<=": lambda: v <= x[0],
+        ">": lambda: v > x[0],
+        ">=": lambda: v >= x[0],
+        "=": lambda: v == x[0],
+        "between": lambda: x[0] <= v <= x[1],
     }[op]()
 
 
@@ -303,7 +335,8 @@ class LeafMaker:
                 ">=": (d.year - self.rng.choice((0, 1)),) if truth else (d.year + 1,),
                 ">": (d.year - 1,) if truth else (d.year,),
                 "between": (d.year - self.rng.choice((0, 1)), d.year + self.rng.choice((0, 1)))
-                if truth else (d.year + 1, d.year + 2),
+                if truth
+                else (d.year + 1, d.year + 2),
             }[op]
             leaf = Leaf("structured", name, op, years, "year")
             return leaf if _check(d.year, op, years) == truth else None
@@ -313,9 +346,18 @@ class LeafMaker:
         if truth:
             month = d.replace(day=1)
             lo = month if self.rng.random() < 0.5 else d - day * self.rng.randint(1, 45)
-            hi = (month + 32 * day).replace(day=1) - day if self.rng.random() < 0.5 else d + day * self.rng.randint(1, 45)
+            hi = (
+                (month + 32 * day).replace(day=1) - day
+                if self.rng.random() < 0.5
+                else d + day * self.rng.randint(1, 45)
+            )
             lo, hi = max(lo, first), min(hi, last)
-            values = {"between": (lo, hi), "<": (min(hi + day, last),), ">=": (lo,), ">": (max(lo - day, first),)}[op]
+            values = {
+                "between": (lo, hi),
+                "<": (min(hi + day, last),),
+                ">=": (lo,),
+                ">": (max(lo - day, first),),
+            }[op]
         else:
             shift = day * self.rng.randint(20, 120)
             width = day * self.rng.randint(14, 60)
@@ -327,7 +369,9 @@ class LeafMaker:
                 ">": (d + day * self.rng.randint(0, 60),),
             }[op]
         holds = {
-            "<": lambda: d < values[0], ">=": lambda: d >= values[0], ">": lambda: d > values[0],
+            "<": lambda: d < values[0],
+            ">=": lambda: d >= values[0],
+            ">": lambda: d > values[0],
             "between": lambda: values[0] <= d <= values[1],
         }[op]()
         if holds != truth:
@@ -374,7 +418,9 @@ class LeafMaker:
             category = self.doc.get("category")
             own = tuple(
                 words
-                for key, words in self.book.found(fieldname, str(self.doc[fieldname]), None if category is None else str(category))
+                for key, words in self.book.found(
+                    fieldname, str(self.doc[fieldname]), None if category is None else str(category)
+                )
                 if key == facet
             )
             if own:

@@ -73,7 +73,10 @@ PRODUCT_WORDS: dict[str, Words] = {
     "category": Words(
         "the category",
         pos={"=": ("in the {v} category", "listed under {v}"), "in": ("in the {v} categories",)},
-        neg={"=": ("outside the {v} category", "not listed under {v}"), "in": ("outside the {v} categories",)},
+        neg={
+            "=": ("outside the {v} category", "not listed under {v}"),
+            "in": ("outside the {v} categories",),
+        },
     ),
     "color": Words(
         "the color",
@@ -113,7 +116,10 @@ PRODUCT_WORDS: dict[str, Words] = {
     ),
     "in_stock": Words(
         "availability",
-        pos={"true": ("in stock", "available now", "ready to ship"), "false": ("out of stock", "currently unavailable")},
+        pos={
+            "true": ("in stock", "available now", "ready to ship"),
+            "false": ("out of stock", "currently unavailable"),
+        },
     ),
     "release_date": Words(
         "the release date",
@@ -134,12 +140,20 @@ PRODUCT_WORDS: dict[str, Words] = {
     ),
     "description": Words(
         "the description",
-        pos={"sim": ("whose description mentions {p}", "with {p} in the description", "whose listing talks about {p}")},
+        pos={
+            "sim": (
+                "whose description mentions {p}",
+                "with {p} in the description",
+                "whose listing talks about {p}",
+            )
+        },
         neg={"sim": ("whose description doesn't mention {p}", "without {p} in the description")},
     ),
     "review": Words(
         "the review",
-        pos={"sim": ("whose reviews mention {p}", "with reviews about {p}", "where reviewers talk about {p}")},
+        pos={
+            "sim": ("whose reviews mention {p}", "with reviews about {p}", "where reviewers talk about {p}")
+        },
         neg={"sim": ("whose reviews don't mention {p}", "without reviews about {p}")},
     ),
     "image": Words(
@@ -193,15 +207,24 @@ EMAIL_WORDS: dict[str, Words] = {
     ),
     "is_read": Words(
         "read status",
-        pos={"true": ("that I've already read", "that were opened"), "false": ("that I haven't read", "still unread")},
+        pos={
+            "true": ("that I've already read", "that were opened"),
+            "false": ("that I haven't read", "still unread"),
+        },
     ),
     "is_starred": Words(
         "the star",
-        pos={"true": ("that I starred", "marked with a star"), "false": ("that aren't starred", "without a star")},
+        pos={
+            "true": ("that I starred", "marked with a star"),
+            "false": ("that aren't starred", "without a star"),
+        },
     ),
     "has_attachment": Words(
         "attachments",
-        pos={"true": ("with an attachment", "that carry a file"), "false": ("without attachments", "with no file attached")},
+        pos={
+            "true": ("with an attachment", "that carry a file"),
+            "false": ("without attachments", "with no file attached"),
+        },
     ),
     "subject": Words(
         "the subject",
@@ -210,8 +233,15 @@ EMAIL_WORDS: dict[str, Words] = {
     ),
     "body": Words(
         "the message",
-        pos={"sim": ("that mention {p}", "talking about {p}", "whose body discusses {p}", "about {p}",
-                     "where someone writes about {p}")},
+        pos={
+            "sim": (
+                "that mention {p}",
+                "talking about {p}",
+                "whose body discusses {p}",
+                "about {p}",
+                "where someone writes about {p}",
+            )
+        },
         neg={"sim": ("that don't mention {p}", "not talking about {p}", "with nothing about {p}")},
     ),
 }
@@ -219,10 +249,16 @@ EMAIL_WORDS: dict[str, Words] = {
 WORDS: dict[str, dict[str, Words]] = {"ecommerce": PRODUCT_WORDS, "email": EMAIL_WORDS}
 
 BOOL_CLAUSES: dict[str, tuple[Phrases, Phrases]] = {
-    "in_stock": (("it is in stock", "it can be ordered now"), ("it is out of stock", "it cannot be ordered now")),
+    "in_stock": (
+        ("it is in stock", "it can be ordered now"),
+        ("it is out of stock", "it cannot be ordered now"),
+    ),
     "is_read": (("it has been read", "it was opened"), ("it is unread", "it was never opened")),
     "is_starred": (("it is starred", "it carries a star"), ("it is not starred", "it has no star")),
-    "has_attachment": (("it has an attachment", "a file is attached"), ("it has no attachment", "nothing is attached")),
+    "has_attachment": (
+        ("it has an attachment", "a file is attached"),
+        ("it has no attachment", "nothing is attached"),
+    ),
 }
 """Clause-style statements of a boolean field: (when true, when false)."""
 
@@ -234,7 +270,11 @@ IMAGE_CLAUSES: dict[str, tuple[Phrases, Phrases]] = {
 """Clause-style statements of an image condition, by what its phrase describes: (positive, negated)."""
 
 VISUAL_WORDING: dict[str, str] = {
-    "color": "look", "finish": "look", "shape": "look", "material": "sim", "setting": "scene",
+    "color": "look",
+    "finish": "look",
+    "shape": "look",
+    "material": "sim",
+    "setting": "scene",
 }
 """Which wording fits a visual term: adjectives (colors, finishes, shapes) *look*, materials are
 *shown*, settings are where the photo was *taken*."""

@@ -32,7 +32,14 @@ from collections.abc import Sequence
 NOISY_SHARE = 0.2
 """Share of the train, test and OOD requests that go through the noisy family."""
 
-TRAIN_PATTERNS: tuple[str, ...] = ("swap", "drop_letter", "abbreviate", "function_words", "lowercase", "run_on")
+TRAIN_PATTERNS: tuple[str, ...] = (
+    "swap",
+    "drop_letter",
+    "abbreviate",
+    "function_words",
+    "lowercase",
+    "run_on",
+)
 """Noise of the train and test splits."""
 OOD_PATTERNS: tuple[str, ...] = ("neighbor_key", "double_letter", "abbreviate_ood", "vowels", "lowercase_all")
 """Noise held out of training, for the OOD split only."""
@@ -130,7 +137,9 @@ def _typo(word: str, kind: str, rng: random.Random) -> str:
     return word
 
 
-def _abbreviate(text: str, table: dict[str, str], spans: Sequence[tuple[int, int]], values: Sequence[str]) -> str:
+def _abbreviate(
+    text: str, table: dict[str, str], spans: Sequence[tuple[int, int]], values: Sequence[str]
+) -> str:
     categories = {str(v).lower() for v in values}
     for long in sorted(table, key=len, reverse=True):
         short = table[long]
@@ -181,7 +190,9 @@ def add_noise(nl: str, values: Sequence[str], rng: random.Random, *, ood: bool =
         # Conditions run together: no commas, semicolons or final stop (a date's comma is a value's).
         spans = _spans(text, values)
         text = "".join(
-            ch for i, ch in enumerate(text) if ch not in ",;" or _inside(i, i + 1, spans) or _date_comma(text, i)
+            ch
+            for i, ch in enumerate(text)
+            if ch not in ",;" or _inside(i, i + 1, spans) or _date_comma(text, i)
         ).rstrip(".")
     if "lowercase" in chosen or "lowercase_all" in chosen:
         text = text.lower()

@@ -100,15 +100,15 @@ class RelevanceJudge:
     :meth:`close` it: that drops the label table.
     """
 
-    def __init__(self, store: Any, table: str, alias: str, labels: pa.Table, *, cap: int = RELEVANT_CAP) -> None:
+    def __init__(
+        self, store: Any, table: str, alias: str, labels: pa.Table, *, cap: int = RELEVANT_CAP
+    ) -> None:
         self.store, self.table, self.alias, self.cap = store, table, alias, cap
         self.name = f"{DATABASE}.labels_{uuid.uuid4().hex[:12]}"
         self.scans = 0
         """Scans of the corpus table so far."""
         store.ensure_database(DATABASE)
-        store.command(
-            f"CREATE TABLE {self.name} (doc_id String, label_keys Array(String)) ENGINE = Memory"
-        )
+        store.command(f"CREATE TABLE {self.name} (doc_id String, label_keys Array(String)) ENGINE = Memory")
         try:
             store.insert_arrow(self.name, _key_table(labels))
         except BaseException:
@@ -140,7 +140,9 @@ class RelevanceJudge:
             f"LEFT JOIN {self.name} AS {ALIAS} ON {self.alias}.id = {ALIAS}.doc_id"
         )
 
-    def relevant_sets(self, items: Sequence[tuple[Node, str]], *, batch: int = RELEVANCE_BATCH) -> list[RelevantSet]:
+    def relevant_sets(
+        self, items: Sequence[tuple[Node, str]], *, batch: int = RELEVANCE_BATCH
+    ) -> list[RelevantSet]:
         """The relevant set of each (condition tree, gold id), in order: one scan per ``batch`` items."""
         out: list[RelevantSet] = []
         for start in range(0, len(items), max(batch, 1)):

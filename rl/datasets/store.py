@@ -107,7 +107,9 @@ def bench_fingerprint(splits: Mapping[str, Sequence[Instance]]) -> str:
     digest = hashlib.sha256()
     for split in sorted(splits):
         for inst in splits[split]:
-            digest.update(json.dumps([split, asdict(inst)], sort_keys=True, ensure_ascii=False, default=str).encode())
+            digest.update(
+                json.dumps([split, asdict(inst)], sort_keys=True, ensure_ascii=False, default=str).encode()
+            )
     return digest.hexdigest()[:16]
 
 

@@ -170,10 +170,14 @@ class _SplitRun:
         pool = self.l1_pool if level == 1 and rng.random() < L1_FROM_OWNERS else self.pool
         return rng, pool[rng.randrange(len(pool))]
 
-    def candidate(self, level: int, attempt: int, rng: random.Random, doc: Mapping[str, Any]) -> Candidate | None:
+    def candidate(
+        self, level: int, attempt: int, rng: random.Random, doc: Mapping[str, Any]
+    ) -> Candidate | None:
         """The candidate of ``attempt`` from its :meth:`draw`: ``rng`` goes on, ``doc`` is the gold document."""
         fam = rng.choice(self.families)
-        maker = LeafMaker(self.facts, self.ctx.book, self.ctx.ranks, doc, rng, ood=self.ood, extractive=fam.extractive)
+        maker = LeafMaker(
+            self.facts, self.ctx.book, self.ctx.ranks, doc, rng, ood=self.ood, extractive=fam.extractive
+        )
         tree = maker.fill(shape_for(level, rng), level)
         if tree is None:
             self.stats.rejected["no_leaves"] += 1
@@ -268,7 +272,9 @@ class _SplitRun:
     def run(self, size: int) -> list[Candidate]:
         target = quotas(size)
         got: dict[int, list[Candidate]] = {lvl: [] for lvl in LEVELS}
-        bar = tqdm(total=size, desc=f"{self.ctx.domain} {self.split}", unit="q", disable=not self.cfg.progress)
+        bar = tqdm(
+            total=size, desc=f"{self.ctx.domain} {self.split}", unit="q", disable=not self.cfg.progress
+        )
         limit = self.cfg.max_attempts_per_instance * size + 200
         try:
             while True:
@@ -303,7 +309,9 @@ class _SplitRun:
                     self.stats.accepted[c.level] += 1
                     self.last_accept[c.level] = self.stats.attempts[c.level]
                     bar.update(1)
-                bar.set_postfix(accept=f"{sum(self.stats.accepted.values()) / max(sum(self.stats.attempts.values()), 1):.0%}")
+                bar.set_postfix(
+                    accept=f"{sum(self.stats.accepted.values()) / max(sum(self.stats.attempts.values()), 1):.0%}"
+                )
         finally:
             bar.close()
         # Mix the levels (deterministically), so that a prefix of a split is a fair sample of it.
@@ -412,14 +420,13 @@ def synthesize(
         manifest = {
             "seed": scfg.seed,
             "sizes": dict(scfg.sizes),
-            "levels": {
-                s: dict(sorted(Counter(i.level for i in v).items())) for s, v in splits.items()
-            },
+            "levels": {s: dict(sorted(Counter(i.level for i in v).items())) for s, v in splits.items()},
             "families": {s: sorted({i.family for i in v}) for s, v in splits.items()},
             "distinct_programs": {s: len({i.program for i in v}) for s, v in splits.items()},
             "distinct_nl": {s: len({i.nl for i in v}) for s, v in splits.items()},
             "extractive_share": {
-                s: round(sum(family(i.family).extractive for i in v) / max(len(v), 1), 4) for s, v in splits.items()
+                s: round(sum(family(i.family).extractive for i in v) / max(len(v), 1), 4)
+                for s, v in splits.items()
             },
             "noisy_share": {s: round(sum(i.noisy for i in v) / max(len(v), 1), 4) for s, v in splits.items()},
             "relevance": relevance_summary(splits, available=judge is not None),
@@ -438,7 +445,12 @@ def synthesize(
             "instances_per_s_after_setup": round(total / max(elapsed - setup_s, 1e-9), 2),
             "rewriter": None
             if rewriter is None
-            else {"url": rewriter.cfg.url, "model": rewriter.cfg.model, "sent": rewriter.sent, "cached": rewriter.cached},
+            else {
+                "url": rewriter.cfg.url,
+                "model": rewriter.cfg.model,
+                "sent": rewriter.sent,
+                "cached": rewriter.cached,
+            },
         }
         return write_bench(ws, domain, splits, manifest)
     finally:

@@ -56,42 +56,76 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "request",
         "post",
-        ("I'm looking for {np} {conds}.", "Looking for {np} {conds}.", "I want {np} {conds}.",
-         "I'd like to see {np} {conds}.", "I need {np} {conds}."),
+        (
+            "I'm looking for {np} {conds}.",
+            "Looking for {np} {conds}.",
+            "I want {np} {conds}.",
+            "I'd like to see {np} {conds}.",
+            "I need {np} {conds}.",
+        ),
     ),
     Family(
         "imperative",
         "post",
-        ("Show me {np} {conds}.", "Find {np} {conds}.", "Get me {np} {conds}.", "List {np} {conds}.",
-         "Pull up {np} {conds}."),
+        (
+            "Show me {np} {conds}.",
+            "Find {np} {conds}.",
+            "Get me {np} {conds}.",
+            "List {np} {conds}.",
+            "Pull up {np} {conds}.",
+        ),
         extractive=True,
     ),
     Family(
         "question",
         "post",
-        ("Do you have any {np} {conds}?", "Are there {np} {conds}?", "Any {np} {conds}?",
-         "Which {np} are there {conds}?", "Can you find {np} {conds}?"),
+        (
+            "Do you have any {np} {conds}?",
+            "Are there {np} {conds}?",
+            "Any {np} {conds}?",
+            "Which {np} are there {conds}?",
+            "Can you find {np} {conds}?",
+        ),
     ),
-    Family("terse", "post", ("{np} {conds}", "{np}: {conds}", "{np} - {conds}"), joiner="comma", extractive=True),
+    Family(
+        "terse", "post", ("{np} {conds}", "{np}: {conds}", "{np} - {conds}"), joiner="comma", extractive=True
+    ),
     Family(
         "where",
         "clause",
-        ("Find {np} where {conds}.", "{NP} where {conds}.", "Search for {np} where {conds}.",
-         "Show {np} where {conds}."),
+        (
+            "Find {np} where {conds}.",
+            "{NP} where {conds}.",
+            "Search for {np} where {conds}.",
+            "Show {np} where {conds}.",
+        ),
         extractive=True,
     ),
     Family(
         "constraints",
         "clause",
-        ("I need {np} such that {conds}.", "List {np} for which {conds}.", "Give me {np} for which {conds}.",
-         "Which {np} satisfy this: {conds}?"),
+        (
+            "I need {np} such that {conds}.",
+            "List {np} for which {conds}.",
+            "Give me {np} for which {conds}.",
+            "Which {np} satisfy this: {conds}?",
+        ),
     ),
-    Family("spec", "spec", ("{NP}: {conds}", "filter {np} by {conds}", "{np} | {conds}"), joiner="semicolon", ood=True),
+    Family(
+        "spec",
+        "spec",
+        ("{NP}: {conds}", "filter {np} by {conds}", "{np} | {conds}"),
+        joiner="semicolon",
+        ood=True,
+    ),
     Family(
         "recall",
         "post",
-        ("I remember some {np} {conds} - can you find them again?", "Help me track down the {np} {conds}.",
-         "There were some {np} {conds}; where are they?"),
+        (
+            "I remember some {np} {conds} - can you find them again?",
+            "Help me track down the {np} {conds}.",
+            "There were some {np} {conds}; where are they?",
+        ),
         ood=True,
     ),
 )
@@ -111,8 +145,20 @@ def families(ood: bool) -> tuple[Family, ...]:
     return tuple(f for f in FAMILIES if f.ood == ood)
 
 
-_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
-           "October", "November", "December")
+_MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 
 
 def _number(v: Value, unit: str) -> str:
@@ -223,8 +269,10 @@ def leaf_phrase(
 def _merge_or(node: Or) -> Leaf | None:
     """``brand = 'A' OR brand = 'B'`` is said as one choice: "from A or B"."""
     kids = node.children
-    if all(isinstance(k, Leaf) and not k.semantic and k.op == "=" and not isinstance(k.values[0], bool)
-           for k in kids):
+    if all(
+        isinstance(k, Leaf) and not k.semantic and k.op == "=" and not isinstance(k.values[0], bool)
+        for k in kids
+    ):
         leaves_ = [k for k in kids if isinstance(k, Leaf)]
         if len({(k.field, k.transform) for k in leaves_}) == 1:
             first = leaves_[0]
@@ -242,7 +290,9 @@ class _Speaker:
 
     def say(self, node: Node, negated: bool = False) -> str:
         if isinstance(node, Leaf):
-            return leaf_phrase(node, negated, self.domain, self.style, self.rng, extractive=self.fam.extractive)
+            return leaf_phrase(
+                node, negated, self.domain, self.style, self.rng, extractive=self.fam.extractive
+            )
         if isinstance(node, Not):
             if isinstance(node.child, Or):
                 return self.say_nor(node.child)
@@ -303,7 +353,9 @@ def verbalize(tree: Node, domain: str, fam: Family, rng: random.Random) -> str:
     if fam.style == "post":
         # Positive category and brand conditions read best in front of the noun: "Sony headphones".
         for fieldname in ("category", "brand"):
-            hit = next((c for c in conds if isinstance(c, Leaf) and c.field == fieldname and c.op == "="), None)
+            hit = next(
+                (c for c in conds if isinstance(c, Leaf) and c.field == fieldname and c.op == "="), None
+            )
             if hit is not None and (fieldname == "category" or rng.random() < 0.6):
                 conds.remove(hit)
                 if fieldname == "category":

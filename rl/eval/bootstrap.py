@@ -59,7 +59,9 @@ def _resample_means(
     matrix: npt.NDArray[np.float64], n_resamples: int, rng: np.random.Generator
 ) -> npt.NDArray[np.float64]:
     """Means of ``n_resamples`` bootstrap resamples of the rows of ``matrix``: shape (B, metrics)."""
-    return np.concatenate([matrix[idx].mean(axis=1) for idx in _query_draws(matrix.shape[0], n_resamples, rng)])
+    return np.concatenate(
+        [matrix[idx].mean(axis=1) for idx in _query_draws(matrix.shape[0], n_resamples, rng)]
+    )
 
 
 def bootstrap_many(

@@ -1,8 +1,10 @@
+# fmt: off
 """``prore eval``: evaluate a method on a benchmark split, and compare stored runs.
 
     prore eval ecommerce --method bm25 [--split test|ood|human] [--limit N] [--k 20]
     prore eval compare [--domain D] [--split S] [--baseline METHOD] [--allow-mismatch] [RUN ...]
 """
+# fmt: on
 
 from __future__ import annotations
 
@@ -46,7 +48,9 @@ def spread(items: Sequence[T], limit: int | None) -> list[T]:
 def check_split(split: str) -> str:
     """``split`` if it can be evaluated, else an :class:`EvalError` naming the known splits."""
     if split not in EVAL_SPLITS:
-        raise EvalError(f"unknown split {split!r}; choose one of {', '.join(EVAL_SPLITS)}", code="unknown_split")
+        raise EvalError(
+            f"unknown split {split!r}; choose one of {', '.join(EVAL_SPLITS)}", code="unknown_split"
+        )
     return split
 
 
@@ -113,7 +117,9 @@ def _run_eval(args: argparse.Namespace, cfg: Config) -> int:
         human = load_human(cfg, domain)
         print(human.summary_line())
         if not human.instances:
-            raise EvalError(f"no human {domain} request has a relevant document in this corpus", code="no_benchmark")
+            raise EvalError(
+                f"no human {domain} request has a relevant document in this corpus", code="no_benchmark"
+            )
         benchmark = human.identity
         instances = spread(list(human.instances), args.limit)
     else:
@@ -192,16 +198,24 @@ def register_eval(sub: Any) -> None:
         "nDCG@10 and R@10 against each instance's relevant set, execution rate, and a failure breakdown, "
         "with bootstrap 95% CIs.",
     )
-    targets = p.add_subparsers(dest="eval_target", metavar="{" + "|".join(DOMAINS) + "|compare}", required=True)
+    targets = p.add_subparsers(
+        dest="eval_target", metavar="{" + "|".join(DOMAINS) + "|compare}", required=True
+    )
     for domain in DOMAINS:
         d = targets.add_parser(domain, help=f"evaluate a method on the {domain} benchmark")
-        d.add_argument("--method", required=True, help="registered method: bm25, dense, rrf, self-query, sql-only, oracle; planner:PATH[?samples=N], "
-                       "planner-json:PATH[?samples=N] (JSON-schema output), planner-grammar:PATH[?samples=N] "
-                       "(program-grammar output), llm:URL[#MODEL]; or one a plugin adds")
+        d.add_argument(
+            "--method",
+            required=True,
+            help="registered method: bm25, dense, rrf, self-query, sql-only, oracle; planner:PATH[?samples=N], "
+            "planner-json:PATH[?samples=N] (JSON-schema output), planner-grammar:PATH[?samples=N] "
+            "(program-grammar output), llm:URL[#MODEL]; or one a plugin adds",
+        )
         d.add_argument("--split", default="test",
                        help="benchmark split: test (default), ood, train, or human (the packaged hand-written requests, "
                        "judged on this workspace's corpus; read P@1 and nDCG@10)")  # fmt: skip
-        d.add_argument("--limit", type=int, default=None, help="evaluate N queries spread evenly over the split")
+        d.add_argument(
+            "--limit", type=int, default=None, help="evaluate N queries spread evenly over the split"
+        )
         EVAL_FLAGS.add_to(d)
         d.add_argument("--quiet", action="store_true", help="no progress bar")
         d.set_defaults(handler=_run_eval, eval_domain=domain)
@@ -209,14 +223,23 @@ def register_eval(sub: Any) -> None:
         "compare",
         help="put stored runs side by side, with paired differences against a baseline on shared queries",
     )
-    c.add_argument("runs", nargs="*", metavar="RUN", help="run directories (default: latest run of each method)")
+    c.add_argument(
+        "runs", nargs="*", metavar="RUN", help="run directories (default: latest run of each method)"
+    )
     c.add_argument("--domain", default=None, help="domain whose latest runs to compare")
     c.add_argument("--split", default="test", help="split whose latest runs to compare (default test)")
-    c.add_argument("--baseline", metavar="METHOD", default=None,
-                   help="method the others are paired against (default: the first run)")
+    c.add_argument(
+        "--baseline",
+        metavar="METHOD",
+        default=None,
+        help="method the others are paired against (default: the first run)",
+    )
     c.add_argument("--pool", action="append", metavar="LABEL=METHOD,METHOD[,...]",
                    help="also pool several runs of one recipe (training seeds) against the baseline as LABEL, with a "
                    "CI that resamples the runs as well as the queries (repeatable)")  # fmt: skip
-    c.add_argument("--allow-mismatch", action="store_true",
-                   help="compare runs over different benchmarks, index versions or query sets, flagged")
+    c.add_argument(
+        "--allow-mismatch",
+        action="store_true",
+        help="compare runs over different benchmarks, index versions or query sets, flagged",
+    )
     c.set_defaults(handler=_run_compare)

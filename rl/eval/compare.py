@@ -59,10 +59,14 @@ def resolve_run(ws: Workspace, ref: str) -> Path:
         if (candidate / SUMMARY).is_file():
             return candidate
         if candidate.is_dir():
-            runs = sorted(p for p in candidate.iterdir() if (p / SUMMARY).is_file() and not p.name.startswith("."))
+            runs = sorted(
+                p for p in candidate.iterdir() if (p / SUMMARY).is_file() and not p.name.startswith(".")
+            )
             if runs:
                 return runs[-1]
-    raise EvalError(f"no evaluation run at {ref!r}; run 'prore eval <domain> --method M' first", code="no_run")
+    raise EvalError(
+        f"no evaluation run at {ref!r}; run 'prore eval <domain> --method M' first", code="no_run"
+    )
 
 
 def _mean(group: Mapping[str, Any] | None, metric: str) -> str:
@@ -119,7 +123,13 @@ def _delta(iv: Any) -> str:
 def paired_table(results: Sequence[PairedResult], confidence: float = DEFAULT_CONFIDENCE) -> str:
     """The markdown table of paired differences, one row per run against the baseline."""
     conf = round(confidence * 100)
-    headers = ["method", "vs", "paired n", *(f"Δ{metric_label(m)} [{conf}% CI]" for m in METRICS), "Hit@1 wins/losses"]
+    headers = [
+        "method",
+        "vs",
+        "paired n",
+        *(f"Δ{metric_label(m)} [{conf}% CI]" for m in METRICS),
+        "Hit@1 wins/losses",
+    ]
     rows = [
         [r.method + (f" ({r.runs} runs)" if r.runs > 1 else ""), r.baseline, str(r.n),
          *(_delta(r.metrics[m]) for m in METRICS), f"{r.wins}/{r.losses}"]
@@ -150,7 +160,9 @@ def _figure(path: Path, summaries: Sequence[Mapping[str, Any]], title: str, metr
                 continue
             m = grp["metrics"][metric]
             bars.append((m["mean"], m["low"], m["high"]))
-        label = s["method"] if len({x["domain"] for x in summaries}) == 1 else f"{s['method']} ({s['domain']})"
+        label = (
+            s["method"] if len({x["domain"] for x in summaries}) == 1 else f"{s['method']} ({s['domain']})"
+        )
         series[label] = bars
     grouped_bars(path, title=title, groups=groups, series=series, ylabel=f"{metric_label(metric)} (95% CI)")
 
@@ -180,7 +192,9 @@ def compare(
         run_dirs = [resolve_run(ws, r) for r in refs]
     else:
         if domain is None:
-            raise EvalError("name the runs to compare, or pass --domain to compare the latest run of each method")
+            raise EvalError(
+                "name the runs to compare, or pass --domain to compare the latest run of each method"
+            )
         run_dirs = latest_runs(ws, domain, split)
         if not run_dirs:
             raise EvalError(
@@ -202,7 +216,9 @@ def compare(
     base = 0
     if baseline is not None:
         if baseline not in methods:
-            raise EvalError(f"no run of method {baseline!r} to compare against; runs: {', '.join(methods)}", code="no_run")
+            raise EvalError(
+                f"no run of method {baseline!r} to compare against; runs: {', '.join(methods)}", code="no_run"
+            )
         base = methods.index(baseline)
     pairs = paired(names, queries, baseline=base, resamples=resamples, confidence=confidence, seed=seed)
     pooled_pairs = []
@@ -244,6 +260,10 @@ def compare(
         if any("p@1" in sm["overall"]["metrics"] for sm in summaries):
             _figure(tmp / FIGURE_P1, summaries, f"P@1 by level · {label}", metric="p@1")
     return Comparison(
-        path=final, table=table, runs=tuple(str(p) for p in run_dirs), paired=tuple(pairs),
-        pooled=tuple(pooled_pairs), mismatches=found,
+        path=final,
+        table=table,
+        runs=tuple(str(p) for p in run_dirs),
+        paired=tuple(pairs),
+        pooled=tuple(pooled_pairs),
+        mismatches=found,
     )

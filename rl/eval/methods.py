@@ -191,7 +191,11 @@ class MethodRegistry:
 
 METHODS = MethodRegistry(PROVIDERS, ENTRY_POINT_GROUP)
 FAMILIES: Registry[Callable[[str], MethodSpec]] = Registry(
-    "method family", providers=FAMILY_PROVIDERS, unknown=UnknownMethod, duplicate=DuplicateMethod, duplicate_code=None
+    "method family",
+    providers=FAMILY_PROVIDERS,
+    unknown=UnknownMethod,
+    duplicate=DuplicateMethod,
+    duplicate_code=None,
 )
 """Factories of parametrized methods by family name: ``FAMILIES.get("planner")(path)`` is a spec."""
 

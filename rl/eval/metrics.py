@@ -163,11 +163,17 @@ def _measures(cutoff: int) -> dict[str, Any]:
     }
 
 
-def _calc(measures: Sequence[Any], qrels: Mapping[str, Sequence[str]], run: Mapping[str, Sequence[str]]) -> dict[tuple[str, str], float]:
+def _calc(
+    measures: Sequence[Any], qrels: Mapping[str, Sequence[str]], run: Mapping[str, Sequence[str]]
+) -> dict[tuple[str, str], float]:
     irm: Any = require("ir_measures", "eval")
     q = [irm.Qrel(qid, doc, 1) for qid, docs in qrels.items() for doc in docs]
     # Strictly decreasing scores keep the method's order: trec_eval would break ties by docno.
-    r = [irm.ScoredDoc(qid, doc, float(len(ids) - pos)) for qid, ids in run.items() for pos, doc in enumerate(ids)]
+    r = [
+        irm.ScoredDoc(qid, doc, float(len(ids) - pos))
+        for qid, ids in run.items()
+        for pos, doc in enumerate(ids)
+    ]
     if not q or not r:
         return {}
     return {(m.query_id, str(m.measure)): float(m.value) for m in irm.iter_calc(list(measures), q, r)}
@@ -209,7 +215,9 @@ def score_queries(
     gold_ms = [ms[m] for m in ("hit@1", "hit@3", "mrr", "ndcg@3")]
     graded_ms = [ms[m] for m in ("p@1", "p@5", "ndcg@10", "p@10")]
     gold_vals = _calc(gold_ms, {str(i): [g] for i, g in enumerate(golds)}, tops)
-    graded_vals = _calc(graded_ms, {str(i): list(r.ids) for i, r in enumerate(rels) if r is not None and r.ids}, tops)
+    graded_vals = _calc(
+        graded_ms, {str(i): list(r.ids) for i, r in enumerate(rels) if r is not None and r.ids}, tops
+    )
     out = []
     for i, ranking in enumerate(rankings):
         qid = str(i)

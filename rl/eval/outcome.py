@@ -47,7 +47,11 @@ class Failure:
 def failure_of(exc: ProReError) -> Failure:
     """The failure an error of the parser, the validator or the engine stands for."""
     layer: Layer = (
-        "format" if isinstance(exc, FormatError) else "validation" if isinstance(exc, ValidationError) else "execution"
+        "format"
+        if isinstance(exc, FormatError)
+        else "validation"
+        if isinstance(exc, ValidationError)
+        else "execution"
     )
     return Failure(layer, exc.code, exc.message)
 
@@ -56,7 +60,9 @@ Ran = ExecutionResult | Failure
 """What one item came to: the engine's result, or the failure that stopped it."""
 
 
-def run_programs(engine: Any, programs: Sequence[Program | Failure], k: int, *, raise_retryable: bool = False) -> list[Ran]:
+def run_programs(
+    engine: Any, programs: Sequence[Program | Failure], k: int, *, raise_retryable: bool = False
+) -> list[Ran]:
     """Run every program of ``programs`` in one ``execute_many`` call, each distinct program once.
 
     An item that is already a :class:`Failure` (it did not parse, say) stays one. Programs are deduplicated by

@@ -151,7 +151,9 @@ def paired(
     return out
 
 
-def _shared(base: Mapping[str, Mapping[str, Any]], others: Sequence[Mapping[str, Mapping[str, Any]]]) -> list[str]:
+def _shared(
+    base: Mapping[str, Mapping[str, Any]], others: Sequence[Mapping[str, Mapping[str, Any]]]
+) -> list[str]:
     """The baseline's query ids that every one of ``others`` scored with the same gold id."""
     gold = {qid: str(row["gold_id"]) for qid, row in base.items()}
     return [qid for qid in base if all(qid in q and str(q[qid]["gold_id"]) == gold[qid] for q in others)]
@@ -161,7 +163,9 @@ def _columns(q: Mapping[str, Mapping[str, Any]], qids: Sequence[str]) -> dict[st
     return {m: [float(q[qid][m]) for qid in qids] for m in METRICS}
 
 
-def _wins_losses(base: Mapping[str, Sequence[float]], others: Sequence[Mapping[str, Sequence[float]]]) -> tuple[int, int]:
+def _wins_losses(
+    base: Mapping[str, Sequence[float]], others: Sequence[Mapping[str, Sequence[float]]]
+) -> tuple[int, int]:
     """Queries where a run's Hit@1 beats the baseline's, and where it falls below, summed over ``others``."""
     pairs = [(x, y) for o in others for x, y in zip(base["hit@1"], o["hit@1"], strict=True)]
     return sum(y > x for x, y in pairs), sum(y < x for x, y in pairs)

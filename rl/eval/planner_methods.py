@@ -108,7 +108,11 @@ def execute(ctx: MethodContext, completions: Sequence[str | Completion], k: int)
         c = got if isinstance(got, Completion) else Completion(got)
         p = read_completion(c.text)
         if isinstance(p, Failure) and c.cut_at is not None:
-            p = Failure("format", "truncated", f"generation stopped at the budget of {c.cut_at} tokens ({p.code}: {p.message})")
+            p = Failure(
+                "format",
+                "truncated",
+                f"generation stopped at the budget of {c.cut_at} tokens ({p.code}: {p.message})",
+            )
         read.append(p)
     return [Outcome.of(r) for r in run_programs(ctx.engine, read, k)]
 
@@ -212,7 +216,10 @@ def generate(ctx: MethodContext, path: str, requests: Sequence[str], *, constrai
     from vllm import SamplingParams
     from vllm.sampling_params import StructuredOutputsParams
 
-    guided = constraint in ("grammar", "grounded")  # decoded by llguidance, in its own dialect (GRAMMAR_BACKEND)
+    guided = constraint in (
+        "grammar",
+        "grounded",
+    )  # decoded by llguidance, in its own dialect (GRAMMAR_BACKEND)
     planner = _vllm(ctx, path, GRAMMAR_BACKEND if guided else None)
     llm, tok = planner.llm, planner.tokenizer
     shots = shots_for(planner.exemplars, ctx.domain, requests)
@@ -226,7 +233,9 @@ def generate(ctx: MethodContext, path: str, requests: Sequence[str], *, constrai
         values = column_values(ctx) if constraint == "grounded" else None
         grammars = [constraint_grammar(ctx.schema, constraint, STRUCTURED_LIMITS, request=nl, values=values, lark=guided)
                     for nl in requests]  # fmt: skip
-        room = llm.llm_engine.model_config.max_model_len - max((len(tok.encode(p)) for p in prompts), default=0)
+        room = llm.llm_engine.model_config.max_model_len - max(
+            (len(tok.encode(p)) for p in prompts), default=0
+        )
         budget = max(1, min(longest_program_chars(ctx.schema, STRUCTURED_LIMITS), room))
     # A per-request seed with n > 1 stops vLLM 0.32's CPU worker on large batches ("CPU Generator does not
     # use offset", in the model runner's bookkeeping); a sampled pass draws from the engine's seed instead.
@@ -297,9 +306,13 @@ class Decoding:
             raise TrainError(f"planner constraint must be one of {', '.join(CONSTRAINTS)}, got {self.constraint!r}",
                              code="planner_option")  # fmt: skip
         if not 0 <= self.samples <= MAX_SAMPLES:
-            raise TrainError(f"planner samples must be 0-{MAX_SAMPLES}, got {self.samples}", code="planner_option")
+            raise TrainError(
+                f"planner samples must be 0-{MAX_SAMPLES}, got {self.samples}", code="planner_option"
+            )
         if not 0 < self.temperature <= 2:
-            raise TrainError(f"planner temperature must be in (0, 2], got {self.temperature}", code="planner_option")
+            raise TrainError(
+                f"planner temperature must be in (0, 2], got {self.temperature}", code="planner_option"
+            )
         if self.fallback is not None and self.fallback not in FALLBACKS:
             raise TrainError(f"planner fallback must be one of {', '.join(FALLBACKS)}, got {self.fallback!r}",
                              code="planner_option")  # fmt: skip
@@ -309,7 +322,9 @@ class Decoding:
         """What the method's name adds: ``-eg8`` (``-eg8-t0.9`` at another temperature), ``-fb-rrf``, or nothing."""
         out = ""
         if self.samples:
-            out = f"-eg{self.samples}" + ("" if self.temperature == GUIDED_TEMPERATURE else f"-t{self.temperature:g}")
+            out = f"-eg{self.samples}" + (
+                "" if self.temperature == GUIDED_TEMPERATURE else f"-t{self.temperature:g}"
+            )
         return out + (f"-fb-{self.fallback}" if self.fallback else "")
 
 
@@ -342,7 +357,9 @@ def vote(outcomes: Sequence[Outcome]) -> Outcome | None:
     return None if at is None else outcomes[at]
 
 
-def planner_run(path: str, decoding: Decoding = Decoding()) -> Callable[[MethodContext, Sequence[EvalInstance], int], list[Outcome]]:
+def planner_run(
+    path: str, decoding: Decoding = Decoding()
+) -> Callable[[MethodContext, Sequence[EvalInstance], int], list[Outcome]]:
     """The method function of ``planner:PATH`` (``planner-json:`` and ``planner-grammar:`` by ``decoding.constraint``)."""
 
     def run(ctx: MethodContext, batch: Sequence[EvalInstance], k: int) -> list[Outcome]:
@@ -421,7 +438,9 @@ def few_shot_messages(ctx: MethodContext, nl: str) -> list[Message]:
     return messages(ctx.domain, nl, profile="full", shots=exemplars(ctx))
 
 
-def llm_run(target: str, *, workers: int = 8) -> Callable[[MethodContext, Sequence[EvalInstance], int], list[Outcome]]:
+def llm_run(
+    target: str, *, workers: int = 8
+) -> Callable[[MethodContext, Sequence[EvalInstance], int], list[Outcome]]:
     """The method function of ``llm:URL[#MODEL]``."""
     url, _, model = target.partition("#")
     base = url.rstrip("/")
@@ -429,7 +448,9 @@ def llm_run(target: str, *, workers: int = 8) -> Callable[[MethodContext, Sequen
     def run(ctx: MethodContext, batch: Sequence[EvalInstance], k: int) -> list[Outcome]:
         client: OpenAIClient | None = ctx.cache.get("llm:client")
         if client is None:
-            client = ctx.cache["llm:client"] = OpenAIClient(base, api_key_env=LLM_KEY_ENV, timeout_s=LLM_TIMEOUT_S)
+            client = ctx.cache["llm:client"] = OpenAIClient(
+                base, api_key_env=LLM_KEY_ENV, timeout_s=LLM_TIMEOUT_S
+            )
         name = model or ctx.cache.get("llm:model")
         if not name:
             try:

@@ -105,7 +105,9 @@ def summarize(
         "elapsed_s": round(run.elapsed_s, 3),
         "queries_per_s": round(len(res) / run.elapsed_s, 2) if run.elapsed_s > 0 else None,
         "bootstrap": {"resamples": resamples, "confidence": confidence, "seed": seed},
-        "graded": {"available": True, "reason": None} if has_graded(res) else {"available": False, "reason": GRADED_NA},
+        "graded": {"available": True, "reason": None}
+        if has_graded(res)
+        else {"available": False, "reason": GRADED_NA},
         "overall": _group(res, resamples, confidence, seed),
         "by_level": {lv: _group(rs, resamples, confidence, seed) for lv, rs in by_level.items() if rs},
         "by_modality": {g: _group(rs, resamples, confidence, seed) for g, rs in by_mod.items() if rs},
@@ -179,7 +181,10 @@ def render_markdown(summary: Mapping[str, Any]) -> str:
         lines += ["", "Failures by layer (a query that ran can both miss and not satisfy):", "",
                   failures_table(summary)]  # fmt: skip
     if summary["errors"]["count"]:
-        lines += ["", f"{summary['errors']['count']} queries failed; first: {summary['errors']['examples'][0]}"]
+        lines += [
+            "",
+            f"{summary['errors']['count']} queries failed; first: {summary['errors']['examples'][0]}",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -196,7 +201,9 @@ def _plot_groups(path: Path, title: str, groups: Mapping[str, Any]) -> None:
         title=title,
         groups=[f"{name}\n(n={g['n']})" for name, g in groups.items()],
         series={
-            metric_label(m): _bars(groups, m) for m in PLOTTED if all(m in g["metrics"] for g in groups.values())
+            metric_label(m): _bars(groups, m)
+            for m in PLOTTED
+            if all(m in g["metrics"] for g in groups.values())
         },
     )
 
@@ -224,7 +231,9 @@ def write_run(
         atomic_write_text(tmp / TABLE, render_markdown(summary))
         atomic_write_text(tmp / QUERIES, "".join(json.dumps(r.as_record()) + "\n" for r in run.results))
         where = f"{run.method} · {run.domain}/{run.split}"
-        _plot_groups(tmp / LEVEL_PNG, f"{where}: by level", {"overall": summary["overall"], **summary["by_level"]})
+        _plot_groups(
+            tmp / LEVEL_PNG, f"{where}: by level", {"overall": summary["overall"], **summary["by_level"]}
+        )
         _plot_groups(tmp / MODALITY_PNG, f"{where}: by modality", summary["by_modality"])
     return final
 

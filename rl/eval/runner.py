@@ -135,7 +135,10 @@ def run_meta(
             "corpus_fingerprint": bench.get("corpus_fingerprint"),
         },
         "index_version": index_version,
-        "queries": {"n": len(instances), **query_digests([i.qid for i in instances], [i.gold_id for i in instances])},
+        "queries": {
+            "n": len(instances),
+            **query_digests([i.qid for i in instances], [i.gold_id for i in instances]),
+        },
         "config": {
             "k": k,
             "batch_size": batch_size,
@@ -149,7 +152,10 @@ def _score(instances: Sequence[EvalInstance], outcomes: Sequence[Outcome], k: in
     results = []
     # Gold and graded metrics of every query in one library call (see rl.eval.metrics).
     all_scores = score_queries(
-        [o.ids for o in outcomes], [i.gold_id for i in instances], [Relevant.of(i) for i in instances], cutoff=k
+        [o.ids for o in outcomes],
+        [i.gold_id for i in instances],
+        [Relevant.of(i) for i in instances],
+        cutoff=k,
     )
     for inst, out, scores in zip(instances, outcomes, all_scores, strict=True):
         results.append(
@@ -237,7 +243,15 @@ def evaluate(
         elapsed_s=elapsed,
         uses_gold=spec.uses_gold,
         meta=run_meta(
-            cfg, domain, split, spec, instances, k=k, batch_size=batch_size, index_version=index_version,
-            benchmark=benchmark, extra=meta,
+            cfg,
+            domain,
+            split,
+            spec,
+            instances,
+            k=k,
+            batch_size=batch_size,
+            index_version=index_version,
+            benchmark=benchmark,
+            extra=meta,
         ),
     )

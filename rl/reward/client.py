@@ -66,7 +66,9 @@ class RewardClient:
         if max_attempts < 1:
             raise RewardError(f"max_attempts must be positive, got {max_attempts}", code="bad_reward_config")
         if max_connections < 1:
-            raise RewardError(f"max_connections must be positive, got {max_connections}", code="bad_reward_config")
+            raise RewardError(
+                f"max_connections must be positive, got {max_connections}", code="bad_reward_config"
+            )
         if batch_window_ms < 0 or max_batch_items < 1:
             raise RewardError(
                 f"batch_window_ms must be >= 0 and max_batch_items positive, got {batch_window_ms} and "
@@ -136,7 +138,9 @@ class RewardClient:
             else:
                 if not RetryPolicy.retries_status(status):
                     code, detail = reason
-                    raise RewardError(f"the reward service refused the request ({status}): {detail}", code=code)
+                    raise RewardError(
+                        f"the reward service refused the request ({status}): {detail}", code=code
+                    )
                 if status == 429:
                     self.stats.rejected += 1
                 else:

@@ -39,7 +39,9 @@ FLAGS: Flags[RlSettings] = Flags(
 )
 """The flags of ``prore reward serve`` that set ``rl.reward_service``."""
 
-CLICKHOUSE_FLAGS: Flags[ClickHouseConfig] = Flags(Section("clickhouse", ClickHouseConfig), "max_execution_time_s")
+CLICKHOUSE_FLAGS: Flags[ClickHouseConfig] = Flags(
+    Section("clickhouse", ClickHouseConfig), "max_execution_time_s"
+)
 """``--max-execution-time-s``: the per-program SQL time limit, ``clickhouse.max_execution_time_s``."""
 
 

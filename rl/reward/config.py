@@ -63,7 +63,9 @@ class RewardConfig:
                 )
         c = self.execution_credit
         if isinstance(c, bool) or not isinstance(c, int | float) or not 0.0 <= c <= 1.0:
-            raise RewardError(f"execution_credit must be a number from 0 to 1, got {c!r}", code="bad_reward_config")
+            raise RewardError(
+                f"execution_credit must be a number from 0 to 1, got {c!r}", code="bad_reward_config"
+            )
         if self.top_ids < 0 or self.top_ids > self.cutoff:
             raise RewardError(
                 f"top_ids must be between 0 and cutoff ({self.cutoff}), got {self.top_ids}",

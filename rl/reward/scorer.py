@@ -207,7 +207,9 @@ class RewardScorer:
         for domain, idxs in by_domain.items():
             start = time.perf_counter()
             # A retryable error raises: a store went away, no score is known, the caller retries.
-            got = run_programs(self.engines[domain], [read[i] for i in idxs], self.config.cutoff, raise_retryable=True)
+            got = run_programs(
+                self.engines[domain], [read[i] for i in idxs], self.config.cutoff, raise_retryable=True
+            )
             share = (time.perf_counter() - start) * 1000 / len(idxs)
             for i, outcome in zip(idxs, got, strict=True):
                 outcomes[i] = outcome

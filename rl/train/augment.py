@@ -86,8 +86,15 @@ def augment(cfg: Config, bench: Path, domains: Sequence[str], *, rollouts_from: 
                     pairs.append((domain, inst.nl, found.mutant.program.to_json()))
         finally:
             engine.close()
-        stats[domain] = {"programs": len(candidates), "failing": failing, "repaired": repaired, "executed": tried}
+        stats[domain] = {
+            "programs": len(candidates),
+            "failing": failing,
+            "repaired": repaired,
+            "executed": tried,
+        }
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out / "augment.json", {"budget": budget, "rollouts_from": str(rollouts_from), "domains": stats})
+    atomic_write_json(
+        out / "augment.json", {"budget": budget, "rollouts_from": str(rollouts_from), "domains": stats}
+    )
     print(f"verified mutation: {stats}")
     return tuple(pairs)

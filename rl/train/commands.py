@@ -34,7 +34,11 @@ def model_flags(algorithm: str) -> Flags[Defaults]:
     """The flags of the defaults file's model, tokenizer and prompt keys (SFT's also exemplars, recombination and
     how the embeddings start)."""
     sft_only = (Flag("recombine", metavar="N"), Flag("exemplars", metavar="K"), "init_embeddings")
-    profile = Flag("profile") if algorithm == "sft" else Flag("profile", default="the --init model's card's, else short")
+    profile = (
+        Flag("profile")
+        if algorithm == "sft"
+        else Flag("profile", default="the --init model's card's, else short")
+    )
     return Flags(Defaults, Flag("model_size", "--size", choices=tuple(SIZES)), profile, Flag("split", "--tokenizer-split"),
                  *(sft_only if algorithm == "sft" else ()), defaults=load_defaults())  # fmt: skip
 
@@ -133,10 +137,18 @@ def _plot(args: argparse.Namespace, cfg: Config) -> int:
 
 
 def _common(p: argparse.ArgumentParser, algorithm: str) -> None:
-    p.add_argument("--backend", choices=("local", "verl"), default="local",
-                   help="local: TRL on this machine (default); verl: use `prore train launch` instead")
-    p.add_argument("--domain", action="append", choices=DOMAINS, help="benchmark to train on (repeatable; default both)")
-    p.add_argument("--out", metavar="DIR", help=f"run directory (default <workspace>/runs/{algorithm}-<domains>)")
+    p.add_argument(
+        "--backend",
+        choices=("local", "verl"),
+        default="local",
+        help="local: TRL on this machine (default); verl: use `prore train launch` instead",
+    )
+    p.add_argument(
+        "--domain", action="append", choices=DOMAINS, help="benchmark to train on (repeatable; default both)"
+    )
+    p.add_argument(
+        "--out", metavar="DIR", help=f"run directory (default <workspace>/runs/{algorithm}-<domains>)"
+    )
     p.add_argument("--init", metavar="DIR", help="start from this model directory (an SFT run's final/)")
     model_flags(algorithm).add_to(p)
     params_flags(algorithm).add_to(p)
@@ -145,8 +157,11 @@ def _common(p: argparse.ArgumentParser, algorithm: str) -> None:
                    help="skip the first N training instances per domain (after an SFT run's --limit N: "
                    "prompts it never trained on)")  # fmt: skip
     p.add_argument("--seed", type=int, default=0, help="seed of the model, data order and sampling")
-    p.add_argument("--bench", metavar="DIR",
-                   help="workspace whose benchmark is trained on (default: --workspace, which serves the indexes)")
+    p.add_argument(
+        "--bench",
+        metavar="DIR",
+        help="workspace whose benchmark is trained on (default: --workspace, which serves the indexes)",
+    )
     p.set_defaults(algorithm=algorithm)
 
 
@@ -165,11 +180,19 @@ def register_local(actions: Any) -> None:
                    help="train under DeepSpeed ZeRO through accelerate: zero2, zero3 (the configs of "
                    "rl/train/deepspeed) or a JSON file; started without a launcher, a world of one (gloo on "
                    "CPU); under `accelerate launch` or `deepspeed`, one rank per process")  # fmt: skip
-    s.add_argument("--augment-mutations", action="store_true",
-                   help="add training pairs repaired by verified mutation (rl.mutate)")
-    s.add_argument("--augment-from", metavar="DIR",
-                   help="with --augment-mutations: a model whose failed rollouts on the train split are repaired")
-    s.add_argument("--mutation-budget", type=int, default=64, help="mutants tried per program (default 64, at most 256)")
+    s.add_argument(
+        "--augment-mutations",
+        action="store_true",
+        help="add training pairs repaired by verified mutation (rl.mutate)",
+    )
+    s.add_argument(
+        "--augment-from",
+        metavar="DIR",
+        help="with --augment-mutations: a model whose failed rollouts on the train split are repaired",
+    )
+    s.add_argument(
+        "--mutation-budget", type=int, default=64, help="mutants tried per program (default 64, at most 256)"
+    )
     s.set_defaults(handler=_sft)
     for algorithm in ("grpo", "dapo"):
         r = d.rl(algorithm)
@@ -178,11 +201,19 @@ def register_local(actions: Any) -> None:
                                f"clip {r.epsilon}/{r.epsilon_high}, KL {r.beta}, G={r.num_generations}) and the "
                                "layered reward. Defaults: rl/train/defaults.yaml.")  # fmt: skip
         _common(x, algorithm)
-        x.add_argument("--reward-url", metavar="URL", help="score through the reward service (default: in-process)")
-        x.add_argument("--reward-target", choices=ACCURACY_MODES, default="hit1",
-                       help="S_r: hit1 (the paper's, default), satisfy (the relevant sets) or mrr")
+        x.add_argument(
+            "--reward-url", metavar="URL", help="score through the reward service (default: in-process)"
+        )
+        x.add_argument(
+            "--reward-target",
+            choices=ACCURACY_MODES,
+            default="hit1",
+            help="S_r: hit1 (the paper's, default), satisfy (the relevant sets) or mrr",
+        )
         x.set_defaults(handler=_rl)
-    p = actions.add_parser("plot", help="draw training curves (loss, reward terms, execution, KL, clipping) to PNG")
+    p = actions.add_parser(
+        "plot", help="draw training curves (loss, reward terms, execution, KL, clipping) to PNG"
+    )
     p.add_argument("runs", nargs="+", metavar="RUN", help="run directories holding metrics.jsonl")
     p.add_argument("--out", metavar="FILE", help="PNG to write (default <first run>/curves.png)")
     p.set_defaults(handler=_plot)

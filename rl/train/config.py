@@ -120,7 +120,9 @@ class RlParams:
                              code="train_config")  # fmt: skip
         RewardConfig(execution_credit=self.execution_credit)  # the reward's own check of the credit's range
         if self.num_iterations < 1:
-            raise TrainError(f"num_iterations must be at least 1, got {self.num_iterations}", code="train_config")
+            raise TrainError(
+                f"num_iterations must be at least 1, got {self.num_iterations}", code="train_config"
+            )
         if self.num_generations < 2:
             raise TrainError("GRPO needs at least 2 generations per prompt (group-relative advantages)",
                              code="train_config")  # fmt: skip
@@ -187,7 +189,9 @@ def replace(params: Any, **changes: Any) -> Any:
 
 def _exemplars(value: Any) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 8:
-        raise TrainError(f"prompt.exemplars must be an integer from 0 to 8, got {value!r}", code="train_config")
+        raise TrainError(
+            f"prompt.exemplars must be an integer from 0 to 8, got {value!r}", code="train_config"
+        )
     return value
 
 

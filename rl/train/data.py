@@ -21,7 +21,9 @@ from serving.exemplars import ExemplarIndex, Shot
 VAL_FRACTION = ExportConfig.val_fraction
 
 
-def split_train_val(instances: Sequence[Instance], fraction: float = VAL_FRACTION) -> tuple[list[Instance], list[Instance]]:
+def split_train_val(
+    instances: Sequence[Instance], fraction: float = VAL_FRACTION
+) -> tuple[list[Instance], list[Instance]]:
     """The train split's instances minus, and then only, the held-out validation share (stable by query id)."""
     train = [i for i in instances if not is_val(i.qid, fraction)]
     val = [i for i in instances if is_val(i.qid, fraction)]
@@ -39,7 +41,9 @@ def window(instances: Sequence[Instance], *, offset: int = 0, limit: int | None 
     ['c', 'd', 'e']
     """
     if offset < 0 or (limit is not None and limit <= 0):
-        raise TrainError(f"--offset must be >= 0 and --limit > 0, got {offset} and {limit}", code="train_window")
+        raise TrainError(
+            f"--offset must be >= 0 and --limit > 0, got {offset} and {limit}", code="train_window"
+        )
     if offset >= len(instances):
         raise TrainError(f"--offset {offset} skips all {len(instances)} training instances of the domain; "
                          "synthesize more (prore bench synth D --train N) or lower it", code="train_window")  # fmt: skip
@@ -58,7 +62,9 @@ def load_instances(ws: Workspace, domains: Sequence[str], split: str) -> list[In
     return out
 
 
-def sft_row(inst: Instance, profile: Profile, program: str | None = None, shots: Sequence[Shot] = ()) -> dict[str, Any]:
+def sft_row(
+    inst: Instance, profile: Profile, program: str | None = None, shots: Sequence[Shot] = ()
+) -> dict[str, Any]:
     """One prompt-completion chat; ``program`` replaces the gold one (a verified mutant, say); ``shots`` are
     the request's exemplars (:mod:`serving.exemplars`)."""
     return {

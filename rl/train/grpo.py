@@ -97,7 +97,11 @@ def run_rl(job: RlJob) -> dict[str, Any]:
     tok = run_tokenizer(job.out, job.init, list(chat_texts(r["prompt"] for r in rows)),
                         [i.program for i in instances], vocab_size=job.vocab_size,
                         max_token_chars=job.max_token_chars, split=job.split)  # fmt: skip
-    model = load_model(job.init) if job.init is not None else build_model(size_named(job.size), tok, seed=job.seed)
+    model = (
+        load_model(job.init)
+        if job.init is not None
+        else build_model(size_named(job.size), tok, seed=job.seed)
+    )
     p = job.params
     args = GRPOConfig(
         **common_args(job.out, job.seed),
@@ -128,7 +132,9 @@ def run_rl(job: RlJob) -> dict[str, Any]:
     if p.filter_prompts:
         # Sampled before the reward opens the workspace: vLLM's engine core starts its own process.
         if job.init is None:
-            raise TrainError("--filter-prompts samples the initial model: give --init RUN/final", code="train_filter")
+            raise TrainError(
+                "--filter-prompts samples the initial model: give --init RUN/final", code="train_filter"
+            )
         key = filter_key(job.init, rows, samples=p.num_generations, temperature=p.temperature,
                          max_tokens=p.max_completion_length, target=job.reward_target, on=p.filter_on,
                          execution_credit=p.execution_credit)  # fmt: skip
@@ -142,12 +148,16 @@ def run_rl(job: RlJob) -> dict[str, Any]:
     else:
         from rl.reward import RewardScorer
 
-        scorer = RewardScorer.open(job.cfg, job.domains, reward_config(job.reward_target, p.execution_credit), tokenizer=tok)
+        scorer = RewardScorer.open(
+            job.cfg, job.domains, reward_config(job.reward_target, p.execution_credit), tokenizer=tok
+        )
         score = in_process(scorer)
     reward = LayeredReward(score, job.reward_target, p.execution_credit)
     try:
         if samples is not None:
-            picked, stats = filter_rows(rows, samples, reward.layers, temperature=p.temperature, on=p.filter_on)
+            picked, stats = filter_rows(
+                rows, samples, reward.layers, temperature=p.temperature, on=p.filter_on
+            )
             stats = dataclasses.replace(stats, seconds=round(time.perf_counter() - t0, 1))
             record_filter(job.out, key, picked, stats)
             rows = picked

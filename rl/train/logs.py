@@ -126,7 +126,11 @@ def callbacks(run_dir: Path) -> list[Any]:
                    **kwargs: Any) -> None:  # fmt: skip
             if not logs or not state.is_world_process_zero:
                 return
-            record = {"step": state.global_step, "epoch": state.epoch, "time": round(time.time() - self.t0, 3)}
+            record = {
+                "step": state.global_step,
+                "epoch": state.epoch,
+                "time": round(time.time() - self.t0, 3),
+            }
             record.update({k: v for k, v in logs.items() if isinstance(v, int | float | str)})
             with (run_dir / METRICS_FILE).open("a") as f:
                 f.write(json.dumps(record) + "\n")
@@ -138,7 +142,11 @@ def callbacks(run_dir: Path) -> list[Any]:
                    **kwargs: Any) -> None:  # fmt: skip
             bar = getattr(self, "training_bar", None)
             if bar is not None and logs:
-                shown = {k.split("/")[-2] if "/" in k else k: round(float(logs[k]), 4) for k in PROGRESS_KEYS if k in logs}
+                shown = {
+                    k.split("/")[-2] if "/" in k else k: round(float(logs[k]), 4)
+                    for k in PROGRESS_KEYS
+                    if k in logs
+                }
                 if shown:
                     bar.set_postfix(shown, refresh=False)
 

@@ -36,10 +36,18 @@ class ModelSize:
 
 
 SIZES: dict[str, ModelSize] = {
-    "xs": ModelSize(hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=32, intermediate_size=128),
-    "t": ModelSize(hidden_size=128, num_layers=4, num_heads=4, num_kv_heads=2, head_dim=32, intermediate_size=512),
-    "s": ModelSize(hidden_size=256, num_layers=4, num_heads=4, num_kv_heads=2, head_dim=64, intermediate_size=1024),
-    "m": ModelSize(hidden_size=384, num_layers=6, num_heads=6, num_kv_heads=2, head_dim=64, intermediate_size=1536),
+    "xs": ModelSize(
+        hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1, head_dim=32, intermediate_size=128
+    ),
+    "t": ModelSize(
+        hidden_size=128, num_layers=4, num_heads=4, num_kv_heads=2, head_dim=32, intermediate_size=512
+    ),
+    "s": ModelSize(
+        hidden_size=256, num_layers=4, num_heads=4, num_kv_heads=2, head_dim=64, intermediate_size=1024
+    ),
+    "m": ModelSize(
+        hidden_size=384, num_layers=6, num_heads=6, num_kv_heads=2, head_dim=64, intermediate_size=1536
+    ),
 }
 """``xs``: tests (about 0.3M parameters); ``t``: about 1.5M, the most validation loss per minute of training on
 2 cores (README, "What `make demo` does"); ``s``: the local default (about 5M); ``m``: about 15M, for a quiet
@@ -50,7 +58,9 @@ def size_named(name: str) -> ModelSize:
     try:
         return SIZES[name]
     except KeyError:
-        raise TrainError(f"unknown model size {name!r}; choose one of {', '.join(SIZES)}", code="train_model") from None
+        raise TrainError(
+            f"unknown model size {name!r}; choose one of {', '.join(SIZES)}", code="train_model"
+        ) from None
 
 
 def approx_parameters(size: ModelSize, *, vocab_size: int) -> int:

@@ -34,7 +34,11 @@ def plot_runs(runs: Sequence[Path], out: Path | None = None) -> Path:
     records = {run: read_metrics(run) for run in runs}
     if not any(records.values()):
         raise TrainError(f"no metrics.jsonl with records in {', '.join(map(str, runs))}", code="train_plot")
-    panels = [(key, title) for key, title in PANELS if any(any(True for _ in iter_steps(r, key)) for r in records.values())]
+    panels = [
+        (key, title)
+        for key, title in PANELS
+        if any(any(True for _ in iter_steps(r, key)) for r in records.values())
+    ]
     cols = 2
     rows = (len(panels) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(11, 3.0 * rows), squeeze=False)
@@ -50,7 +54,7 @@ def plot_runs(runs: Sequence[Path], out: Path | None = None) -> Path:
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
-    for ax in list(axes.flat)[len(panels):]:
+    for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
     # The legend names every run, whichever panels it appears in.
     handles = [Line2D([], [], color=colours[run], label=run.name) for run in records]

@@ -85,7 +85,9 @@ def select(groups: Sequence[Sequence[float]], accurate: Sequence[Sequence[bool]]
     if len(groups) != len(accurate):
         raise TrainError("one accuracy row per reward group is needed", code="train_filter")
     if on not in FILTER_ON:
-        raise TrainError(f"the prompt filter keeps groups on {' or '.join(FILTER_ON)}, not {on!r}", code="train_filter")
+        raise TrainError(
+            f"the prompt filter keeps groups on {' or '.join(FILTER_ON)}, not {on!r}", code="train_filter"
+        )
     signal = [varied(g) if on == "reward" else len(set(a)) > 1 for g, a in zip(groups, accurate, strict=True)]
     kept = [i for i, v in enumerate(signal) if v]
     same = [i for i, v in enumerate(signal) if not v]
@@ -104,7 +106,9 @@ def select(groups: Sequence[Sequence[float]], accurate: Sequence[Sequence[bool]]
     return kept, stats
 
 
-def sample(init: Path, prompts: Sequence[Any], *, n: int, temperature: float, max_tokens: int) -> list[list[str]]:
+def sample(
+    init: Path, prompts: Sequence[Any], *, n: int, temperature: float, max_tokens: int
+) -> list[list[str]]:
     """``n`` completions of the model at ``init`` for each chat of ``prompts``, in one offline vLLM batch.
 
     The chats are rendered with the model's chat template, as TRL renders the RL rows' prompts. Samples
@@ -119,7 +123,9 @@ def sample(init: Path, prompts: Sequence[Any], *, n: int, temperature: float, ma
     llm = open_llm(init)
     try:
         tok = llm.get_tokenizer()
-        texts = [tok.apply_chat_template(list(p), tokenize=False, add_generation_prompt=True) for p in prompts]
+        texts = [
+            tok.apply_chat_template(list(p), tokenize=False, add_generation_prompt=True) for p in prompts
+        ]
         params = SamplingParams(n=n, temperature=temperature, max_tokens=max_tokens)
         return [[c.text for c in o.outputs] for o in llm.generate(texts, params, use_tqdm=True)]
     finally:
@@ -183,7 +189,9 @@ def saved_filter(out: Path, key: dict[str, Any]) -> set[str] | None:
 
 def record_filter(out: Path, key: dict[str, Any], kept: Sequence[dict[str, Any]], stats: FilterStats) -> None:
     """Write the filter's outcome to ``out``'s :data:`FILTER_FILE` and say it in one line."""
-    atomic_write_json(out / FILTER_FILE, {"key": key, "stats": asdict(stats), "kept": [row_key(r) for r in kept]})
+    atomic_write_json(
+        out / FILTER_FILE, {"key": key, "stats": asdict(stats), "kept": [row_key(r) for r in kept]}
+    )
     print(f"prompt filter ({stats.on}): kept {stats.kept} of {stats.pool} prompts ({stats.solved} solved and "
           f"{stats.unsolved} unsolved by all {stats.samples} samples), mean sampled reward "
           f"{stats.mean_reward}, {stats.seconds} s")  # fmt: skip

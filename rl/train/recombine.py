@@ -71,7 +71,9 @@ def recombine(inst: Instance, spans: Sequence[str], rng: random.Random) -> tuple
     return nl, json.dumps(program)
 
 
-def recombined_rows(ws: Workspace, instances: Sequence[Instance], copies: int, *, seed: int = 0) -> list[tuple[str, str, str]]:
+def recombined_rows(
+    ws: Workspace, instances: Sequence[Instance], copies: int, *, seed: int = 0
+) -> list[tuple[str, str, str]]:
     """``copies`` recombined (domain, request, program) pairs per instance that has a phrase to swap."""
     if copies <= 0:
         return []

@@ -66,7 +66,9 @@ class LayeredReward:
             items.append(item)
         return items
 
-    def layers(self, completions: Sequence[Any], kwargs: dict[str, Any]) -> list[tuple[float, float, float, float]]:
+    def layers(
+        self, completions: Sequence[Any], kwargs: dict[str, Any]
+    ) -> list[tuple[float, float, float, float]]:
         """The four gated layers of each completion; ``kwargs`` holds the reward columns of the RL rows
         (``domain``, ``gold_id``, ``relevant``), one entry per completion, as TRL passes them."""
         items = self._items(completions, kwargs)

@@ -48,9 +48,13 @@ def threads() -> int:
     return int(os.environ.get("PRORE_TRAIN_THREADS", os.cpu_count() or 1))
 
 
-def write_card(model_dir: Path, *, profile: Profile, domains: Iterable[str], algorithm: str, **extra: Any) -> None:
+def write_card(
+    model_dir: Path, *, profile: Profile, domains: Iterable[str], algorithm: str, **extra: Any
+) -> None:
     """Write the planner card beside a saved model."""
-    atomic_write_json(model_dir / CARD, {"profile": profile, "domains": list(domains), "algorithm": algorithm, **extra})
+    atomic_write_json(
+        model_dir / CARD, {"profile": profile, "domains": list(domains), "algorithm": algorithm, **extra}
+    )
 
 
 def write_run(out: Path, what: dict[str, Any]) -> None:

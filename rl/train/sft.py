@@ -90,23 +90,36 @@ def exemplar_index(job: SftJob, train: Sequence[Instance]) -> ExemplarIndex | No
     return ExemplarIndex.build(((i.domain, i.nl, i.program) for i in train), embedder=job.embedder)
 
 
-def rows(job: SftJob, index: ExemplarIndex | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def rows(
+    job: SftJob, index: ExemplarIndex | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The train and validation rows of ``job``, each prompt with its exemplars from ``index``."""
     from rl.prompt import messages
 
     t, v = instances(job)
-    train = [sft_row(i, job.profile, shots=s) for i, s in zip(t, exemplar_shots(index, job.exemplars, t), strict=True)]
-    val = [sft_row(i, job.profile, shots=s) for i, s in zip(v, exemplar_shots(index, job.exemplars, v), strict=True)]
+    train = [
+        sft_row(i, job.profile, shots=s)
+        for i, s in zip(t, exemplar_shots(index, job.exemplars, t), strict=True)
+    ]
+    val = [
+        sft_row(i, job.profile, shots=s)
+        for i, s in zip(v, exemplar_shots(index, job.exemplars, v), strict=True)
+    ]
     from rl.train.recombine import recombined_rows
 
-    for domain, nl, program in (*job.extra_rows, *recombined_rows(Workspace(job.corpus_workspace or job.workspace), t, job.recombine, seed=job.seed)):
+    for domain, nl, program in (
+        *job.extra_rows,
+        *recombined_rows(Workspace(job.corpus_workspace or job.workspace), t, job.recombine, seed=job.seed),
+    ):
         shots = index.select(domain, [nl], k=job.exemplars)[0] if index is not None else []
         train.append({"prompt": messages(domain, nl, profile=job.profile, shots=shots),
                       "completion": [{"role": "assistant", "content": program}]})  # fmt: skip
     return train, val
 
 
-def sft_trainer(job: SftJob, index: ExemplarIndex | None = None, **overrides: Any) -> tuple[Any, Any, list[dict[str, Any]]]:
+def sft_trainer(
+    job: SftJob, index: ExemplarIndex | None = None, **overrides: Any
+) -> tuple[Any, Any, list[dict[str, Any]]]:
     """TRL's ``SFTTrainer`` for ``job``, its tokenizer and its training rows, prompts with exemplars from
     ``index`` (``overrides`` go over the ``SFTConfig``; ``bench/sft_recipe.py`` compares recipes through it)."""
     import torch
@@ -225,6 +238,13 @@ def run_sft(job: SftJob) -> dict[str, Any]:
 
 def _train_tokens(tok: Any, train_rows: Sequence[dict[str, Any]]) -> int:
     sample = train_rows[:: max(1, len(train_rows) // 200)]
-    n = sum(len(tok(tok.apply_chat_template(r["prompt"] + r["completion"], tokenize=False),
-                     add_special_tokens=False)["input_ids"]) for r in sample)
+    n = sum(
+        len(
+            tok(
+                tok.apply_chat_template(r["prompt"] + r["completion"], tokenize=False),
+                add_special_tokens=False,
+            )["input_ids"]
+        )
+        for r in sample
+    )
     return int(n * len(train_rows) / max(1, len(sample)))

@@ -46,7 +46,12 @@ class WarmStart:
     """``none`` (the widths agree) or ``pca-<width>`` (MiniLM's top principal components)."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "tokens": self.tokens, "warmed": self.warmed, "projection": self.projection}
+        return {
+            "source": self.source,
+            "tokens": self.tokens,
+            "warmed": self.warmed,
+            "projection": self.projection,
+        }
 
 
 def minilm_vocabulary() -> tuple[Any, np.ndarray]:
@@ -71,7 +76,9 @@ def token_vectors(tokenizer: Any, wordpiece: Any, matrix: np.ndarray) -> tuple[n
         if token_id in special:
             continue
         text = tokenizer.decode([token_id]).strip().lower()
-        pieces = [p for p in wordpiece(text, add_special_tokens=False)["input_ids"] if p != unk] if text else []
+        pieces = (
+            [p for p in wordpiece(text, add_special_tokens=False)["input_ids"] if p != unk] if text else []
+        )
         if pieces:
             out[token_id] = matrix[pieces].mean(axis=0)
             mask[token_id] = True

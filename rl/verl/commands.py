@@ -42,7 +42,9 @@ def export_config(args: argparse.Namespace, cfg: Config) -> ExportConfig:
         from serving.prompt import card_profile, read_card
 
         if "profile" in given:
-            raise TrainError("give --profile or --planner (whose card names the profile), not both", code="train_profile")
+            raise TrainError(
+                "give --profile or --planner (whose card names the profile), not both", code="train_profile"
+            )
         card = read_card(args.planner)
         profile = card_profile(args.planner)
         exemplars_from = Path(args.planner) if card_exemplars(card) is not None else None
@@ -133,9 +135,12 @@ def register_train(sub: Any) -> Any:
     )
     e.add_argument("domain", help="corpus domain: " + " or ".join(DOMAINS))
     EXPORT_FLAGS.add_to(e)
-    e.add_argument("--planner", metavar="DIR",
-                   help="build every prompt as this planner's card says (RL after SFT): its profile, and its "
-                   "exemplar index and k when it names one")
+    e.add_argument(
+        "--planner",
+        metavar="DIR",
+        help="build every prompt as this planner's card says (RL after SFT): its profile, and its "
+        "exemplar index and k when it names one",
+    )
     e.set_defaults(handler=_export)
 
     x = actions.add_parser(
@@ -146,7 +151,9 @@ def register_train(sub: Any) -> Any:
         "verl.trainer.sft_trainer on one machine).",
     )
     x.add_argument("algorithm", choices=ALGORITHMS, help="recipe: " + ", ".join(ALGORITHMS))
-    x.add_argument("--print", action="store_true", help="print the command as one shell-quoted line; run nothing")
+    x.add_argument(
+        "--print", action="store_true", help="print the command as one shell-quoted line; run nothing"
+    )
     x.add_argument("--domain", default="ecommerce", help="benchmark whose export trains (default ecommerce)")
     LAUNCH_FLAGS.add_to(x)
     x.add_argument("--torchrun", action="store_true", help="SFT on one machine with torchrun instead of Ray")
@@ -160,9 +167,15 @@ def register_train(sub: Any) -> Any:
         "model the run started from (prompt profile, exemplar index), the algorithm and the step.",
     )
     f.add_argument("checkpoint_dir", help="the run's verl checkpoint directory (trainer.default_local_dir)")
-    f.add_argument("--init", required=True, metavar="DIR", help="the model the verl run started from (its card)")
-    f.add_argument("--out", required=True, metavar="DIR", help="the planner directory to write (replaced whole)")
+    f.add_argument(
+        "--init", required=True, metavar="DIR", help="the model the verl run started from (its card)"
+    )
+    f.add_argument(
+        "--out", required=True, metavar="DIR", help="the planner directory to write (replaced whole)"
+    )
     f.add_argument("--step", type=int, help="checkpoint step (default: the newest verl recorded)")
-    f.add_argument("--algorithm", choices=("grpo", "dapo"), default="grpo", help="the recipe the run used (default grpo)")
+    f.add_argument(
+        "--algorithm", choices=("grpo", "dapo"), default="grpo", help="the recipe the run used (default grpo)"
+    )
     f.set_defaults(handler=_from_verl)
     return actions

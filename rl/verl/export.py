@@ -99,10 +99,13 @@ class ExportConfig:
                              code="train_exemplars")  # fmt: skip
         if self.profile not in PROFILES:
             raise TrainError(
-                f"unknown prompt profile {self.profile!r}; choose one of {', '.join(PROFILES)}", code="train_profile"
+                f"unknown prompt profile {self.profile!r}; choose one of {', '.join(PROFILES)}",
+                code="train_profile",
             )
         if not 0.0 < self.val_fraction < 1.0:
-            raise TrainError(f"val_fraction must be between 0 and 1, got {self.val_fraction}", code="train_val")
+            raise TrainError(
+                f"val_fraction must be between 0 and 1, got {self.val_fraction}", code="train_val"
+            )
 
 
 def data_source(domain: str) -> str:
@@ -139,7 +142,9 @@ def is_val(qid: str, fraction: float) -> bool:
     return h / 2**64 < fraction
 
 
-def rl_row(inst: Instance, split: str, index: int, profile: Profile, shots: Sequence[Shot] = ()) -> dict[str, Any]:
+def rl_row(
+    inst: Instance, split: str, index: int, profile: Profile, shots: Sequence[Shot] = ()
+) -> dict[str, Any]:
     """One RL row (see the module docstring); ``shots`` are the request's exemplars."""
     return {
         "data_source": data_source(inst.domain),
@@ -214,10 +219,14 @@ def _exemplar_index(cfg: ExportConfig, train: Sequence[Instance]) -> tuple[Exemp
     if cfg.exemplars_from is not None:
         opened = open_for_planner(cfg.exemplars_from, cfg.embedder)
         if opened is None:
-            raise TrainError(f"{cfg.exemplars_from}: the planner's card names no exemplar index", code="train_exemplars")
+            raise TrainError(
+                f"{cfg.exemplars_from}: the planner's card names no exemplar index", code="train_exemplars"
+            )
         return opened
     if cfg.exemplars > 0:
-        return ExemplarIndex.build(((i.domain, i.nl, i.program) for i in train), embedder=cfg.embedder), cfg.exemplars
+        return ExemplarIndex.build(
+            ((i.domain, i.nl, i.program) for i in train), embedder=cfg.embedder
+        ), cfg.exemplars
     return None, 0
 
 

@@ -131,7 +131,9 @@ def argv(algorithm: str, p: LaunchParams | None = None, *, torchrun: bool = Fals
     """The entrypoint and overrides of recipe ``algorithm`` (``sft``, ``grpo`` or ``dapo``)."""
     p = p or LaunchParams()
     if algorithm not in ALGORITHMS:
-        raise TrainError(f"unknown recipe {algorithm!r}; choose one of {', '.join(ALGORITHMS)}", code="train_recipe")
+        raise TrainError(
+            f"unknown recipe {algorithm!r}; choose one of {', '.join(ALGORITHMS)}", code="train_recipe"
+        )
     extra = (*cpu_overrides(p), *p.extra) if p.cpu else p.extra
     ov = overrides(algorithm, p.recipe_params(), dynamic_sampling=p.dynamic_sampling,
                    reward_url=p.reward_url, extra=extra)  # fmt: skip
@@ -140,13 +142,23 @@ def argv(algorithm: str, p: LaunchParams | None = None, *, torchrun: bool = Fals
             raise TrainError("torchrun launches SFT only; GRPO and DAPO run under Ray", code="train_param")
         return [*(("env", CPU_ENV) if p.cpu else ()), p.python, "-m", PPO_MODULE, *ov]
     if p.cpu:
-        raise TrainError("--cpu runs GRPO and DAPO (verl's main_ppo); SFT on CPU is not wired", code="train_param")
+        raise TrainError(
+            "--cpu runs GRPO and DAPO (verl's main_ppo); SFT on CPU is not wired", code="train_param"
+        )
     if not torchrun:
         return [p.python, "-m", SFT_RAY_MODULE, *ov]
     if p.nnodes != 1:
         raise TrainError("torchrun here runs on one machine; use the Ray entrypoint for several nodes",
                          code="train_param")  # fmt: skip
-    return ["torchrun", "--standalone", "--nnodes=1", f"--nproc_per_node={p.n_gpus_per_node}", "-m", SFT_MODULE, *ov]
+    return [
+        "torchrun",
+        "--standalone",
+        "--nnodes=1",
+        f"--nproc_per_node={p.n_gpus_per_node}",
+        "-m",
+        SFT_MODULE,
+        *ov,
+    ]
 
 
 def command_line(cmd: Sequence[str]) -> str:

@@ -34,9 +34,9 @@ TERMS = ("s_f", "s_e", "s_r", "s_l")
 
 # One client (one connection pool) per event loop and URL: each of verl's reward workers runs one loop
 # and shares it across its per-sample tasks; an aiohttp session must not cross loops.
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str | None, float], RewardClient]] = (
-    weakref.WeakKeyDictionary()
-)
+_clients: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[tuple[str | None, float], RewardClient]
+] = weakref.WeakKeyDictionary()
 
 
 BATCH_WINDOW_MS = 2.0
@@ -65,7 +65,11 @@ def score_item(
     whether or not it loaded that benchmark.
     """
     info = extra_info or {}
-    item: dict[str, Any] = {"completion": solution_str, "domain": domain_of(data_source), "gold_id": ground_truth}
+    item: dict[str, Any] = {
+        "completion": solution_str,
+        "domain": domain_of(data_source),
+        "gold_id": ground_truth,
+    }
     if info.get("relevant_ids") is not None:
         item["relevant"] = [str(x) for x in info["relevant_ids"]]
     if info.get("length_budget") is not None:

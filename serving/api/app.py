@@ -55,9 +55,7 @@ EXAMPLES: Mapping[str, tuple[str, ...]] = {
 }
 """Example requests per corpus, answered by ``GET /v1/examples`` and written into the playground's page."""
 
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    s: {"model": ErrorOut} for s in (401, 413, 422, 429, 503, 504)
-}
+_ERRORS: dict[int | str, dict[str, Any]] = {s: {"model": ErrorOut} for s in (401, 413, 422, 429, 503, 504)}
 
 
 DOMAIN_LABELS = {"ecommerce": "ecommerce (products)", "email": "email"}
@@ -79,7 +77,9 @@ def _page(domains: Iterable[str]) -> str:
     return html.replace("<!--DOMAINS-->", options).replace("/*EXAMPLES*/{}", examples)
 
 
-def create_app(engines: Mapping[str, Engine], planner: PlannerSettings | None = None, settings: ApiSettings | None = None) -> FastAPI:
+def create_app(
+    engines: Mapping[str, Engine], planner: PlannerSettings | None = None, settings: ApiSettings | None = None
+) -> FastAPI:
     """The query API on opened engines (one per corpus; the caller owns and closes them)."""
     cfg = settings or ApiSettings()
     service = QueryService(engines, planner, cfg)
@@ -139,7 +139,9 @@ def create_app(engines: Mapping[str, Engine], planner: PlannerSettings | None = 
             got = await service.plan(body.domain, body.query)
         except PlannerError as exc:
             status = planner_http_status(exc)
-            raise Refused(status, exc.code, exc.message, cfg.retry_after_s if status == 503 else None) from None
+            raise Refused(
+                status, exc.code, exc.message, cfg.retry_after_s if status == 503 else None
+            ) from None
         return JSONResponse({
             "request_id": request.state.request_id, "domain": body.domain, "program": json.loads(got.program.to_json()),
             "completion": got.completion, "repairs": list(got.repairs),
@@ -224,7 +226,9 @@ class Envelope:
         length = headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > cfg.max_body_bytes):
             metrics.rejections.labels("too_large").inc()
-            return error_response(413, "too_large", f"the body has {length} bytes; at most {cfg.max_body_bytes}")
+            return error_response(
+                413, "too_large", f"the body has {length} bytes; at most {cfg.max_body_bytes}"
+            )
         if limited and cfg.token is not None and not _authorized(headers.get("authorization"), cfg.token):
             metrics.rejections.labels("unauthorized").inc()
             response = error_response(401, "unauthorized", "a bearer token is required")
@@ -253,7 +257,9 @@ class Envelope:
             size += len(chunk)
             if size > self.settings.max_body_bytes:
                 self.service.metrics.rejections.labels("too_large").inc()
-                return b"", error_response(413, "too_large", f"the body has more than {self.settings.max_body_bytes} bytes")
+                return b"", error_response(
+                    413, "too_large", f"the body has more than {self.settings.max_body_bytes} bytes"
+                )
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
@@ -274,11 +280,28 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-_ROUTES = frozenset({"/", "/healthz", "/readyz", "/metrics", "/v1/search", "/v1/plan", "/v1/execute", "/v1/examples", "/openapi.json"})
+_ROUTES = frozenset(
+    {
+        "/",
+        "/healthz",
+        "/readyz",
+        "/metrics",
+        "/v1/search",
+        "/v1/plan",
+        "/v1/execute",
+        "/v1/examples",
+        "/openapi.json",
+    }
+)
 
 
 def _request_id(given: str | None) -> str:
-    if given and len(given) <= 128 and given.isascii() and given.replace("-", "").replace("_", "").replace(".", "").isalnum():
+    if (
+        given
+        and len(given) <= 128
+        and given.isascii()
+        and given.replace("-", "").replace("_", "").replace(".", "").isalnum()
+    ):
         return given
     return uuid.uuid4().hex
 

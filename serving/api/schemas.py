@@ -29,7 +29,9 @@ class PlanIn(BaseModel):
 class ExecuteIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    program: dict[str, Any] | str = Field(description="A program (JSON object or its text), DESIGN.md section 3.")
+    program: dict[str, Any] | str = Field(
+        description="A program (JSON object or its text), DESIGN.md section 3."
+    )
     domain: Domain = "ecommerce"
     k: int = Field(default=10, ge=1)
     fields: list[str] | None = None

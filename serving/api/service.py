@@ -78,13 +78,21 @@ _INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn"})
 def clean_query(text: str) -> str:
     """``text`` with control and invisible characters dropped (an entry's query may hold none) and
     whitespace collapsed; what the fallback searches for."""
-    return " ".join("".join(" " if ch.isspace() else ch for ch in text if ch.isspace() or unicodedata.category(ch) not in _INVISIBLE).split())
+    return " ".join(
+        "".join(
+            " " if ch.isspace() else ch
+            for ch in text
+            if ch.isspace() or unicodedata.category(ch) not in _INVISIBLE
+        ).split()
+    )
 
 
 class QueryService:
     """The engines (one per corpus, each on a thread of its own), the planner, metrics and limits."""
 
-    def __init__(self, engines: Mapping[str, Engine], planner: PlannerSettings | None, settings: ApiSettings) -> None:
+    def __init__(
+        self, engines: Mapping[str, Engine], planner: PlannerSettings | None, settings: ApiSettings
+    ) -> None:
         self.engines = dict(engines)
         self.planner_settings = planner
         self.planner: Planner | None = None
@@ -93,7 +101,9 @@ class QueryService:
         """Requests under ``/v1/`` in flight; the query API's envelope takes a slot per request."""
         self.metrics = ApiMetrics(lambda: self.limit.count)
         self._executors = {d: ThreadPoolExecutor(1, thread_name_prefix=f"engine-{d}") for d in self.engines}
-        self._docs: LRUCache[tuple[str, tuple[str, ...], str], dict[str, Any]] = LRUCache(settings.doc_cache_rows)
+        self._docs: LRUCache[tuple[str, tuple[str, ...], str], dict[str, Any]] = LRUCache(
+            settings.doc_cache_rows
+        )
 
     async def start(self) -> None:
         if self.planner_settings is not None:
@@ -114,12 +124,20 @@ class QueryService:
 
     def engine_of(self, domain: str) -> Engine:
         if domain not in self.engines:
-            raise Refused(422, "unknown_domain", f"this service has no index of {domain!r}; it serves {', '.join(sorted(self.engines))}")
+            raise Refused(
+                422,
+                "unknown_domain",
+                f"this service has no index of {domain!r}; it serves {', '.join(sorted(self.engines))}",
+            )
         return self.engines[domain]
 
-    async def _engine(self, domain: str, program: Program, k: int, deadline: float, stage: str) -> ExecutionResult:
+    async def _engine(
+        self, domain: str, program: Program, k: int, deadline: float, stage: str
+    ) -> ExecutionResult:
         engine = self.engine_of(domain)
-        result: ExecutionResult = await self._on_engine(domain, lambda: engine.execute(program, k), deadline, stage)
+        result: ExecutionResult = await self._on_engine(
+            domain, lambda: engine.execute(program, k), deadline, stage
+        )
         return result
 
     async def _on_engine(self, domain: str, call: Callable[[], Any], deadline: float, stage: str) -> Any:
@@ -133,7 +151,9 @@ class QueryService:
         finally:
             self.metrics.stages.labels(stage).observe(time.perf_counter() - start)
 
-    async def _fetch(self, domain: str, ids: Sequence[str], fields: Sequence[str]) -> dict[str, dict[str, Any]]:
+    async def _fetch(
+        self, domain: str, ids: Sequence[str], fields: Sequence[str]
+    ) -> dict[str, dict[str, Any]]:
         """The shown fields of ``ids``; rows come from the index once and then from an LRU cache (an
         index version's documents never change, and each engine serves one version)."""
         if not ids or not fields:
@@ -151,7 +171,9 @@ class QueryService:
                 out[doc] = row
         if missing:
             loop = asyncio.get_running_loop()
-            docs = await loop.run_in_executor(self._executors[domain], engine.handle.fetch_docs, missing, ["id", *fields])
+            docs = await loop.run_in_executor(
+                self._executors[domain], engine.handle.fetch_docs, missing, ["id", *fields]
+            )
             for d in docs:
                 out[str(d["id"])] = d
                 self._docs[(domain, key, str(d["id"]))] = d
@@ -173,7 +195,11 @@ class QueryService:
 
     def check_nl(self, query: str) -> None:
         if len(query) > self.settings.max_nl_chars:
-            raise Refused(422, "nl_too_long", f"the request has {len(query)} characters; at most {self.settings.max_nl_chars}")
+            raise Refused(
+                422,
+                "nl_too_long",
+                f"the request has {len(query)} characters; at most {self.settings.max_nl_chars}",
+            )
         if not clean_query(query):
             raise Refused(422, "empty_query", "the request is blank (or holds only control characters)")
 
@@ -183,7 +209,9 @@ class QueryService:
 
     async def plan(self, domain: str, query: str) -> Plan:
         if self.planner is None:
-            raise PlannerError("no planner is configured (prore serve --planner-url)", code="planner_not_configured")
+            raise PlannerError(
+                "no planner is configured (prore serve --planner-url)", code="planner_not_configured"
+            )
         start = time.perf_counter()
         try:
             return await self.planner.plan(domain, query, timeout_s=self.settings.plan_deadline_s)
@@ -206,7 +234,12 @@ class QueryService:
         docs = await self._fetch(domain, result.ids, fields)
         timings["fetch_ms"] = (time.perf_counter() - t) * 1000
         results = [
-            {"rank": i, "id": doc, "score": score, "fields": _jsonable({f: docs.get(doc, {}).get(f) for f in fields})}
+            {
+                "rank": i,
+                "id": doc,
+                "score": score,
+                "fields": _jsonable({f: docs.get(doc, {}).get(f) for f in fields}),
+            }
             for i, (doc, score) in enumerate(zip(result.ids, result.scores, strict=True), 1)
         ]
         placeholders = []
@@ -248,11 +281,16 @@ class QueryService:
             written = plan.program
             t = time.perf_counter()
             try:
-                result = await self._engine(body.domain, plan.program, body.k, self.settings.execute_deadline_s, "engine")
+                result = await self._engine(
+                    body.domain, plan.program, body.k, self.settings.execute_deadline_s, "engine"
+                )
             except DslError as exc:
                 reason = FallbackOut(reason=f"program_{exc.code}", detail=" ".join(exc.message.split()))
             except TimeoutError:
-                reason = FallbackOut(reason="program_timeout", detail=f"the program did not finish within {self.settings.execute_deadline_s:g} s")
+                reason = FallbackOut(
+                    reason="program_timeout",
+                    detail=f"the program did not finish within {self.settings.execute_deadline_s:g} s",
+                )
             except ProReError as exc:
                 reason = FallbackOut(reason=f"program_{exc.code}", detail=" ".join(exc.message.split()))
             else:
@@ -262,7 +300,9 @@ class QueryService:
                         request_id, body.domain, plan.program, body.k, fields, timings, source="planner",
                         query=body.query, repairs=plan.repairs, result=result,
                     )  # fmt: skip
-                reason = FallbackOut(reason="program_empty", detail="the planner's program ran and matched no document")
+                reason = FallbackOut(
+                    reason="program_empty", detail="the planner's program ran and matched no document"
+                )
         if "plan_ms" not in timings:
             timings["plan_ms"] = (time.perf_counter() - start) * 1000
         if self.guides(reason):
@@ -277,7 +317,9 @@ class QueryService:
         program = fallback_program(body.domain, body.query)
         t = time.perf_counter()
         try:
-            result = await self._engine(body.domain, program, body.k, self.settings.fallback_deadline_s, "fallback")
+            result = await self._engine(
+                body.domain, program, body.k, self.settings.fallback_deadline_s, "fallback"
+            )
         except TimeoutError:
             raise Refused(503, "fallback_timeout", f"the fallback did not finish within {self.settings.fallback_deadline_s:g} s",
                           self.settings.retry_after_s) from None  # fmt: skip
@@ -344,14 +386,22 @@ class QueryService:
         try:
             program = parse_program(source, limits=self.engines[body.domain].dsl_limits)
             timings: dict[str, float] = {}
-            return await self.answer(request_id, body.domain, program, body.k, fields, timings, source="program")
+            return await self.answer(
+                request_id, body.domain, program, body.k, fields, timings, source="program"
+            )
         except DslError as exc:
             raise Refused(422, exc.code, exc.message) from None
         except TimeoutError:
-            raise Refused(504, "execute_timeout", f"the program did not finish within {self.settings.execute_deadline_s:g} s") from None
+            raise Refused(
+                504,
+                "execute_timeout",
+                f"the program did not finish within {self.settings.execute_deadline_s:g} s",
+            ) from None
         except ProReError as exc:
             status = 503 if exc.retryable else 422
-            raise Refused(status, exc.code, exc.message, self.settings.retry_after_s if exc.retryable else None) from None
+            raise Refused(
+                status, exc.code, exc.message, self.settings.retry_after_s if exc.retryable else None
+            ) from None
 
     async def ready(self) -> dict[str, Any]:
         checks: dict[str, Any] = {}

@@ -150,8 +150,14 @@ def _condition(schema: CorpusSchema, states: list[str]) -> list[str]:
         for i in range(len(b) + 1):
             a = b[:i]
             mids = [b[:j] for j in range(i, len(b) + 1)]
-            rules.append(f"or_s{a}_s{b} ::= and_s{a}_s{b} | " + _alt([f'and_s{a}_s{m} " OR " or_s{m}_s{b}' for m in mids]))
-            rules.append(f"and_s{a}_s{b} ::= un_s{a}_s{b} | " + _alt([f'un_s{a}_s{m} " AND " and_s{m}_s{b}' for m in mids]))
+            rules.append(
+                f"or_s{a}_s{b} ::= and_s{a}_s{b} | "
+                + _alt([f'and_s{a}_s{m} " OR " or_s{m}_s{b}' for m in mids])
+            )
+            rules.append(
+                f"and_s{a}_s{b} ::= un_s{a}_s{b} | "
+                + _alt([f'un_s{a}_s{m} " AND " and_s{m}_s{b}' for m in mids])
+            )
             unary = [f'"NOT (" or_s{a}_s{b} ")"', f'"(" or_s{a}_s{b} ")"']
             if a == b:
                 unary.append("pred")

@@ -95,10 +95,16 @@ class Grounding:
 
 def value_columns(schema: CorpusSchema) -> tuple[str, ...]:
     """The structured string columns whose values can be named in a request (all but the key)."""
-    return tuple(f.name for f in schema.fields if f.role is Role.STRUCTURED and f.dtype is DType.STRING and f.name != "id")
+    return tuple(
+        f.name
+        for f in schema.fields
+        if f.role is Role.STRUCTURED and f.dtype is DType.STRING and f.name != "id"
+    )
 
 
-def read_column_values(index: Any, schema: CorpusSchema, limit: int = MAX_VALUES) -> dict[str, tuple[str, ...]]:
+def read_column_values(
+    index: Any, schema: CorpusSchema, limit: int = MAX_VALUES
+) -> dict[str, tuple[str, ...]]:
     """The distinct non-blank values of ``schema``'s string columns, read from ``index``'s SQL table
     (``index.sql.query``), sorted; a column with more than ``limit`` values is left out."""
     values: dict[str, tuple[str, ...]] = {}
@@ -109,4 +115,3 @@ def read_column_values(index: Any, schema: CorpusSchema, limit: int = MAX_VALUES
         if len(found) <= limit:
             values[name] = found
     return values
-

@@ -122,14 +122,10 @@ def _check_tokens(sql: str, tokens: list[Token], limits: DslLimits) -> None:
         fail("the SQL is empty", Code.SQL_SYNTAX, 0)
     first = tokens[0]
     if first.token_type == TokenType.WITH:
-        fail(
-            "WITH is not allowed; use a subquery: id IN (SELECT id FROM ...)", Code.WITH_CLAUSE, first.start
-        )
+        fail("WITH is not allowed; use a subquery: id IN (SELECT id FROM ...)", Code.WITH_CLAUSE, first.start)
     if first.token_type != TokenType.SELECT:
         hint = " (drop the outer parentheses)" if first.token_type == TokenType.L_PAREN else ""
-        fail(
-            f"a program's SQL is one SELECT, not {first.text.upper()!r}{hint}", Code.NOT_SELECT, first.start
-        )
+        fail(f"a program's SQL is one SELECT, not {first.text.upper()!r}{hint}", Code.NOT_SELECT, first.start)
     depth = 0
     for tok in tokens:
         if tok.comments:

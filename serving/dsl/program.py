@@ -48,6 +48,7 @@ def corpus_modalities(schema: CorpusSchema) -> tuple[Modality, ...]:
     """
     return tuple(m for m in MODALITIES if schema.names(ROLE_OF[m]))
 
+
 MODES: tuple[Mode, ...] = get_args(Mode)
 """Retrieval modes (DESIGN.md section 3): ``sparse`` is BM25, ``fuse`` is RRF of dense and sparse."""
 

@@ -43,9 +43,9 @@ STRUCTURED_LIMITS = dataclasses.replace(DEFAULT_LIMITS, max_sql_chars=1000, max_
 characters) fits the context with the prompt. Constrained decoding then always closes the program: its
 budget is that length, and a byte-level token is at least one character of ASCII."""
 
-_BOUNDED_CHAR = r'(([^\"\\\r\n]))'
+_BOUNDED_CHAR = r"(([^\"\\\r\n]))"
 """The character rule xgrammar writes for a ``maxLength`` string: anything but ``"``, ``\\``, CR and LF."""
-_PLAIN_CHAR = r'(([^\x00-\x1f\"\\]))'
+_PLAIN_CHAR = r"(([^\x00-\x1f\"\\]))"
 """The same rule without any control character."""
 
 

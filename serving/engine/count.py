@@ -100,7 +100,9 @@ class RowCounter:
                 self._probed = True
                 self.calls += 1
                 try:
-                    self._query(probe_statement(self._table, self._alias), {**TUNING, **self._limits.settings()})
+                    self._query(
+                        probe_statement(self._table, self._alias), {**TUNING, **self._limits.settings()}
+                    )
                 except Exception as failed:
                     self._probe_error = failed
             if self._probe_error is None:
@@ -129,4 +131,6 @@ def count_many(
         rows: list[tuple[Any, ...]] = handle.sql.query(sql, settings=settings)
         return rows
 
-    return RowCounter(query, handle.table, engine.schema.table, engine.limits, batch=batch).count_many(conditions)
+    return RowCounter(query, handle.table, engine.schema.table, engine.limits, batch=batch).count_many(
+        conditions
+    )

@@ -64,8 +64,10 @@ def test_every_values_key_is_documented() -> None:
         if opaque_indent is not None and indent > opaque_indent:
             continue  # inside a value documented as a whole (resources, securityContext, ...)
         opaque_indent = None
-        assert lines[i - 1].strip().startswith("# --"), f"values.yaml:{i + 1}: '{m.group(3)}' has no '# --' comment"
-        nxt = next((ln for ln in lines[i + 1:] if ln.strip()), "")
+        assert lines[i - 1].strip().startswith("# --"), (
+            f"values.yaml:{i + 1}: '{m.group(3)}' has no '# --' comment"
+        )
+        nxt = next((ln for ln in lines[i + 1 :] if ln.strip()), "")
         if not line.split(":", 1)[1].strip() and not nxt.strip().startswith("# --"):
             opaque_indent = indent
 

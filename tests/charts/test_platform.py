@@ -51,7 +51,10 @@ def test_every_release_has_values_per_environment(env: str) -> None:
             continue
         data = yaml.safe_load((PLATFORM / env / f"{r['name']}.yaml").read_text())
         assert isinstance(data, dict), f"{env}/{r['name']}.yaml"
-    assert yaml.safe_load((PLATFORM / env / "kserve.yaml").read_text())["kserve"]["controller"]["deploymentMode"] == "Standard"
+    assert (
+        yaml.safe_load((PLATFORM / env / "kserve.yaml").read_text())["kserve"]["controller"]["deploymentMode"]
+        == "Standard"
+    )
 
 
 @pytest.mark.parametrize("env", ENVS)
@@ -73,7 +76,10 @@ def test_clickhouse_layouts() -> None:
         assert keeper["spec"]["configuration"]["clusters"][0]["layout"]["replicasCount"] == keepers
         # the cluster name is the one the sharded DDL is created ON CLUSTER
         assert ClusterLayout(cluster["name"]).cluster == "proretrieval"
-        assert chi["spec"]["configuration"]["zookeeper"]["nodes"][0]["host"] == f"keeper-{keeper['metadata']['name']}"
+        assert (
+            chi["spec"]["configuration"]["zookeeper"]["nodes"][0]["host"]
+            == f"keeper-{keeper['metadata']['name']}"
+        )
 
 
 def test_milvus_modes() -> None:
@@ -81,7 +87,10 @@ def test_milvus_modes() -> None:
     (prod,) = _docs("prod", "milvus.yaml")
     assert dev["spec"]["mode"] == "standalone"
     assert prod["spec"]["mode"] == "cluster"
-    assert prod["spec"]["components"]["queryNode"]["replicas"] >= 2 and prod["spec"]["components"]["proxy"]["replicas"] >= 2
+    assert (
+        prod["spec"]["components"]["queryNode"]["replicas"] >= 2
+        and prod["spec"]["components"]["proxy"]["replicas"] >= 2
+    )
 
 
 @pytest.mark.parametrize("env", ENVS)

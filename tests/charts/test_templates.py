@@ -36,9 +36,14 @@ def test_reward_deployment() -> None:
 
 
 def test_reward_deployment__stores_and_fixed_replicas() -> None:
-    values = {"reward": {"autoscaling": {"enabled": False}, "replicas": 3},
-              "stores": {"clickhouseUrl": "http://ch:8123", "milvusUri": "http://mv:19530",
-                         "credentials": {"querySecret": "reader"}}}
+    values = {
+        "reward": {"autoscaling": {"enabled": False}, "replicas": 3},
+        "stores": {
+            "clickhouseUrl": "http://ch:8123",
+            "milvusUri": "http://mv:19530",
+            "credentials": {"querySecret": "reader"},
+        },
+    }
     d = one(render(values), "reward-deployment.yaml")
     c = container(d)
     assert d["spec"]["replicas"] == 3
@@ -77,7 +82,10 @@ def test_api_deployment() -> None:
     c = container(d)
     assert c["command"] == ["prore", "serve"]
     env = {e["name"]: e.get("value") for e in c["env"]}
-    assert env["PRORE_PLANNER_URL"].endswith("/openai/v1") and env["PRORE_PLANNER_MODEL"] == "proretrieval-planner"
+    assert (
+        env["PRORE_PLANNER_URL"].endswith("/openai/v1")
+        and env["PRORE_PLANNER_MODEL"] == "proretrieval-planner"
+    )
     assert {v["name"] for v in d["spec"]["template"]["spec"]["volumes"]} == {"workspace", "tmp"}
     _hardened(d)
 
@@ -143,7 +151,9 @@ def test_store_credentials__only_from_secrets() -> None:
     from operators.promotion import STORE_CREDENTIAL_KEYS
     from operators.settings import OperatorSettings
 
-    assert STORE_CREDENTIAL_KEYS == ENV_KEYS  # the operator repeats the stores' list (it imports no product code)
+    assert (
+        STORE_CREDENTIAL_KEYS == ENV_KEYS
+    )  # the operator repeats the stores' list (it imports no product code)
     production = production_values()
     secrets = production["stores"]["credentials"]
     rendered = render(production)
@@ -152,7 +162,9 @@ def test_store_credentials__only_from_secrets() -> None:
                              ("indexing-job.yaml", secrets["indexingSecret"])):  # fmt: skip
         obj = one(rendered, template)
         assert _secret_refs(container(obj)) == {k: secret for k in ENV_KEYS}, template
-    assert secrets["querySecret"] != secrets["indexingSecret"]  # the writer's password never reaches a query path
+    assert (
+        secrets["querySecret"] != secrets["indexingSecret"]
+    )  # the writer's password never reaches a query path
     settings = OperatorSettings.from_env(_operator_env(production))
     assert settings.credentials_secret == secrets["querySecret"]
     # no credential as a plain value anywhere, with the defaults or the production values
@@ -174,15 +186,23 @@ def test_operator_deployment__workspace_and_stores() -> None:
     from operators.settings import OperatorSettings
 
     env = _operator_env()
-    assert env["PRORE_OPERATOR_WORKSPACE_CLAIM"] == "proretrieval-workspace"  # the claim workspace-pvc.yaml creates
+    assert (
+        env["PRORE_OPERATOR_WORKSPACE_CLAIM"] == "proretrieval-workspace"
+    )  # the claim workspace-pvc.yaml creates
     assert env["PRORE_OPERATOR_CLICKHOUSE_URL"] == env["PRORE_OPERATOR_MILVUS_URI"] == ""  # embedded stores
-    assert OperatorSettings.from_env(env).workspace_claim == one(render(), "workspace-pvc.yaml")["metadata"]["name"]
+    assert (
+        OperatorSettings.from_env(env).workspace_claim
+        == one(render(), "workspace-pvc.yaml")["metadata"]["name"]
+    )
 
     given = {"workspace": {"create": False, "claimName": "shared-workspace"},
              "stores": {"clickhouseUrl": "http://ch:8123", "milvusUri": "http://mv:19530"}}  # fmt: skip
     settings = OperatorSettings.from_env(_operator_env(given))
     assert (settings.workspace_claim, settings.clickhouse_url, settings.milvus_uri) == (
-        "shared-workspace", "http://ch:8123", "http://mv:19530")
+        "shared-workspace",
+        "http://ch:8123",
+        "http://mv:19530",
+    )
 
     production = production_values()
     settings = OperatorSettings.from_env(_operator_env(production))
@@ -193,7 +213,12 @@ def test_operator_deployment__workspace_and_stores() -> None:
 def test_operator_rbac() -> None:
     docs = render()["operator-rbac.yaml"]
     assert [d["kind"] for d in docs] == ["ServiceAccount", "ClusterRole", "ClusterRoleBinding"]
-    rules = {(g, r): set(rule["verbs"]) for rule in docs[1]["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    rules = {
+        (g, r): set(rule["verbs"])
+        for rule in docs[1]["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+    }
     assert "create" in rules[("ray.io", "rayjobs")]
     assert "patch" in rules[("proretrieval.io", "retrievaltrainingjobs/status")]
     for group, resource in (("serving.kserve.io", "inferenceservices"), ("keda.sh", "scaledobjects"),
@@ -204,7 +229,10 @@ def test_operator_rbac() -> None:
 
 def test_operator_pdb() -> None:
     assert render()["operator-pdb.yaml"] == []
-    assert one(render({"operator": {"pdb": {"enabled": True}}}), "operator-pdb.yaml")["spec"]["maxUnavailable"] == 1
+    assert (
+        one(render({"operator": {"pdb": {"enabled": True}}}), "operator-pdb.yaml")["spec"]["maxUnavailable"]
+        == 1
+    )
 
 
 def test_operator_servicemonitor() -> None:
@@ -238,7 +266,12 @@ def test_api_deployment_configures_prore_serves_planner(monkeypatch: Any) -> Non
     from prore.config import load_config
     from serving.commands import planner_from_args
 
-    api = {**production_values()["api"], "plannerProfile": "compact", "guidedSamples": 4, "plannerOutput": "grammar"}
+    api = {
+        **production_values()["api"],
+        "plannerProfile": "compact",
+        "guidedSamples": 4,
+        "plannerOutput": "grammar",
+    }
     c = container(one(render({**production_values(), "api": api}), "api-deployment.yaml"))
     env = {e["name"]: e["value"] for e in c["env"] if e["name"].startswith("PRORE_PLANNER_")}
     assert set(env) == {"PRORE_PLANNER_URL", "PRORE_PLANNER_MODEL", "PRORE_PLANNER_PROFILE", "PRORE_PLANNER_OUTPUT",
@@ -273,14 +306,21 @@ def test_the_operators_clusterrole_grants_every_call_it_makes() -> None:
     from tests.operators.schemas import REPO
 
     docs = render()["operator-rbac.yaml"]
-    rules = {(g, r): set(rule["verbs"]) for rule in docs[1]["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    rules = {
+        (g, r): set(rule["verbs"])
+        for rule in docs[1]["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+    }
     needs: set[tuple[str, str, str]] = set()
     registry = kopf.get_default_registry()
     for sub, verbs in ((registry._changing, ("get", "list", "watch", "patch")), (registry._spawning, ("get", "list", "watch", "patch")),
                        (registry._watching, ("get", "list", "watch"))):  # fmt: skip
         for selector in sub.get_all_selectors():
             group, name = selector.group, selector.any_name
-            assert isinstance(group, str) and isinstance(name, str), selector  # RBAC rules name exact resources
+            assert isinstance(group, str) and isinstance(name, str), (
+                selector
+            )  # RBAC rules name exact resources
             needs.update((group, name, verb) for verb in verbs)
             if verbs[-1] == "patch":
                 needs.add((group, name + "/status", "patch"))
@@ -289,16 +329,26 @@ def test_the_operators_clusterrole_grants_every_call_it_makes() -> None:
               if isinstance(node, ast.Attribute) and node.attr.endswith(("_custom_object", "_custom_object_status"))}  # fmt: skip
     assert called == {"get_namespaced_custom_object", "create_namespaced_custom_object",
                       "patch_namespaced_custom_object", "patch_namespaced_custom_object_status"}, called  # fmt: skip
-    resources = [yaml.safe_load((REPO / "examples" / "k8s" / n).read_text()) for n in ("grpo-ecommerce.yaml", "planner-service.yaml")]
+    resources = [
+        yaml.safe_load((REPO / "examples" / "k8s" / n).read_text())
+        for n in ("grpo-ecommerce.yaml", "planner-service.yaml")
+    ]
     created = [child for r in resources for child in render_documents(yaml.safe_dump(r))] + [resources[1]]
     for obj in created:
         group, _ = split_api_version(obj["apiVersion"])
         needs.update((group, PLURALS[obj["kind"]], verb) for verb in ("get", "create", "patch"))
     for obj in resources:
         group, _ = split_api_version(obj["apiVersion"])
-        needs.update({(group, PLURALS[obj["kind"]], "get"), (group, PLURALS[obj["kind"]] + "/status", "patch")})
+        needs.update(
+            {(group, PLURALS[obj["kind"]], "get"), (group, PLURALS[obj["kind"]] + "/status", "patch")}
+        )
     needs.update(("", kind.lower() + "s", "get") for kind in CORE_READERS)
     missing = sorted(n for n in needs if n[2] not in rules.get((n[0], n[1]), set()))
     assert missing == []
-    assert {("", "persistentvolumeclaims", "get"), ("ray.io", "rayjobs", "create"), ("proretrieval.io", "plannerservices", "create"),
-            ("serving.kserve.io", "inferenceservices", "watch"), ("proretrieval.io", "plannerservices/status", "patch")} <= needs
+    assert {
+        ("", "persistentvolumeclaims", "get"),
+        ("ray.io", "rayjobs", "create"),
+        ("proretrieval.io", "plannerservices", "create"),
+        ("serving.kserve.io", "inferenceservices", "watch"),
+        ("proretrieval.io", "plannerservices/status", "patch"),
+    } <= needs

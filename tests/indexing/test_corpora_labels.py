@@ -62,7 +62,9 @@ def test_labels_are_written_beside_the_parts_and_change_the_fingerprint(tmp_path
     assert plain["fingerprint"] != a["fingerprint"]
     # One label more is another corpus.
     docs, lab = next(generate_labeled("ecommerce", 700, seed=1, chunk_rows=700))
-    extra = pa.table({"doc_id": ["P00001"], "field": ["review"], "facet": ["general.build_quality"]}, schema=LABEL_SCHEMA)
+    extra = pa.table(
+        {"doc_id": ["P00001"], "field": ["review"], "facet": ["general.build_quality"]}, schema=LABEL_SCHEMA
+    )
     c = write_corpus(ws, PRODUCTS, [LabeledBatch(docs, pa.concat_tables([lab, extra]))], {})
     assert c["fingerprint"] != a["fingerprint"]
 

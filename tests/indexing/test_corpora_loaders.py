@@ -101,7 +101,9 @@ def test_esci_counts_only_the_duplicates_it_reads_within_the_limit(tmp_path: Pat
     pq.write_table(listed, fx.products)  # product 0 again after the second row; product 5 again at the end
     stats = LoadStats()
     rows = _load(iter_esci(fx.products, fx.reviews, fx.meta, limit=3, stats=stats))
-    assert len(rows) == 3 and stats.dropped["duplicate_product"] == 1  # the repeat at the end is past the limit
+    assert (
+        len(rows) == 3 and stats.dropped["duplicate_product"] == 1
+    )  # the repeat at the end is past the limit
     stats = LoadStats()
     _load(iter_esci(fx.products, fx.reviews, fx.meta, stats=stats))
     assert stats.dropped["duplicate_product"] == 2
@@ -225,7 +227,12 @@ def test_a_folder_named_tmp_is_mail_and_a_maildirs_tmp_is_not(tmp_path: Path) ->
     for box in ("cur", "new", "tmp"):  # a Maildir: tmp/ holds half-delivered messages
         _mail(tmp_path, f"beck-s/mail/{box}/1.")
     rows = _load(iter_enron(tmp_path))
-    assert sorted(r["folder"] for r in rows) == ["inbox", "mail", "mail", "tmp"]  # cur/ and new/ are the folder "mail"
+    assert sorted(r["folder"] for r in rows) == [
+        "inbox",
+        "mail",
+        "mail",
+        "tmp",
+    ]  # cur/ and new/ are the folder "mail"
 
 
 def test_crlf_bodies_get_newlines(tmp_path: Path) -> None:
@@ -280,7 +287,11 @@ def test_recipient_is_the_first_to_else_cc_else_bcc_and_every_address_is_kept(tm
         "jane.tholt@enron.com",
         "",
     ]
-    assert dict(stats.derived) == {"recipient_from_cc": 1, "recipient_from_bcc": 1, "recipients_not_indexed": 2}
+    assert dict(stats.derived) == {
+        "recipient_from_cc": 1,
+        "recipient_from_bcc": 1,
+        "recipients_not_indexed": 2,
+    }
     assert stats.extras is not None and stats.extras.schema.equals(EXTRA_SCHEMA)
     extras = stats.extras.to_pylist()
     assert [e["id"] for e in extras] == [r["id"] for r in rows]

@@ -31,7 +31,9 @@ _DATE = re.compile(rb"^date:[ \t]*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
 _PLACEHOLDER = re.compile(rb"^date:[ \t]*mon, 31 dec 1979 16:00:00 -0800", re.IGNORECASE | re.MULTILINE)
 _OUTLOOK_FILE = re.compile(rb"<<\s*File:\s*[^<>\r\n]+?\s*>>")
 _NOTES_FILE = re.compile(rb"<<[^<>\s][^<>\r\n]*\.[A-Za-z0-9]{2,5}>>")
-_MIME_ATTACHMENT = re.compile(rb"^content-disposition:[ \t]*attachment|filename=", re.IGNORECASE | re.MULTILINE)
+_MIME_ATTACHMENT = re.compile(
+    rb"^content-disposition:[ \t]*attachment|filename=", re.IGNORECASE | re.MULTILINE
+)
 ATTACHMENT_TOLERANCE = 0.001
 """Share of loaded messages by which the attachment count may differ from the raw count: the raw count
 reads every part of a file, the loader the first plain-text part's body."""
@@ -81,7 +83,9 @@ def _raw_messages(maildir: Path) -> dict[str, Any]:
             if when is not None and not 1970 <= when.year < 2106:
                 out_of_range += 1
                 continue
-            found = bool(_OUTLOOK_FILE.search(data) or _NOTES_FILE.search(data) or _MIME_ATTACHMENT.search(data))
+            found = bool(
+                _OUTLOOK_FILE.search(data) or _NOTES_FILE.search(data) or _MIME_ATTACHMENT.search(data)
+            )
             m = _MESSAGE_ID.search(head)
             if m is None:
                 no_id += 1
@@ -121,7 +125,9 @@ def test_real_enron_maildir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     lengths = dict(zip(extras.column("message_id").to_pylist(), copies, strict=True))
     assert lengths.keys() >= raw["copies"].keys()
     wrong = {m: (lengths[m], n) for m, n in raw["copies"].items() if lengths[m] != n}
-    assert not wrong, f"{len(wrong)} messages list another number of copies than files: {list(wrong.items())[:3]}"
+    assert not wrong, (
+        f"{len(wrong)} messages list another number of copies than files: {list(wrong.items())[:3]}"
+    )
     # has_attachment agrees with the raw markers (Outlook << File: ... >>, Notes <<name.ext>>) and MIME parts.
     parts = sorted(ws.corpus_dir("email").glob("part-*.parquet"))
     loaded = sum(pc.sum(pq.read_table(p, columns=["has_attachment"]).column(0)).as_py() or 0 for p in parts)
@@ -136,7 +142,9 @@ def test_real_esci(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         pytest.skip(f"no shopping_queries_dataset_products.parquet under PRORE_ESCI_DIR={directory}")
     reviews = [p for p in directory.glob("*.jsonl*") if not p.name.startswith("meta_")]
     if len(reviews) != 1 or not (directory / f"meta_{reviews[0].name}").is_file():
-        pytest.skip(f"PRORE_ESCI_DIR={directory} needs one <Category>.jsonl[.gz] and its meta_ file at its top")
+        pytest.skip(
+            f"PRORE_ESCI_DIR={directory} needs one <Category>.jsonl[.gz] and its meta_ file at its top"
+        )
     meta = directory / f"meta_{reviews[0].name}"
     argv = ("esci", "--products", str(products), "--reviews", str(reviews[0]), "--meta", str(meta))
     ws, report = _load(tmp_path, capsys, "ecommerce", *argv)

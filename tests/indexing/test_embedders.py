@@ -53,9 +53,13 @@ def test_minilm_is_deterministic_and_batch_independent(minilm: Any) -> None:
 def test_minilm_semantics(minilm: Any) -> None:
     # Bare "excellent ANC" is not understood by MiniLM (the acronym scores 0.06 vs 0.10 the wrong way),
     # so the queries spell the meaning out the way a shopper would.
-    q, plane, battery = minilm.embed(["headphones with excellent ANC", "blocks out plane noise", "long battery life"])
+    q, plane, battery = minilm.embed(
+        ["headphones with excellent ANC", "blocks out plane noise", "long battery life"]
+    )
     assert q @ plane > q @ battery
-    q2, plane2, battery2 = minilm.embed(["excellent noise cancelling", "blocks out plane noise", "long battery life"])
+    q2, plane2, battery2 = minilm.embed(
+        ["excellent noise cancelling", "blocks out plane noise", "long battery life"]
+    )
     assert q2 @ plane2 > q2 @ battery2 + 0.2
 
 
@@ -154,7 +158,9 @@ class _MiniLMServer(BaseHTTPRequestHandler):
             self.wfile.write(b'{"error": "model not found"}')
             return
         vecs = make_embedder(EmbedderConfig(text="minilm"), Role.TEXT).embed(body["input"]) * 3.0
-        data = [{"index": i, "embedding": v.tolist(), "object": "embedding"} for i, v in enumerate(vecs)][::-1]
+        data = [{"index": i, "embedding": v.tolist(), "object": "embedding"} for i, v in enumerate(vecs)][
+            ::-1
+        ]
         out = json.dumps({"data": data, "model": body["model"]}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -196,7 +202,9 @@ def test_openai_client_reports_a_server_that_went_away() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])  # closed again below: nothing listens there
-    emb = OpenAIEmbedder(f"http://127.0.0.1:{port}", "m", timeout_s=2, retry=NO_RETRY)  # retries: test_openai_client.py
+    emb = OpenAIEmbedder(
+        f"http://127.0.0.1:{port}", "m", timeout_s=2, retry=NO_RETRY
+    )  # retries: test_openai_client.py
     with pytest.raises(EmbedderUnavailable) as err:
         emb.embed(["hello"])
     assert err.value.retryable and err.value.code == "embedder_unavailable"
@@ -212,7 +220,9 @@ MODEL_ENV = "PRORE_TEST_EMBEDDINGS_MODEL"
 )
 def test_openai_embedder_against_a_served_model() -> None:
     cfg = EmbedderConfig(
-        text="openai", endpoint=os.environ[ENDPOINT_ENV], model=os.environ.get(MODEL_ENV, "Qwen/Qwen3-Embedding-0.6B")
+        text="openai",
+        endpoint=os.environ[ENDPOINT_ENV],
+        model=os.environ.get(MODEL_ENV, "Qwen/Qwen3-Embedding-0.6B"),
     )
     emb = make_embedder(cfg, Role.TEXT)
     out = emb.embed(["excellent noise cancelling", "blocks out plane noise", "long battery life"])

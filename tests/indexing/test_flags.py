@@ -81,16 +81,30 @@ def test_flags_are_named_typed_and_documented_by_their_fields() -> None:
     for text in ("--host HOST", "--port PORT", "--domain {a,b,c}", "--warmup, --no-warmup", "--window-ms WINDOW_MS",
                  "--timeout-s TIMEOUT_S", "--mode {fast,exact}", "--budget N"):  # fmt: skip
         assert text in help_text, text
-    assert FLAGS.help_of("host") == "Interface to listen on; 0.0.0.0 in a container. (default 127.0.0.1; config toy_flags_test.host)"
-    assert FLAGS.help_of("port").endswith("(default 8300; config toy_flags_test.port; env PRORE_TEST_TOY_PORT)")
+    assert (
+        FLAGS.help_of("host")
+        == "Interface to listen on; 0.0.0.0 in a container. (default 127.0.0.1; config toy_flags_test.host)"
+    )
+    assert FLAGS.help_of("port").endswith(
+        "(default 8300; config toy_flags_test.port; env PRORE_TEST_TOY_PORT)"
+    )
     assert FLAGS.help_of("domains").startswith("Domains served. (repeatable; default a, b;")
     assert FLAGS.help_of("window_ms").startswith("How long a batch waits; None: no wait. (default none;")
-    assert "(default 10.0; config toy_flags_test.deadline_s, toy_flags_test.other_deadline_s)" in FLAGS.help_of("deadline_s")
+    assert (
+        "(default 10.0; config toy_flags_test.deadline_s, toy_flags_test.other_deadline_s)"
+        in FLAGS.help_of("deadline_s")
+    )
     assert FLAGS.help_of("deadline_s").startswith("A deadline Config users share.")  # reST roles read as text
-    assert "100% recall" in FLAGS.help_of("scoring.mode") and "100%% recall" not in FLAGS.help_of("scoring.mode")
+    assert "100% recall" in FLAGS.help_of("scoring.mode") and "100%% recall" not in FLAGS.help_of(
+        "scoring.mode"
+    )
     assert "100% recall" in _parser().format_help()  # escaped for argparse's %-formatting, shown once
-    assert FLAGS.help_of("scoring.budget").endswith("(default 256; config toy_flags_test.scoring.budget)")  # the section's
-    assert field_docs(Toy)["port"] == "TCP port." and "other_deadline_s" not in field_docs(Toy)  # no docstring
+    assert FLAGS.help_of("scoring.budget").endswith(
+        "(default 256; config toy_flags_test.scoring.budget)"
+    )  # the section's
+    assert field_docs(Toy)["port"] == "TCP port." and "other_deadline_s" not in field_docs(
+        Toy
+    )  # no docstring
 
 
 def test_given_flags_replace_the_configured_values_and_the_others_stay() -> None:
@@ -112,7 +126,9 @@ def test_given_flags_replace_the_configured_values_and_the_others_stay() -> None
         (["--window-ms", "soon"], "argument --window-ms: must be a number, got str 'soon'"),
     ],
 )
-def test_a_value_of_the_wrong_type_is_a_usage_error(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_value_of_the_wrong_type_is_a_usage_error(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(SystemExit) as exc:
         _parser().parse_args(argv)
     assert exc.value.code == 2 and message in capsys.readouterr().err
@@ -144,7 +160,9 @@ def test_defaults_then_file_then_environment_then_flags(tmp_path: Path) -> None:
     toy = cfg.section(Toy)
     assert (toy.host, toy.port, toy.scoring) == ("from-file", 8002, Scoring(mode="exact", budget=256))
     args = _parser().parse_args(["--port", "8003"])
-    assert FLAGS.apply(args, cfg).section(Toy) == Toy(host="from-file", port=8003, scoring=Scoring(mode="exact", budget=256))
+    assert FLAGS.apply(args, cfg).section(Toy) == Toy(
+        host="from-file", port=8003, scoring=Scoring(mode="exact", budget=256)
+    )
     assert load_config(path, environ={"PRORE_TEST_TOY_PORT": ""}).section(Toy).port == 8001  # empty: unset
     with pytest.raises(ConfigError) as err:
         load_config(path, environ={"PRORE_TEST_TOY_PORT": "eighty"})

@@ -26,7 +26,12 @@ Factory = Callable[..., Config]
 
 def _counts(cfg: Config, domain: str, version: str) -> dict[str, int]:
     return store_counts(
-        cfg, Workspace(cfg.workspace), schema_for(domain), version, make_sql_store(cfg), make_vector_store(cfg)
+        cfg,
+        Workspace(cfg.workspace),
+        schema_for(domain),
+        version,
+        make_sql_store(cfg),
+        make_vector_store(cfg),
     )
 
 
@@ -68,7 +73,11 @@ def test_handle_searches_and_fetches(built: Config, synthetic_table: Callable[..
     data = synthetic_table("ecommerce", 450)
     rows = data.to_pylist()
     idx = open_index(built, "ecommerce")
-    assert (idx.version, idx.table, idx.collection) == ("v0001", f"{built.clickhouse.database}.products__v0001", "products__v0001")
+    assert (idx.version, idx.table, idx.collection) == (
+        "v0001",
+        f"{built.clickhouse.database}.products__v0001",
+        "products__v0001",
+    )
     assert idx.schema.domain == "ecommerce" and idx.rows == 450
     # The description names the item number: dense (hashing) and sparse both find the document.
     queries = [rows[i]["description"] for i in (4, 250, 449)]

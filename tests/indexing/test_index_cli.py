@@ -70,7 +70,11 @@ def test_killed_build_resumes_to_exact_counts(
 
 def _config_file(cfg: Config, tmp_path: Path) -> str:
     path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump({"clickhouse": {"chdb_path": cfg.clickhouse.chdb_path, "database": cfg.clickhouse.database}}))
+    path.write_text(
+        yaml.safe_dump(
+            {"clickhouse": {"chdb_path": cfg.clickhouse.chdb_path, "database": cfg.clickhouse.database}}
+        )
+    )
     return str(path)
 
 
@@ -102,7 +106,9 @@ def test_bad_input_exits_2_with_one_line(
 ) -> None:
     cfg = workspace_config("bad")
     write_synthetic_corpus(cfg, "ecommerce", 20)
-    rc, out, err = _run(capsys, "--workspace", str(cfg.workspace), "--config", _config_file(cfg, tmp_path), *args)
+    rc, out, err = _run(
+        capsys, "--workspace", str(cfg.workspace), "--config", _config_file(cfg, tmp_path), *args
+    )
     assert rc == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith(f"error {code}: ")
     assert not (cfg.workspace / "indexes" / "ecommerce" / "CURRENT").exists()
@@ -135,5 +141,10 @@ def test_build_and_info_in_text_and_json(
         assert line in out
     rc, out, _ = _run(capsys, *base, "index", "info", "email", "--json")
     info = json.loads(out)[0]
-    assert (info["current"], info["corpus_rows"], info["clickhouse_rows"], info["milvus_entities"]) == ("v0001", 90, 90, 90)
+    assert (info["current"], info["corpus_rows"], info["clickhouse_rows"], info["milvus_entities"]) == (
+        "v0001",
+        90,
+        90,
+        90,
+    )
     assert info["versions"] == [{"version": "v0001", "state": "complete", "chunks": 1, "rows": 90}]

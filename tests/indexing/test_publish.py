@@ -83,7 +83,11 @@ def test_a_failed_block_publishes_nothing(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError), publish(root) as tmp:
         (tmp / "manifest.json").write_text("{}")
         raise RuntimeError("synthesis failed")
-    assert read_current(root) == "v0001" and sorted(p.name for p in root.iterdir()) == [".publish.lock", CURRENT, "v0001"]
+    assert read_current(root) == "v0001" and sorted(p.name for p in root.iterdir()) == [
+        ".publish.lock",
+        CURRENT,
+        "v0001",
+    ]
 
 
 def test_a_leased_version_outlives_publishes_and_goes_after_release(tmp_path: Path) -> None:
@@ -112,7 +116,9 @@ def test_a_lease_of_a_killed_process_does_not_pin_its_version(tmp_path: Path) ->
         "print(lease.directory.name, flush=True)\n"
         "time.sleep(600)\n"
     )
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[2])
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[2]
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "v0001"
         for n in range(2, 4):

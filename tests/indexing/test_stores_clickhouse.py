@@ -46,7 +46,11 @@ def test_table_is_typed_from_the_schema(store: Any, synthetic_table: Callable[..
     table = _fresh(store, PRODUCTS, f"types_{type(store).__name__}")
     ddl = create_table_sql(PRODUCTS, table)
     assert "ORDER BY id" in ddl and "`release_date` Date" in ddl and "`in_stock` Bool" in ddl
-    cols = dict(store._trusted(f"SELECT name, type FROM system.columns WHERE database = 'stores_ch' AND table = '{table.split('.')[1]}'"))
+    cols = dict(
+        store._trusted(
+            f"SELECT name, type FROM system.columns WHERE database = 'stores_ch' AND table = '{table.split('.')[1]}'"
+        )
+    )
     assert cols["price"] == "Float64" and cols["review_count"] == "Int64" and cols["title"] == "String"
     store.insert_arrow(table, synthetic_table("ecommerce", 50))
     assert store.count(table) == 50 and store.distinct_ids(table) == 50
@@ -60,8 +64,10 @@ def test_values_round_trip_with_python_types(store: Any, synthetic_table: Callab
     data = synthetic_table("email", 20, seed=3)
     store.insert_arrow(table, data)
     want = {r["id"]: r for r in data.to_pylist()}
-    rows = store.query(f"SELECT id, date, is_read, sender FROM {table} WHERE id IN {{ids:Array(String)}} ORDER BY id",
-                       params={"ids": ["E00003", "E00007", "nope"]})
+    rows = store.query(
+        f"SELECT id, date, is_read, sender FROM {table} WHERE id IN {{ids:Array(String)}} ORDER BY id",
+        params={"ids": ["E00003", "E00007", "nope"]},
+    )
     assert [r[0] for r in rows] == ["E00003", "E00007"]
     for rid, date, is_read, sender in rows:
         assert date == want[rid]["date"] and isinstance(date, dt.datetime) and date.tzinfo is None
@@ -76,7 +82,9 @@ def test_parameters_are_bound_not_pasted(store: Any, synthetic_table: Callable[.
     direct = store._trusted(f"SELECT countIf(brand = 'Levi\\'s') FROM {table}")[0][0]
     assert n == direct and n > 0
     hostile = "x') OR 1=1 --"
-    assert store.query(f"SELECT count() FROM {table} WHERE id IN {{ids:Array(String)}}", params={"ids": [hostile]}) == [(0,)]
+    assert store.query(
+        f"SELECT count() FROM {table} WHERE id IN {{ids:Array(String)}}", params={"ids": [hostile]}
+    ) == [(0,)]
 
 
 def test_queries_are_read_only_and_limited(store: Any, synthetic_table: Callable[..., Any]) -> None:
@@ -104,7 +112,9 @@ def test_queries_are_read_only_and_limited(store: Any, synthetic_table: Callable
     assert bad.value.code == "sql" and "\n" not in bad.value.one_line()
     # A failed query leaves nothing behind: the next answers are exact.
     assert store.count(table) == 30
-    assert store.query(f"SELECT count() FROM {table} WHERE id = {{i:String}}", params={"i": "P00001"}) == [(1,)]
+    assert store.query(f"SELECT count() FROM {table} WHERE id = {{i:String}}", params={"i": "P00001"}) == [
+        (1,)
+    ]
 
 
 def test_delete_ids_removes_exactly_those_rows(store: Any, synthetic_table: Callable[..., Any]) -> None:
@@ -134,16 +144,22 @@ def test_a_path_held_by_another_process_is_named_as_such(chdb_path: Path) -> Non
     ChdbStore(chdb_path)  # this process holds the path
     code = ("from indexing.errors import StoreError\nfrom indexing.stores.clickhouse import ChdbStore\n"
             f"try:\n    ChdbStore({str(chdb_path)!r})\nexcept StoreError as e:\n    print(e.code, e.message)")  # fmt: skip
-    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    got = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
     line = got.stdout.strip()
     assert line.startswith(f"chdb_path cannot open chDB at {chdb_path.resolve()}: another process holds it")
     assert "--clickhouse-url" in line and len(line.splitlines()) == 1
 
 
 def test_factory_picks_by_config(chdb_path: Path, tmp_path: Path) -> None:
-    embedded = make_sql_store(Config(workspace=tmp_path, clickhouse=ClickHouseConfig(chdb_path=str(chdb_path))))
+    embedded = make_sql_store(
+        Config(workspace=tmp_path, clickhouse=ClickHouseConfig(chdb_path=str(chdb_path)))
+    )
     assert isinstance(embedded, ChdbStore)
-    server = make_sql_store(Config(workspace=tmp_path, clickhouse=ClickHouseConfig(url=f"chdb://{chdb_path.resolve()}")))
+    server = make_sql_store(
+        Config(workspace=tmp_path, clickhouse=ClickHouseConfig(url=f"chdb://{chdb_path.resolve()}"))
+    )
     assert isinstance(server, ClickHouseServerStore)
     assert server.query("SELECT 1 + 1") == [(2,)]
     with pytest.raises(StoreError) as err:
@@ -151,7 +167,9 @@ def test_factory_picks_by_config(chdb_path: Path, tmp_path: Path) -> None:
     assert err.value.code == "chdb_path"
 
 
-def test_server_credentials_come_from_the_environment(chdb_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_server_credentials_come_from_the_environment(
+    chdb_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """CLICKHOUSE_USER / CLICKHOUSE_PASSWORD reach clickhouse-connect (chDB has no users and ignores them); a
     password without a user is a one-line configuration error that names no password."""
     monkeypatch.setenv("CLICKHOUSE_USER", "reader")

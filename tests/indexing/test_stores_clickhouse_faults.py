@@ -47,7 +47,10 @@ def test_a_missing_table_is_the_store_s(chdb_path: Path) -> None:
         ("Code: 49. DB::Exception: Bad cast from type A to B. (LOGICAL_ERROR) (version 25.8)", True),
         ("Code: 1234. DB::Exception: a code a later ClickHouse adds. (SOMETHING_NEW)", True),
         ("Code: 394. DB::Exception: Query was cancelled. (QUERY_WAS_CANCELLED)", False),
-        ("Code: 241. DB::Exception: Memory limit (total) exceeded: would use 9 GiB. (MEMORY_LIMIT_EXCEEDED)", False),
+        (
+            "Code: 241. DB::Exception: Memory limit (total) exceeded: would use 9 GiB. (MEMORY_LIMIT_EXCEEDED)",
+            False,
+        ),
         ("chDB could not start", False),
     ],
 )
@@ -58,5 +61,7 @@ def test_codes_of_no_list_are_unclassified(text: str, unclassified: bool) -> Non
 
 
 def test_a_query_s_own_memory_cap_is_its_own() -> None:
-    error = sql_error(RuntimeError("Code: 241. DB::Exception: Memory limit (for query) exceeded. (MEMORY_LIMIT_EXCEEDED)"))
+    error = sql_error(
+        RuntimeError("Code: 241. DB::Exception: Memory limit (for query) exceeded. (MEMORY_LIMIT_EXCEEDED)")
+    )
     assert isinstance(error, QueryRejected) and error.code == "sql_limit"

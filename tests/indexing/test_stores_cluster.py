@@ -28,7 +28,7 @@ def store(chdb_path: Path) -> ChdbStore:
 
 
 def _columns(ddl: str) -> str:
-    return ddl[ddl.index("(") + 1: ddl.rindex(") ENGINE")]
+    return ddl[ddl.index("(") + 1 : ddl.rindex(") ENGINE")]
 
 
 @pytest.mark.parametrize("schema", [PRODUCTS, EMAILS], ids=lambda s: s.domain)
@@ -38,7 +38,9 @@ def test_cluster_ddl_keeps_the_embedded_columns(schema: Any) -> None:
     cols = _columns(embedded)
     assert _columns(local) == cols and _columns(dist) == cols
     assert "ON CLUSTER proretrieval" in local and "ON CLUSTER proretrieval" in dist
-    assert "ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')" in local
+    assert (
+        "ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/{table}', '{replica}')" in local
+    )
     assert local.rstrip().endswith("ORDER BY id SETTINGS index_granularity = 256")
     assert dist.rstrip().endswith("ENGINE = Distributed(proretrieval, corpus, t_local, cityHash64(id))")
     assert "ORDER BY" not in dist
@@ -65,7 +67,10 @@ def test_single_node_equivalent_runs_on_chdb(store: ChdbStore, synthetic_table: 
 
 def test_a_custom_sharding_key_and_bad_names() -> None:
     layout = ClusterLayout("c2", sharding_key="sipHash64(sender_domain)")
-    assert "Distributed(c2, corpus, emails_local, sipHash64(sender_domain))" in cluster_ddl(EMAILS, "corpus.emails", layout)[1]
+    assert (
+        "Distributed(c2, corpus, emails_local, sipHash64(sender_domain))"
+        in cluster_ddl(EMAILS, "corpus.emails", layout)[1]
+    )
     with pytest.raises(StoreError, match="not a valid cluster name"):
         ClusterLayout("prod; DROP")
     with pytest.raises(StoreError, match="does not parse"):

@@ -103,7 +103,9 @@ def test_nullable_fields_get_nullable_columns() -> None:
     from indexing.schema import PRODUCTS
     from indexing.stores.clickhouse import create_table_sql
 
-    fields = tuple(dataclasses.replace(f, nullable=True) if f.name == "rating" else f for f in PRODUCTS.fields)
+    fields = tuple(
+        dataclasses.replace(f, nullable=True) if f.name == "rating" else f for f in PRODUCTS.fields
+    )
     schema = dataclasses.replace(PRODUCTS, fields=fields)
     ddl = create_table_sql(schema, "db.t")
     assert "`rating` Nullable(Float64)" in ddl and "`price` Float64" in ddl

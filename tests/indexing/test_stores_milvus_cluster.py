@@ -42,7 +42,9 @@ def test_created_on_the_local_milvus_server(milvus_server: str) -> None:
         if client.has_collection(spec["collection_name"]):
             client.drop_collection(spec["collection_name"])
         try:
-            client.create_collection(spec["collection_name"], schema=build_schema(spec, pymilvus), **create_kwargs(spec))
+            client.create_collection(
+                spec["collection_name"], schema=build_schema(spec, pymilvus), **create_kwargs(spec)
+            )
         except pymilvus.MilvusException as exc:
             pytest.skip(f"the local Milvus server does not support this layout: {exc}")
         info = client.describe_collection(spec["collection_name"])

@@ -57,8 +57,9 @@ def _closed_port() -> int:
 
 def _cfg(port: int) -> Config:
     return Config(
-        clickhouse=ClickHouseConfig(url=f"http://default:@127.0.0.1:{port}", max_execution_time_s=1.0,
-                                    request_timeout_s=2.0)
+        clickhouse=ClickHouseConfig(
+            url=f"http://default:@127.0.0.1:{port}", max_execution_time_s=1.0, request_timeout_s=2.0
+        )
     )
 
 

@@ -40,9 +40,14 @@ def test_the_entrypoint_is_what_prore_train_launch_prints(path: object) -> None:
     with contextlib.redirect_stdout(out):
         assert cli.main([*argv[1:], "--print"]) == 0
     verl = shlex.split(out.getvalue())
-    assert verl[1:3] == ["-m", "verl.trainer.main_ppo" if spec.algorithm != "sft" else "verl.trainer.sft_trainer_ray"]
+    assert verl[1:3] == [
+        "-m",
+        "verl.trainer.main_ppo" if spec.algorithm != "sft" else "verl.trainer.sft_trainer_ray",
+    ]
     assert f"trainer.nnodes={spec.resources.nodes}" in verl
-    resolved = recipes.resolve(spec.algorithm, {"checkpoint_dir": "/mnt/checkpoints", "experiment": job["metadata"]["name"]})
+    resolved = recipes.resolve(
+        spec.algorithm, {"checkpoint_dir": "/mnt/checkpoints", "experiment": job["metadata"]["name"]}
+    )
     assert resolved["trainer.default_local_dir"] == f"/mnt/checkpoints/{experiment_dir(job, spec)}"
 
 

@@ -75,7 +75,9 @@ def test_success_promotes_once_and_the_planner_gets_its_children() -> None:
     kube.logs["raysubmit_1"] = "step:7 - actor/pg_loss:0.1\n"
     assert read_step(_stored(kube, job), kube) == 7
 
-    rj = _set_rayjob_status(kube, job, jobDeploymentStatus="Complete", jobStatus="SUCCEEDED", jobId="raysubmit_1")
+    rj = _set_rayjob_status(
+        kube, job, jobDeploymentStatus="Complete", jobStatus="SUCCEEDED", jobId="raysubmit_1"
+    )
     found = on_rayjob_change(rj, kube, NOW)
     assert found is not None
     _, status = found
@@ -135,7 +137,9 @@ def test_a_planner_service_without_the_workspace_claim_in_its_namespace_is_refus
     assert status["phase"] == "NotReady" and "team-a" in status["message"] and "\n" not in status["message"]
     assert "proretrieval-workspace" in status["message"]
     kube.patch_status(planner["apiVersion"], "PlannerService", "team-a", planner["metadata"]["name"], status)
-    validate(kube.objects[("PlannerService", "team-a", planner["metadata"]["name"])])  # the status fits the CRD
+    validate(
+        kube.objects[("PlannerService", "team-a", planner["metadata"]["name"])]
+    )  # the status fits the CRD
     # A claim of that name made in team-a (bound to the workspace's volume): the next reconcile creates the children.
     _claim(kube, namespace="team-a")
     status = reconcile_planner(copy.deepcopy(planner), kube, NOW)
@@ -169,7 +173,9 @@ def test_handlers_translate_errors_for_kopf() -> None:
     def flaky(**_: Any) -> None:
         raise ApiUnavailable("Kubernetes API answered 503: Service Unavailable")
 
-    with pytest.raises(kopf.PermanentError, match=r"^error spec: spec.resources.gpusPerNode: must be at least 1"):
+    with pytest.raises(
+        kopf.PermanentError, match=r"^error spec: spec.resources.gpusPerNode: must be at least 1"
+    ):
         bad()
     with pytest.raises(kopf.TemporaryError) as info:
         flaky()

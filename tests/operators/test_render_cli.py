@@ -14,7 +14,13 @@ EXAMPLE = REPO / "examples" / "k8s" / "grpo-ecommerce.yaml"
 def test_render_prints_every_child(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["k8s", "render", str(EXAMPLE)]) == 0
     docs = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d]
-    assert [d["kind"] for d in docs] == ["RayJob", "PlannerService", "InferenceService", "ScaledObject", "ServiceMonitor"]
+    assert [d["kind"] for d in docs] == [
+        "RayJob",
+        "PlannerService",
+        "InferenceService",
+        "ScaledObject",
+        "ServiceMonitor",
+    ]
 
 
 def test_show_command_resolves_the_entrypoint(capsys: pytest.CaptureFixture[str]) -> None:

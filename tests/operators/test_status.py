@@ -35,7 +35,10 @@ def _crd_enums() -> dict[str, set[str]]:
     v1 = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")["schema"]["openAPIV3Schema"]
     rule = v1["properties"]["spec"]["properties"]["deletionStrategy"]["properties"]["deletionRules"]["items"]
     cond = rule["properties"]["condition"]["properties"]
-    return {"jobStatus": set(cond["jobStatus"]["enum"]), "jobDeploymentStatus": set(cond["jobDeploymentStatus"]["enum"])}
+    return {
+        "jobStatus": set(cond["jobStatus"]["enum"]),
+        "jobDeploymentStatus": set(cond["jobDeploymentStatus"]["enum"]),
+    }
 
 
 def test_the_crd_enums_are_within_the_mapped_values() -> None:
@@ -44,7 +47,9 @@ def test_the_crd_enums_are_within_the_mapped_values() -> None:
     assert enums["jobDeploymentStatus"] <= set(JOB_DEPLOYMENT_STATUSES)
 
 
-@pytest.mark.parametrize(("deployment", "job"), list(itertools.product(JOB_DEPLOYMENT_STATUSES, JOB_STATUSES)))
+@pytest.mark.parametrize(
+    ("deployment", "job"), list(itertools.product(JOB_DEPLOYMENT_STATUSES, JOB_STATUSES))
+)
 def test_every_pair_maps_to_a_known_phase(deployment: str, job: str) -> None:
     obs = phase(deployment, job)
     assert obs.phase in PHASES and obs.phase != "Unknown"

@@ -22,7 +22,9 @@ from operators.render import render_documents
 from operators.settings import OperatorSettings
 from tests.operators.schemas import REPO, validate
 
-pytest.importorskip("kserve", reason="pip install '.[kserve]' (serving.kserve's parser is KServe's ModelServer's)")
+pytest.importorskip(
+    "kserve", reason="pip install '.[kserve]' (serving.kserve's parser is KServe's ModelServer's)"
+)
 
 from serving.kserve import DEFAULTS, config, parse_args, planner_settings
 from serving.planner import OUTPUTS
@@ -50,7 +52,9 @@ def kserve_appended(args: list[str], isvc: dict[str, Any], predictor: str,
     return out
 
 
-def _endpoint(path: Path = PLANNER_SERVICE, settings: OperatorSettings | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def _endpoint(
+    path: Path = PLANNER_SERVICE, settings: OperatorSettings | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """The PlannerService and its InferenceService, as the operator renders them."""
     docs = render_documents(path.read_text(), settings)
     isvc = next(d for d in docs if d["kind"] == "InferenceService")
@@ -68,7 +72,11 @@ def test_the_transformer_argv_parses_with_serving_kserve(container_concurrency: 
     ps, isvc = _endpoint()
     validate(isvc)
     container = isvc["spec"]["transformer"]["containers"][0]
-    assert container["command"] == ["python", "-m", "serving.kserve"]  # no shell: KServe's args reach the parser
+    assert container["command"] == [
+        "python",
+        "-m",
+        "serving.kserve",
+    ]  # no shell: KServe's args reach the parser
     argv = kserve_appended(container["args"], isvc, predictor_name(ps), container_concurrency)
     args = parse_args(argv)  # exits 2 on an argument it does not know
 
@@ -117,7 +125,9 @@ def test_the_transformer_serves_the_mounted_workspace() -> None:
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     volume = next(v for v in spec["volumes"] if v["name"] == mounts[args.workspace])
     assert volume["persistentVolumeClaim"]["claimName"] == "proretrieval-workspace"
-    assert mounts["/tmp"] in {v["name"] for v in spec["volumes"] if "emptyDir" in v}  # the root FS is read-only
+    assert mounts["/tmp"] in {
+        v["name"] for v in spec["volumes"] if "emptyDir" in v
+    }  # the root FS is read-only
 
 
 def test_the_operator_leaves_kserves_flags_to_kserve() -> None:
@@ -191,7 +201,10 @@ def test_the_store_flags_compose_the_config_as_prores_do(tmp_path: Path, capsys:
     from prore.cli import main
     from prore.config import as_mapping
 
-    for name, value in (("HF_HUB_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false")):  # prore's main sets them
+    for name, value in (
+        ("HF_HUB_OFFLINE", "1"),
+        ("TOKENIZERS_PARALLELISM", "false"),
+    ):  # prore's main sets them
         monkeypatch.setenv(name, os.environ.get(name, value))
     cfg_file = tmp_path / "prore.yaml"
     cfg_file.write_text(yaml.safe_dump({"clickhouse": {"url": "http://file:8123", "database": "fromfile"},
@@ -218,7 +231,13 @@ def test_the_transformer_reads_the_store_credentials_from_the_query_secret() -> 
     _, isvc = _endpoint(settings=OperatorSettings(credentials_secret="proretrieval-stores-reader"))
     env = isvc["spec"]["transformer"]["containers"][0]["env"]
     refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in env if "valueFrom" in e}
-    assert set(refs) == {"CLICKHOUSE_USER", "CLICKHOUSE_PASSWORD", "MILVUS_USER", "MILVUS_PASSWORD", "MILVUS_TOKEN"}
+    assert set(refs) == {
+        "CLICKHOUSE_USER",
+        "CLICKHOUSE_PASSWORD",
+        "MILVUS_USER",
+        "MILVUS_PASSWORD",
+        "MILVUS_TOKEN",
+    }
     assert all(r["name"] == "proretrieval-stores-reader" and r["optional"] for r in refs.values())
     validate(isvc)
     _, plain = _endpoint()

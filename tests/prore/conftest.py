@@ -16,7 +16,11 @@ from prore.cli import main
 def config_file(cfg: Config, tmp_path: Path) -> str:
     """A YAML config that points at ``cfg``'s ClickHouse database and chDB path."""
     path = tmp_path / "prore.yaml"
-    path.write_text(yaml.safe_dump({"clickhouse": {"chdb_path": cfg.clickhouse.chdb_path, "database": cfg.clickhouse.database}}))
+    path.write_text(
+        yaml.safe_dump(
+            {"clickhouse": {"chdb_path": cfg.clickhouse.chdb_path, "database": cfg.clickhouse.database}}
+        )
+    )
     return str(path)
 
 

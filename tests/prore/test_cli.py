@@ -31,7 +31,19 @@ def test_an_unreachable_store_exits_with_the_retryable_code(
 ) -> None:
     cfg, config = indexed
     url = f"http://127.0.0.1:{_closed_port()}"
-    rc = main(["--workspace", str(cfg.workspace), "--config", config, "--clickhouse-url", url, "index", "info", "email"])
+    rc = main(
+        [
+            "--workspace",
+            str(cfg.workspace),
+            "--config",
+            config,
+            "--clickhouse-url",
+            url,
+            "index",
+            "info",
+            "email",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == EXIT_RETRYABLE == 75
     assert err[-1].startswith("error store_unavailable: ")

@@ -38,7 +38,11 @@ def test_the_example_documents_every_key_of_every_layer_with_its_default() -> No
     assert {"serving", "rl"} <= set(SECTIONS.names())  # registered by load_config
     assert cfg.section(ServingSettings) == ServingSettings()
     assert cfg.section(RlSettings) == RlSettings()
-    assert (cfg.clickhouse, cfg.milvus, cfg.embedder) == (Config().clickhouse, Config().milvus, Config().embedder)
+    assert (cfg.clickhouse, cfg.milvus, cfg.embedder) == (
+        Config().clickhouse,
+        Config().milvus,
+        Config().embedder,
+    )
     # A comment above every group of keys, as in a Helm values file: a key line follows a comment
     # or another key of its group.
     lines = [line for line in EXAMPLE.read_text().splitlines() if line.strip()]
@@ -75,15 +79,33 @@ def test_values_reach_their_sections(tmp_path: Path) -> None:
         ({"servng": {}}, "unknown top-level key 'servng' in config; known keys: workspace, clickhouse"),
         ({"serving": {"dls": {}}}, "unknown key serving.dls; known keys: api, dsl, engine, planner"),
         ({"serving": {"dsl": {"max_entry": 3}}}, "unknown key serving.dsl.max_entry; known keys: "),
-        ({"rl": {"eval": {"K": 3}}}, "unknown key rl.eval.K; known keys: batch_size, confidence, k, resamples, seed"),
-        ({"serving": {"dsl": {"max_entries": "eight"}}}, "serving.dsl.max_entries must be an integer, got str 'eight'"),
-        ({"serving": {"dsl": {"max_entries": True}}}, "serving.dsl.max_entries must be an integer, got bool True"),
+        (
+            {"rl": {"eval": {"K": 3}}},
+            "unknown key rl.eval.K; known keys: batch_size, confidence, k, resamples, seed",
+        ),
+        (
+            {"serving": {"dsl": {"max_entries": "eight"}}},
+            "serving.dsl.max_entries must be an integer, got str 'eight'",
+        ),
+        (
+            {"serving": {"dsl": {"max_entries": True}}},
+            "serving.dsl.max_entries must be an integer, got bool True",
+        ),
         ({"serving": {"dsl": {"k_ladder": 20}}}, "serving.dsl.k_ladder must be a list, got int 20"),
-        ({"serving": {"dsl": {"k_ladder": [3, "x"]}}}, "serving.dsl.k_ladder[1] must be an integer, got str 'x'"),
-        ({"serving": {"dsl": {"default_k": 7}}}, "serving.dsl.default_k 7 must be one of serving.dsl.k_ladder"),
+        (
+            {"serving": {"dsl": {"k_ladder": [3, "x"]}}},
+            "serving.dsl.k_ladder[1] must be an integer, got str 'x'",
+        ),
+        (
+            {"serving": {"dsl": {"default_k": 7}}},
+            "serving.dsl.default_k 7 must be one of serving.dsl.k_ladder",
+        ),
         ({"serving": {"dsl": {"rerank_ladder": [3, 5]}}}, "serving.dsl.rerank_ladder must hold 0"),
         ({"serving": {"dsl": {"k_ladder": [20, 3]}}}, "serving.dsl.k_ladder must be increasing"),
-        ({"serving": {"dsl": {"rrf_constant": 10}}}, "serving.dsl.rrf_constant is the ranking contract's constant"),
+        (
+            {"serving": {"dsl": {"rrf_constant": 10}}},
+            "serving.dsl.rrf_constant is the ranking contract's constant",
+        ),
         ({"serving": {"dsl": {"max_nodes": 0}}}, "serving.dsl.max_nodes must be at least 1, got 0"),
         ({"serving": {"engine": {"searches": -1}}}, "serving.engine.searches must be 0 or more, got -1"),
         ({"serving": {"engine": []}}, "serving.engine must be a mapping, got list []"),
@@ -93,12 +115,23 @@ def test_values_reach_their_sections(tmp_path: Path) -> None:
         ({"clickhouse": {"url": 5}}, "clickhouse.url must be a string, got int 5"),
         ({"milvus": {"index_params": [1]}}, "milvus.index_params must be a mapping, got list [1]"),
         ({"clickhouse": {"databse": "x"}}, "unknown key clickhouse.databse; known keys: chdb_path, database"),
-        ({"serving": {"planner": {"profile": "tiny"}}}, "serving.planner.profile must be one of full, short, compact"),
-        ({"serving": {"planner": {"schema_limits": {"max_nodez": 1}}}}, "unknown key serving.planner.schema_limits.max_nodez"),
+        (
+            {"serving": {"planner": {"profile": "tiny"}}},
+            "serving.planner.profile must be one of full, short, compact",
+        ),
+        (
+            {"serving": {"planner": {"schema_limits": {"max_nodez": 1}}}},
+            "unknown key serving.planner.schema_limits.max_nodez",
+        ),
         ({"serving": {"api": {"max_k": "many"}}}, "serving.api.max_k must be an integer, got str 'many'"),
-        ({"rl": {"reward_service": {"reward": {"accuracy": "top5"}}}},
-         "rl.reward_service.reward.accuracy must be one of hit1, satisfy, mrr, got str 'top5'"),
-        ({"rl": {"reward_service": {"port": "8300"}}}, "rl.reward_service.port must be an integer, got str '8300'"),
+        (
+            {"rl": {"reward_service": {"reward": {"accuracy": "top5"}}}},
+            "rl.reward_service.reward.accuracy must be one of hit1, satisfy, mrr, got str 'top5'",
+        ),
+        (
+            {"rl": {"reward_service": {"port": "8300"}}},
+            "rl.reward_service.port must be an integer, got str '8300'",
+        ),
     ],
 )
 def test_mistakes_are_one_typed_line_naming_the_key(
@@ -116,11 +149,15 @@ def test_mistakes_are_one_typed_line_naming_the_key(
 
 def test_a_number_where_a_float_is_expected_and_an_empty_section(tmp_path: Path) -> None:
     cfg = load_config(_write(tmp_path, "clickhouse:\n  max_execution_time_s: 2\nmilvus:\n"))
-    assert cfg.clickhouse.max_execution_time_s == 2.0 and isinstance(cfg.clickhouse.max_execution_time_s, float)
+    assert cfg.clickhouse.max_execution_time_s == 2.0 and isinstance(
+        cfg.clickhouse.max_execution_time_s, float
+    )
     assert cfg.milvus == Config().milvus
 
 
-def test_prore_config_prints_a_file_that_loads_back(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_prore_config_prints_a_file_that_loads_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = _write(tmp_path, {"serving": {"dsl": {"max_entries": 3}}, "rl": {"eval": {"seed": 9}}})
     assert main(["--config", str(path), "--workspace", str(tmp_path / "ws"), "config"]) == 0
     shown = capsys.readouterr().out

@@ -53,7 +53,9 @@ def test_prore_serve_defaults() -> None:
     assert (planner.output, planner.schema_limits, planner.model) == ("grounded", STRUCTURED_LIMITS, None)
 
 
-def test_prore_serve_file_then_environment_then_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_prore_serve_file_then_environment_then_flags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cfg = _config(tmp_path, {"serving": {
         "planner": {"url": "http://file:8000/v1", "model": "from-file", "guided_samples": 2, "timeout_s": 20.0,
                     "schema_limits": {"max_sql_chars": 500}},
@@ -63,9 +65,13 @@ def test_prore_serve_file_then_environment_then_flags(tmp_path: Path, monkeypatc
     assert planner is not None
     assert (planner.url, planner.model, planner.guided_samples, planner.timeout_s, planner.output) == (
         "http://file:8000/v1", "from-file", 2, 20.0, "grounded")  # fmt: skip
-    assert planner.schema_limits.max_sql_chars == 500 and planner.schema_limits.max_query_chars == 200  # evaluation's
+    assert (
+        planner.schema_limits.max_sql_chars == 500 and planner.schema_limits.max_query_chars == 200
+    )  # evaluation's
     assert planner.embedder == cfg.embedder
-    assert api_settings(_serve(), cfg) == ApiSettings(max_concurrent=4, plan_deadline_s=7.0, fallback_on_empty=False)
+    assert api_settings(_serve(), cfg) == ApiSettings(
+        max_concurrent=4, plan_deadline_s=7.0, fallback_on_empty=False
+    )
 
     monkeypatch.setenv("PRORE_PLANNER_MODEL", "from-env")
     monkeypatch.setenv("PRORE_PLANNER_OUTPUT", "json")
@@ -83,7 +89,11 @@ def test_prore_serve_file_then_environment_then_flags(tmp_path: Path, monkeypatc
     assert (planner.url, planner.model, planner.output, planner.guided_samples, planner.timeout_s) == (
         "http://file:8000/v1", "from-flag", "grammar", 0, 30.0)  # fmt: skip
     api = api_settings(args, cfg)
-    assert (api.max_concurrent, api.plan_deadline_s, api.fallback_on_empty) == (8, 30.0, True)  # one deadline, two keys
+    assert (api.max_concurrent, api.plan_deadline_s, api.fallback_on_empty) == (
+        8,
+        30.0,
+        True,
+    )  # one deadline, two keys
 
 
 def test_a_planner_card_gives_the_profile_unless_a_flag_names_one_too(
@@ -95,26 +105,58 @@ def test_a_planner_card_gives_the_profile_unless_a_flag_names_one_too(
     monkeypatch.setenv("PRORE_PLANNER_PROFILE", "short")
     cfg = _config(tmp_path, {"serving": {"planner": {"url": "http://p/v1", "card": str(card)}}})
     planner = planner_from_args(_serve(), cfg)
-    assert planner is not None and planner.profile == "compact"  # the card wins over the environment's profile
-    assert planner_from_args(_serve("--planner-card", str(card)), _config(tmp_path)) is None  # no URL, no planner
-    rc = main(["--workspace", str(tmp_path), "--config", str(tmp_path / "prore.yaml"), "serve", "--planner-profile", "full"])
-    assert rc == 2 and capsys.readouterr().err.startswith("error planner_card: give the planner's prompt profile or its card")
+    assert (
+        planner is not None and planner.profile == "compact"
+    )  # the card wins over the environment's profile
+    assert (
+        planner_from_args(_serve("--planner-card", str(card)), _config(tmp_path)) is None
+    )  # no URL, no planner
+    rc = main(
+        [
+            "--workspace",
+            str(tmp_path),
+            "--config",
+            str(tmp_path / "prore.yaml"),
+            "serve",
+            "--planner-profile",
+            "full",
+        ]
+    )
+    assert rc == 2 and capsys.readouterr().err.startswith(
+        "error planner_card: give the planner's prompt profile or its card"
+    )
 
 
 @pytest.mark.parametrize(
     ("env", "argv", "line"),
     [
-        ({"PRORE_PLANNER_GUIDED_SAMPLES": "x"}, ["config"],
-         "error config: environment variable PRORE_PLANNER_GUIDED_SAMPLES: serving.planner.guided_samples must be an "
-         "integer, got str 'x'"),
-        ({"PRORE_PLANNER_PROFILE": "tiny"}, ["config"],
-         "error config: environment variable PRORE_PLANNER_PROFILE: serving.planner.profile must be one of full, short, "
-         "compact, got str 'tiny'"),
-        ({"PRORE_PLANNER_GUIDED_SAMPLES": "17"}, ["config"],
-         "error planner_guided_samples: guided samples must be an integer from 0 to 16, got 17"),
-        ({}, ["serve", "--guided-samples", "17"],
-         "error planner_guided_samples: guided samples must be an integer from 0 to 16, got 17"),
-        ({}, ["serve", "--max-nl-chars", "0"], "error bad_limit: serving.api.max_nl_chars must be at least 1, got 0"),
+        (
+            {"PRORE_PLANNER_GUIDED_SAMPLES": "x"},
+            ["config"],
+            "error config: environment variable PRORE_PLANNER_GUIDED_SAMPLES: serving.planner.guided_samples must be an "
+            "integer, got str 'x'",
+        ),
+        (
+            {"PRORE_PLANNER_PROFILE": "tiny"},
+            ["config"],
+            "error config: environment variable PRORE_PLANNER_PROFILE: serving.planner.profile must be one of full, short, "
+            "compact, got str 'tiny'",
+        ),
+        (
+            {"PRORE_PLANNER_GUIDED_SAMPLES": "17"},
+            ["config"],
+            "error planner_guided_samples: guided samples must be an integer from 0 to 16, got 17",
+        ),
+        (
+            {},
+            ["serve", "--guided-samples", "17"],
+            "error planner_guided_samples: guided samples must be an integer from 0 to 16, got 17",
+        ),
+        (
+            {},
+            ["serve", "--max-nl-chars", "0"],
+            "error bad_limit: serving.api.max_nl_chars must be at least 1, got 0",
+        ),
     ],
 )
 def test_a_bad_environment_variable_or_flag_is_one_line(
@@ -184,5 +226,7 @@ def test_no_section_is_registered_by_an_import() -> None:
     """Importing every layer (the whole CLI) registers nothing; :func:`prore.config.load_config` registers."""
     code = ("import prore.cli, serving.settings, rl.settings; from indexing.config import SECTIONS; "
             "print(SECTIONS.names()); from prore.config import load_config; load_config(); print(SECTIONS.names())")  # fmt: skip
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300, check=True
+    )
     assert out.stdout.splitlines() == ["()", "('rl', 'serving')"]

@@ -63,7 +63,9 @@ def instances(ctx: MethodContext) -> list[Inst]:
         )
         result = ctx.engine.execute(parse_program(program), K)
         assert result.ids, f"the program for {doc_id} found nothing"
-        out.append(Inst(f"t{i:02d}", f"{title} from {brand}", program, result.ids[0], "L2", ("structured", "text")))
+        out.append(
+            Inst(f"t{i:02d}", f"{title} from {brand}", program, result.ids[0], "L2", ("structured", "text"))
+        )
     return out
 
 
@@ -72,7 +74,9 @@ def _known_ids(ctx: MethodContext) -> set[str]:
 
 
 @pytest.mark.parametrize("method", ["bm25", "dense", "rrf", "self-query"])
-def test_retrieval_baselines_rank_known_ids(ctx: MethodContext, small_index_cfg: Config, instances: list[Inst], method: str) -> None:
+def test_retrieval_baselines_rank_known_ids(
+    ctx: MethodContext, small_index_cfg: Config, instances: list[Inst], method: str
+) -> None:
     run = evaluate(small_index_cfg, "ecommerce", method, instances, k=K, progress=False, ctx=ctx)
     known = _known_ids(ctx)
     assert len(run.results) == len(instances)
@@ -99,7 +103,9 @@ def test_oracle_scores_one(ctx: MethodContext, small_index_cfg: Config, instance
     assert all(r.scores["hit@1"] == 1.0 for r in run.results)
 
 
-def test_oracle_mismatch_names_the_query(ctx: MethodContext, small_index_cfg: Config, instances: list[Inst]) -> None:
+def test_oracle_mismatch_names_the_query(
+    ctx: MethodContext, small_index_cfg: Config, instances: list[Inst]
+) -> None:
     other = next(i.gold_id for i in instances if i.gold_id != instances[0].gold_id)
     broken = [replace(instances[0], gold_id=other), *instances[1:]]
     with pytest.raises(OracleMismatch) as err:
@@ -108,11 +114,15 @@ def test_oracle_mismatch_names_the_query(ctx: MethodContext, small_index_cfg: Co
     assert instances[0].qid in err.value.one_line() and f"got {instances[0].gold_id}" in err.value.one_line()
 
 
-def test_sql_only_ranks_the_structured_result_by_id(ctx: MethodContext, small_index_cfg: Config, instances: list[Inst]) -> None:
+def test_sql_only_ranks_the_structured_result_by_id(
+    ctx: MethodContext, small_index_cfg: Config, instances: list[Inst]
+) -> None:
     run = evaluate(small_index_cfg, "ecommerce", "sql-only", instances[:3], k=K, progress=False, ctx=ctx)
     for inst, r in zip(instances[:3], run.results, strict=True):
         brand = _rows(ctx, f"SELECT brand FROM {ctx.index.table} WHERE id = {_quote(inst.gold_id)}")[0][0]
-        expected = sorted(row[0] for row in _rows(ctx, f"SELECT id FROM {ctx.index.table} WHERE brand = {_quote(brand)}"))
+        expected = sorted(
+            row[0] for row in _rows(ctx, f"SELECT id FROM {ctx.index.table} WHERE brand = {_quote(brand)}")
+        )
         assert list(r.ids) == expected[:K]
 
 
@@ -133,11 +143,14 @@ def test_self_query_filter_restricts_milvus_results(ctx: MethodContext) -> None:
 
     table = ctx.index.table
     brand, median_price = _rows(
-        ctx, f"SELECT brand, quantileExact(0.5)(price) FROM {table} GROUP BY brand ORDER BY count() DESC, brand LIMIT 1"
+        ctx,
+        f"SELECT brand, quantileExact(0.5)(price) FROM {table} GROUP BY brand ORDER BY count() DESC, brand LIMIT 1",
     )[0]
     limit = int(median_price) + 1
     vocab = load_vocabulary(ctx.index, ctx.schema)
-    parsed = parse_query(f"{brand} products under ${limit} released after 2020 with a sturdy feel", ctx.schema, vocab)
+    parsed = parse_query(
+        f"{brand} products under ${limit} released after 2020 with a sturdy feel", ctx.schema, vocab
+    )
     assert {Condition("brand", "==", brand), Condition("price", "<", float(limit)),
             Condition("release_date", ">=", date(2021, 1, 1))} <= set(parsed.conditions)  # fmt: skip
     expr = milvus_filter(parsed.conditions, ctx.schema)
@@ -162,13 +175,22 @@ def test_self_query_email_flags_and_domain(email_ctx: MethodContext) -> None:
     from rl.baselines.query_parser import parse_query
 
     table = email_ctx.index.table
-    domain = _rows(email_ctx, f"SELECT sender_domain FROM {table} GROUP BY sender_domain ORDER BY count() DESC LIMIT 1")[0][0]
+    domain = _rows(
+        email_ctx, f"SELECT sender_domain FROM {table} GROUP BY sender_domain ORDER BY count() DESC LIMIT 1"
+    )[0][0]
     vocab = load_vocabulary(email_ctx.index, email_ctx.schema)
     parsed = parse_query(f"unread emails from someone at {domain} about the budget", email_ctx.schema, vocab)
-    assert {Condition("sender_domain", "==", domain), Condition("is_read", "==", False)} <= set(parsed.conditions)
+    assert {Condition("sender_domain", "==", domain), Condition("is_read", "==", False)} <= set(
+        parsed.conditions
+    )
     expr = milvus_filter(parsed.conditions, email_ctx.schema)
     hits = [doc for doc, _ in dense_rankings(email_ctx, [parsed.query], 20, filter=expr)[0]]
-    allowed = {r[0] for r in _rows(email_ctx, f"SELECT id FROM {table} WHERE sender_domain = {_quote(domain)} AND NOT is_read")}
+    allowed = {
+        r[0]
+        for r in _rows(
+            email_ctx, f"SELECT id FROM {table} WHERE sender_domain = {_quote(domain)} AND NOT is_read"
+        )
+    }
     assert hits and set(hits) <= allowed
 
 
@@ -181,6 +203,10 @@ def test_a_gold_program_that_fails_validation_counts_in_the_validation_layer(
     run = evaluate(small_index_cfg, "ecommerce", "sql-only", [replace(instances[0], program=bad), instances[1]],
                    k=K, progress=False, ctx=ctx)  # fmt: skip
     failed, ran = run.results
-    assert failed.layer == "validation" and failed.error is not None and failed.error.startswith("validation ")
+    assert (
+        failed.layer == "validation" and failed.error is not None and failed.error.startswith("validation ")
+    )
     assert ran.layer is None and ran.error is None
-    assert failure_breakdown(run.results)["validation"] == 1 and failure_breakdown(run.results)["execution"] == 0
+    assert (
+        failure_breakdown(run.results)["validation"] == 1 and failure_breakdown(run.results)["execution"] == 0
+    )

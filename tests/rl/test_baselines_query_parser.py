@@ -64,7 +64,14 @@ PRODUCT_CASES = [
     ),
     (
         "Show me headphones with a 3 to 4.5 star rating in the $50-$150 range that are out of stock",
-        ["category == headphones", "price >= 50", "price <= 150", "rating >= 3", "rating <= 4.5", "in_stock == false"],
+        [
+            "category == headphones",
+            "price >= 50",
+            "price <= 150",
+            "rating >= 3",
+            "rating <= 4.5",
+            "in_stock == false",
+        ],
         "headphones",
     ),
 ]
@@ -77,7 +84,12 @@ EMAIL_CASES = [
     ),
     (
         "starred messages from jane.doe@globex.org with an attachment in the archive folder",
-        ["sender == jane.doe@globex.org", "folder == archive", "is_starred == true", "has_attachment == true"],
+        [
+            "sender == jane.doe@globex.org",
+            "folder == archive",
+            "is_starred == true",
+            "has_attachment == true",
+        ],
         None,
     ),
     (
@@ -159,7 +171,9 @@ def test_a_branch_of_an_or_is_not_a_filter() -> None:
 
 
 def test_negation_scope_covers_the_clause() -> None:
-    parsed = parse_query("Sony items with good reviews, but nothing that looks bulky or in black", PRODUCTS, PRODUCT_VOCAB)
+    parsed = parse_query(
+        "Sony items with good reviews, but nothing that looks bulky or in black", PRODUCTS, PRODUCT_VOCAB
+    )
     assert parsed.conditions == (_c("brand == Sony"),)
     assert "black" in parsed.dropped
     flags = parse_query("emails about the launch, excluding anything starred", EMAILS, EMAIL_VOCAB)

@@ -22,12 +22,30 @@ from rl.datasets.store import SPLITS
 from rl.datasets.synth import NO_LABELS, unlabeled_note
 
 SIZES = {"train": 12, "test": 4, "ood": 4}
-WORDS = ["gas", "power", "desk", "contract", "deal", "pipeline", "curve", "schedule", "counsel", "capacity", "storage", "invoice", "hedge", "swap", "basis"]
+WORDS = [
+    "gas",
+    "power",
+    "desk",
+    "contract",
+    "deal",
+    "pipeline",
+    "curve",
+    "schedule",
+    "counsel",
+    "capacity",
+    "storage",
+    "invoice",
+    "hedge",
+    "swap",
+    "basis",
+]
 
 
 def _load(cfg: Config, maildir: Path) -> None:
     stats = LoadStats()
-    write_corpus(Workspace(cfg.workspace), EMAILS, iter_enron(maildir, stats=stats), {"source": "enron"}, stats)
+    write_corpus(
+        Workspace(cfg.workspace), EMAILS, iter_enron(maildir, stats=stats), {"source": "enron"}, stats
+    )
     build_index(cfg, "email", progress=False)
 
 

@@ -59,29 +59,49 @@ def _brand(v: str) -> Leaf:
 SAMPLE_PRODUCTS: list[Node] = [
     Leaf("text", "review", "sim", ("strong isolation from surrounding sound",)),
     And((_brand("Levi's"), Leaf("structured", "price", "between", (40, 80)))),
-    And((
-        Leaf("structured", "rating", ">=", (4.5,)),
-        Or((_brand("Sony"), _brand("Bose"))),
-        Not(Leaf("image", "image", "sim", ("snow-white",))),
-        Leaf("structured", "in_stock", "=", (True,)),
-    )),
-    And((
-        Leaf("structured", "release_date", ">=", (2022,), "year"),
-        Not(Or((Leaf("text", "description", "sim", ("fast processor",)), Leaf("structured", "color", "=", ("red",))))),
-        Leaf("structured", "category", "in", ("laptops", "phones")),
-    )),
-    Or((
-        And((Leaf("structured", "review_count", ">", (100,)), Leaf("text", "review", "sim", ("good value",)))),
-        And((Leaf("structured", "color", "=", ("navy",)), Not(_brand("O'Neill")))),
-    )),
+    And(
+        (
+            Leaf("structured", "rating", ">=", (4.5,)),
+            Or((_brand("Sony"), _brand("Bose"))),
+            Not(Leaf("image", "image", "sim", ("snow-white",))),
+            Leaf("structured", "in_stock", "=", (True,)),
+        )
+    ),
+    And(
+        (
+            Leaf("structured", "release_date", ">=", (2022,), "year"),
+            Not(
+                Or(
+                    (
+                        Leaf("text", "description", "sim", ("fast processor",)),
+                        Leaf("structured", "color", "=", ("red",)),
+                    )
+                )
+            ),
+            Leaf("structured", "category", "in", ("laptops", "phones")),
+        )
+    ),
+    Or(
+        (
+            And(
+                (
+                    Leaf("structured", "review_count", ">", (100,)),
+                    Leaf("text", "review", "sim", ("good value",)),
+                )
+            ),
+            And((Leaf("structured", "color", "=", ("navy",)), Not(_brand("O'Neill")))),
+        )
+    ),
 ]
 SAMPLE_EMAILS: list[Node] = [
-    And((
-        Leaf("structured", "date", "between", ("2023-01-01", "2023-02-15"), "date"),
-        Leaf("structured", "is_read", "=", (False,)),
-        Not(Leaf("structured", "sender_domain", "in", ("globex.com", "hooli.com"))),
-        Leaf("text", "body", "sim", ("budget freeze",)),
-    )),
+    And(
+        (
+            Leaf("structured", "date", "between", ("2023-01-01", "2023-02-15"), "date"),
+            Leaf("structured", "is_read", "=", (False,)),
+            Not(Leaf("structured", "sender_domain", "in", ("globex.com", "hooli.com"))),
+            Leaf("text", "body", "sim", ("budget freeze",)),
+        )
+    ),
     Or((Leaf("structured", "folder", "=", ("archive",)), Leaf("structured", "has_attachment", "=", (True,)))),
 ]
 
@@ -152,9 +172,17 @@ def test_every_family_says_every_value_and_phrase(seed: int, fam: object) -> Non
 def _instance(n: int, split: str = "test") -> Instance:
     program = compile_tree(SAMPLE_PRODUCTS[n % len(SAMPLE_PRODUCTS)], "products")
     return Instance(
-        qid=f"ecommerce-{split}-{n:06d}", split=split, domain="ecommerce", nl=f"request {n}",
-        program=program.to_json(), gold_id=f"P{n:05d}", level=f"L{1 + n % 3}",
-        modalities=("structured", "text"), family="terse", operators=("AND", "IN"), tree="{}",
+        qid=f"ecommerce-{split}-{n:06d}",
+        split=split,
+        domain="ecommerce",
+        nl=f"request {n}",
+        program=program.to_json(),
+        gold_id=f"P{n:05d}",
+        level=f"L{1 + n % 3}",
+        modalities=("structured", "text"),
+        family="terse",
+        operators=("AND", "IN"),
+        tree="{}",
     )
 
 
@@ -179,7 +207,10 @@ def test_the_manifest_fingerprints_every_instance(tmp_path: Path) -> None:
     splits = {s: [_instance(i, s) for i in range(4)] for s in ("train", "test", "ood")}
     first = write_bench(Workspace(tmp_path / "a"), "ecommerce", splits, {"seed": 1})["fingerprint"]
     assert write_bench(Workspace(tmp_path / "b"), "ecommerce", splits, {"seed": 2})["fingerprint"] == first
-    changed = {**splits, "test": [*splits["test"][:3], dataclasses.replace(splits["test"][3], gold_id="P99999")]}
+    changed = {
+        **splits,
+        "test": [*splits["test"][:3], dataclasses.replace(splits["test"][3], gold_id="P99999")],
+    }
     assert write_bench(Workspace(tmp_path / "c"), "ecommerce", changed, {"seed": 1})["fingerprint"] != first
     assert load_manifest(Workspace(tmp_path / "a"), "ecommerce")["fingerprint"] == first
 
@@ -224,7 +255,9 @@ def test_rewriter_answers_from_its_cache_without_a_request(tmp_path: Path) -> No
     reason="set PRORE_REWRITER_URL (and PRORE_REWRITER_MODEL) to test against a live chat-completions endpoint",
 )
 def test_rewriter_against_a_live_endpoint(tmp_path: Path) -> None:
-    cfg = RewriterConfig(url=os.environ["PRORE_REWRITER_URL"], model=os.environ.get("PRORE_REWRITER_MODEL", "default"))
+    cfg = RewriterConfig(
+        url=os.environ["PRORE_REWRITER_URL"], model=os.environ.get("PRORE_REWRITER_MODEL", "default")
+    )
     rw = Rewriter(cfg, tmp_path)
     first = rw.rewrite("Show me Sony headphones under $200")
     assert first and rw.sent == 1

@@ -41,7 +41,14 @@ def _tree(data: dict[str, Any]) -> Node:
         return Or(tuple(_tree(c) for c in data["or"]))
     if "not" in data:
         return Not(_tree(data["not"]))
-    return Leaf(data["leaf"], data["field"], data["op"], tuple(data["values"]), data.get("transform"), data.get("facet"))
+    return Leaf(
+        data["leaf"],
+        data["field"],
+        data["op"],
+        tuple(data["values"]),
+        data.get("transform"),
+        data.get("facet"),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -329,7 +336,10 @@ def test_super_counts_are_the_counts_of_the_structure_only_query(
     items = load_split(bench, domain, "test")
     other = items[1].gold_id
     bad = Program(f"SELECT id FROM {engine.schema.table} WHERE nope = 1", ())
-    pairs = [(parse_program(i.program), i.gold_id) for i in items] + [(parse_program(items[0].program), other), (bad, "x")]
+    pairs = [(parse_program(i.program), i.gold_id) for i in items] + [
+        (parse_program(items[0].program), other),
+        (bad, "x"),
+    ]
     got = ctx.super_counts(pairs)
     assert got[-1] is None
     for (program, gold), count in zip(pairs[:-1], got[:-1], strict=True):
@@ -340,7 +350,9 @@ def test_super_counts_are_the_counts_of_the_structure_only_query(
 
 
 @pytest.mark.parametrize("domain", DOMAINS)
-def test_the_gold_is_in_its_relevant_set_on_every_instance_of_every_split(bench: Workspace, domain: str) -> None:
+def test_the_gold_is_in_its_relevant_set_on_every_instance_of_every_split(
+    bench: Workspace, domain: str
+) -> None:
     for split in SPLITS:
         for inst in load_split(bench, domain, split):
             assert inst.relevant_n is not None and inst.relevant_n >= 1, inst.qid
@@ -386,7 +398,9 @@ def test_relevant_sets_equal_the_tree_evaluated_document_by_document(
 
 
 @pytest.mark.parametrize("domain", DOMAINS)
-def test_manifest_reports_wording_and_relevant_sets_and_dates_stay_in_the_corpus(bench: Workspace, domain: str) -> None:
+def test_manifest_reports_wording_and_relevant_sets_and_dates_stay_in_the_corpus(
+    bench: Workspace, domain: str
+) -> None:
     import datetime as dt
 
     manifest = load_manifest(bench, domain)
@@ -417,7 +431,9 @@ def test_noisy_wording_reaches_a_share_of_the_requests_and_keeps_every_value(
     items = _all(ws, "ecommerce")
     noisy = [i for i in items if i.noisy]
     assert noisy and len(noisy) < len(items)
-    assert manifest["noisy_share"]["train"] == round(sum(i.noisy for i in load_split(ws, "ecommerce", "train")) / 12, 4)
+    assert manifest["noisy_share"]["train"] == round(
+        sum(i.noisy for i in load_split(ws, "ecommerce", "train")) / 12, 4
+    )
     for inst in noisy:
         tree = _tree(json.loads(inst.tree))
         assert keeps_values(inst.nl, _anchors(tree)), inst.nl
@@ -450,7 +466,9 @@ def test_a_benchmark_synthesized_under_every_planning_pass_is_answered_by_its_go
     from serving.settings import PlanningOptions, ServingSettings
 
     planning = PlanningOptions(conditional=True, pushdown=True, adaptive_k=True)
-    cfg = small_index_cfg.with_section(dataclasses.replace(small_index_cfg.section(ServingSettings), planning=planning))
+    cfg = small_index_cfg.with_section(
+        dataclasses.replace(small_index_cfg.section(ServingSettings), planning=planning)
+    )
     with Engine.open(cfg, domain) as engine:
         assert engine.planning == planning
         ws = Workspace(tmp_path / "bench")
@@ -458,4 +476,6 @@ def test_a_benchmark_synthesized_under_every_planning_pass_is_answered_by_its_go
                    opener=_opener(engine))  # fmt: skip
         items = _all(ws, domain)
         results = engine.execute_many([parse_program(i.program) for i in items], k=5)
-    assert items and all(not isinstance(r, Exception) and r.ids[0] == i.gold_id for i, r in zip(items, results, strict=True))
+    assert items and all(
+        not isinstance(r, Exception) and r.ids[0] == i.gold_id for i, r in zip(items, results, strict=True)
+    )

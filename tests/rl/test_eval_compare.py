@@ -35,7 +35,9 @@ def _run(method: str, hits: Sequence[bool], *, qids: Sequence[str] | None = None
         s = score_query(ranking, gold)
         results.append(QueryResult(qid, "L1", "text", gold, s.rank, s.as_dict(), tuple(ranking), None))
     full = None if meta is None else {**meta, "queries": {"n": len(qids), **query_digests(qids, golds)}}
-    return EvalRun(domain, split, method, 20, tuple(results), "2026-01-01T00:00:00+00:00", 1.0, meta=full or {})
+    return EvalRun(
+        domain, split, method, 20, tuple(results), "2026-01-01T00:00:00+00:00", 1.0, meta=full or {}
+    )
 
 
 def _store(ws: Workspace, *runs: EvalRun) -> list[str]:
@@ -59,8 +61,14 @@ def test_paired_difference_on_matched_queries(ws: Workspace) -> None:
     assert hit1.mean == pytest.approx(0.25) and 0.0 <= hit1.low < 0.25 < hit1.high <= 0.5
     assert rrf.metrics["mrr"].mean == pytest.approx(0.25 * 0.5)  # a miss here is rank 2: MRR 0.5
     # No difference on any query: the paired interval is exactly zero (unpaired ones would overlap widely).
-    assert (same.metrics["hit@1"].mean, same.metrics["hit@1"].low, same.metrics["hit@1"].high) == (0.0, 0.0, 0.0)
-    assert "Paired differences against bm25" in result.table and "| rrf | bm25 | 40 | +0.250 [" in result.table
+    assert (same.metrics["hit@1"].mean, same.metrics["hit@1"].low, same.metrics["hit@1"].high) == (
+        0.0,
+        0.0,
+        0.0,
+    )
+    assert (
+        "Paired differences against bm25" in result.table and "| rrf | bm25 | 40 | +0.250 [" in result.table
+    )
     against = compare(ws, dirs, baseline="rrf", resamples=100)
     assert [(r.method, r.metrics["hit@1"].mean) for r in against.paired] == [("bm25", -0.25), ("same", -0.25)]
 
@@ -78,11 +86,21 @@ def test_pairs_follow_query_ids_not_positions(ws: Workspace) -> None:
     ("other", "field"),
     [
         (lambda: _run("b", [True] * 8), "query ids"),  # a subset of the queries (--limit)
-        (lambda: _run("b", [True] * 10, meta={**META, "index_version": "v0004"}), "index version (v0003, v0004)"),
-        (lambda: _run("b", [True] * 10, meta={**META, "benchmark": {"version": "v0002", "fingerprint": "b2"}}),
-         "benchmark (b1, b2)"),
+        (
+            lambda: _run("b", [True] * 10, meta={**META, "index_version": "v0004"}),
+            "index version (v0003, v0004)",
+        ),
+        (
+            lambda: _run(
+                "b", [True] * 10, meta={**META, "benchmark": {"version": "v0002", "fingerprint": "b2"}}
+            ),
+            "benchmark (b1, b2)",
+        ),
         (lambda: _run("b", [True] * 10, golds=[f"E{i:03d}" for i in range(9)] + ["E999"]), "gold answers"),
-        (lambda: _run("b", [True] * 10, meta=None), "benchmark (b1, unrecorded)"),  # stored before runs kept it
+        (
+            lambda: _run("b", [True] * 10, meta=None),
+            "benchmark (b1, unrecorded)",
+        ),  # stored before runs kept it
         (lambda: _run("b", [True] * 10, split="ood"), "split (test, ood)"),
     ],
 )
@@ -110,12 +128,20 @@ def test_evaluate_records_what_the_run_was_computed_on(tmp_path: Path) -> None:
 
     insts = instances(6)
     cfg = Config(workspace=tmp_path / "ws")
-    bench = {"version": "v0002", "fingerprint": "f00d", "seed": 3, "index_version": "v0001", "corpus_fingerprint": "c"}
+    bench = {
+        "version": "v0002",
+        "fingerprint": "f00d",
+        "seed": 3,
+        "index_version": "v0001",
+        "corpus_fingerprint": "c",
+    }
     run = evaluate(cfg, "email", MethodSpec("first", first, ""), insts, split="ood", k=5, batch_size=2,
                    progress=False, benchmark=bench, meta={"limit": 6})  # fmt: skip
     meta = run.meta
     assert meta["method"] == "first" and meta["split"] == "ood" and meta["domain"] == "email"
-    assert meta["benchmark"] == {k: bench[k] for k in ("version", "fingerprint", "seed", "index_version", "corpus_fingerprint")}
+    assert meta["benchmark"] == {
+        k: bench[k] for k in ("version", "fingerprint", "seed", "index_version", "corpus_fingerprint")
+    }
     assert meta["index_version"] is None  # no index was published in this workspace
     assert meta["queries"] == {"n": 6, **query_digests([i.qid for i in insts], [i.gold_id for i in insts])}
     assert meta["config"]["k"] == 5 and meta["config"]["batch_size"] == 2 and meta["config"]["limit"] == 6
@@ -148,7 +174,10 @@ def test_pooled_seeds_claim_only_the_gain_every_seed_shows(ws: Workspace) -> Non
     assert both.metrics["hit@1"].mean == pytest.approx(0.25) and both.metrics["hit@1"].low > 0.0
     # Half the seeds gain nothing: the pooled CI, resampling the seeds too, reaches 0.
     assert split.metrics["hit@1"].mean == pytest.approx(0.125) and split.metrics["hit@1"].low == 0.0
-    assert "Pooled over runs against sft" in result.table and "| split (2 runs) | sft | 40 | +0.125 [+0.000," in result.table
+    assert (
+        "Pooled over runs against sft" in result.table
+        and "| split (2 runs) | sft | 40 | +0.125 [+0.000," in result.table
+    )
     stored = json.loads((result.path / "compare.json").read_text())
     assert [(p["method"], p["members"], p["runs"]) for p in stored["pooled"]] == [
         ("both", ["rl-s0", "rl-s1"], 2), ("split", ["rl-s0", "rl-s2"], 2)]  # fmt: skip
@@ -156,8 +185,12 @@ def test_pooled_seeds_claim_only_the_gain_every_seed_shows(ws: Workspace) -> Non
 
 @pytest.mark.parametrize(
     ("pool", "message"),
-    [("rl=rl-s0", "two or more methods"), ("rl-s0,rl-s1", "LABEL=METHOD"), ("rl=rl-s0,nope", "names nope"),
-     ("rl=sft,rl-s0", "other than the baseline")],
+    [
+        ("rl=rl-s0", "two or more methods"),
+        ("rl-s0,rl-s1", "LABEL=METHOD"),
+        ("rl=rl-s0,nope", "names nope"),
+        ("rl=sft,rl-s0", "other than the baseline"),
+    ],
 )
 def test_cli_pools_seeds_and_refuses_a_bad_pool(ws: Workspace, capsys: pytest.CaptureFixture[str], pool: str,
                                                 message: str) -> None:  # fmt: skip

@@ -88,7 +88,11 @@ def test_compare_shows_graded_columns_and_a_p1_chart(cfg: Config) -> None:
     ws = Workspace(cfg.workspace)
     instances = _instances(12, labeled=True)
     for name, fn in (("gold-first", _gold_first), ("other-right", _another_right_answer)):
-        write_run(ws, evaluate(cfg, "ecommerce", MethodSpec(name, fn, name), instances, progress=False), resamples=50)
+        write_run(
+            ws,
+            evaluate(cfg, "ecommerce", MethodSpec(name, fn, name), instances, progress=False),
+            resamples=50,
+        )
     result = compare(ws, domain="ecommerce", split="test")
     assert "P@1 [95% CI]" in result.table and "P@1 L1" in result.table
     row = next(line for line in result.table.splitlines() if line.startswith("| other-right |"))

@@ -28,7 +28,9 @@ RANKING = ["P05", "P02", "P09", "P01", "P07"]
         ("P99", None, 0.0, 0.0, 0.0, 0.0),
     ],
 )
-def test_metrics_by_position(gold: str, rank: int | None, hit1: float, hit3: float, rr: float, ndcg3: float) -> None:
+def test_metrics_by_position(
+    gold: str, rank: int | None, hit1: float, hit3: float, rr: float, ndcg3: float
+) -> None:
     assert rank_of(RANKING, gold) == rank
     assert hit_at(RANKING, gold, 1) == hit1
     assert hit_at(RANKING, gold, 3) == hit3
@@ -62,7 +64,13 @@ def test_duplicate_ids_count_first_position() -> None:
 
 def test_failure_and_empty_ranking() -> None:
     failed = score_query(None, "P1")
-    assert not failed.executed and failed.as_dict() == {"hit@1": 0.0, "hit@3": 0.0, "mrr": 0.0, "ndcg@3": 0.0, "exec": 0.0}
+    assert not failed.executed and failed.as_dict() == {
+        "hit@1": 0.0,
+        "hit@3": 0.0,
+        "mrr": 0.0,
+        "ndcg@3": 0.0,
+        "exec": 0.0,
+    }
     empty = score_query([], "P1")
     assert empty.executed and empty.as_dict()["exec"] == 1.0 and empty.hit1 == 0.0
 
@@ -98,10 +106,14 @@ def test_library_gold_metrics_equal_the_hand_computed_ones_on_every_position_and
             assert s.ndcg3 == pytest.approx(ndcg_at(top, gold, 3))
 
 
-def _graded(ranking: list[str] | None, relevant: tuple[str, ...], n: int | None = None, cutoff: int = 20) -> dict[str, float]:
+def _graded(
+    ranking: list[str] | None, relevant: tuple[str, ...], n: int | None = None, cutoff: int = 20
+) -> dict[str, float]:
     from rl.eval.metrics import Relevant
 
-    scores = score_query(ranking, "G", cutoff=cutoff, relevant=Relevant(relevant, len(relevant) if n is None else n))
+    scores = score_query(
+        ranking, "G", cutoff=cutoff, relevant=Relevant(relevant, len(relevant) if n is None else n)
+    )
     return {k: v for k, v in scores.as_dict().items() if k in ("p@1", "p@5", "ndcg@10", "recall@10")}
 
 

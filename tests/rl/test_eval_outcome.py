@@ -28,7 +28,11 @@ def test_each_item_is_a_result_or_a_failure_in_its_layer(ctx: MethodContext) -> 
     got = run_completions(ctx.engine, [GOOD, "Sure! here it is", INVALID, GOOD], k=5)
     assert isinstance(got[0], ExecutionResult) and got[0].ids
     assert isinstance(got[1], Failure) and got[1].layer == "format"
-    assert isinstance(got[2], Failure) and got[2].layer == "validation" and got[2].line().startswith("validation ")
+    assert (
+        isinstance(got[2], Failure)
+        and got[2].layer == "validation"
+        and got[2].line().startswith("validation ")
+    )
     assert got[3] is got[0], "the same canonical program runs once and both items share its result"
     outcomes = [Outcome.of(r) for r in got]
     assert [o.layer for o in outcomes] == [None, "format", "validation", None]

@@ -164,7 +164,13 @@ def test_report_files_and_summary(cfg: Config) -> None:
     table = (run_dir / TABLE).read_text()
     assert "| overall | 40 |" in table and "modality: mixed" in table
     # The five failures are execution failures; every query that ran found its gold; no relevant sets.
-    assert summary["failures"] == {"format": 0, "validation": 0, "execution": 5, "miss": 0, "not-satisfied": 0}
+    assert summary["failures"] == {
+        "format": 0,
+        "validation": 0,
+        "execution": 5,
+        "miss": 0,
+        "not-satisfied": 0,
+    }
     assert "| 40 | 0 | 0 | 5 | 0 | n/a |" in table
     assert not list(run_dir.parent.glob(".*partial"))
 
@@ -184,7 +190,11 @@ def test_compare_latest_runs(cfg: Config) -> None:
     _png_ok(result.path / "compare.png")
     explicit = compare(ws, [str(dirs[0]), str(dirs[1].parent)])
     assert explicit.runs == (str(dirs[0]), str(dirs[1]))
-    rows = [line for line in comparison_table([load_summary(d) for d in dirs]).splitlines() if line.startswith("| gold")]
+    rows = [
+        line
+        for line in comparison_table([load_summary(d) for d in dirs]).splitlines()
+        if line.startswith("| gold")
+    ]
     assert len(rows) == 3
 
 

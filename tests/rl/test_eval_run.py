@@ -33,7 +33,11 @@ def _program_instances(cfg: Config, split: str, n: int, offset: int) -> list[Ins
     )
     out = []
     for i, (_, brand, color, title) in enumerate(rows):
-        level, sql = ("L2", f"brand = {_quote(brand)}") if i % 2 else ("L3", f"(brand = {_quote(brand)} OR color = {_quote(color)})")
+        level, sql = (
+            ("L2", f"brand = {_quote(brand)}")
+            if i % 2
+            else ("L3", f"(brand = {_quote(brand)} OR color = {_quote(color)})")
+        )
         program = json.dumps(
             {
                 "sql": f"SELECT id FROM products WHERE {sql} AND id IN <text_1>",
@@ -79,7 +83,19 @@ def _run_dir(out: str) -> Path:
 
 
 def test_eval_writes_a_report(capsys: pytest.CaptureFixture[str], bench_cfg: Config) -> None:
-    rc, out, err = _cli(capsys, bench_cfg, "eval", "ecommerce", "--method", "oracle", "--limit", "8", "--quiet", "--resamples", "200")
+    rc, out, err = _cli(
+        capsys,
+        bench_cfg,
+        "eval",
+        "ecommerce",
+        "--method",
+        "oracle",
+        "--limit",
+        "8",
+        "--quiet",
+        "--resamples",
+        "200",
+    )
     assert rc == 0, err
     assert "| overall | 8 |" in out
     run_dir = _run_dir(out)
@@ -99,13 +115,31 @@ def test_eval_writes_a_report(capsys: pytest.CaptureFixture[str], bench_cfg: Con
 
 def test_eval_ood_and_compare(capsys: pytest.CaptureFixture[str], bench_cfg: Config) -> None:
     for method in ("bm25", "sql-only"):
-        rc, out, err = _cli(capsys, bench_cfg, "eval", "ecommerce", "--method", method, "--split", "ood", "--quiet", "--resamples", "100")
+        rc, out, err = _cli(
+            capsys,
+            bench_cfg,
+            "eval",
+            "ecommerce",
+            "--method",
+            method,
+            "--split",
+            "ood",
+            "--quiet",
+            "--resamples",
+            "100",
+        )
         assert rc == 0, err
         summary = json.loads((_run_dir(out) / SUMMARY).read_text())
-        assert summary["split"] == "ood" and summary["overall"]["n"] == len(load_split(Workspace(bench_cfg.workspace), "ecommerce", "ood"))
+        assert summary["split"] == "ood" and summary["overall"]["n"] == len(
+            load_split(Workspace(bench_cfg.workspace), "ecommerce", "ood")
+        )
     rc, out, err = _cli(capsys, bench_cfg, "eval", "compare", "--domain", "ecommerce", "--split", "ood")
     assert rc == 0, err
     rows = [line for line in out.splitlines() if line.startswith("| ")]
-    assert any(r.startswith("| bm25 |") for r in rows) and any(r.startswith("| sql-only (gold) |") for r in rows)
-    compare_dir = Path(next(line for line in out.splitlines() if line.startswith("comparison: ")).split(": ", 1)[1])
+    assert any(r.startswith("| bm25 |") for r in rows) and any(
+        r.startswith("| sql-only (gold) |") for r in rows
+    )
+    compare_dir = Path(
+        next(line for line in out.splitlines() if line.startswith("comparison: ")).split(": ", 1)[1]
+    )
     assert (compare_dir / "compare.md").is_file() and (compare_dir / "compare.png").is_file()

@@ -34,7 +34,9 @@ from tests.rl.train_support import DOMAINS, TINY
 
 
 def _job(bench: Workspace, cfg: Config, out: Path, k: int = 3) -> SftJob:
-    return SftJob(workspace=bench.root, domains=DOMAINS, out=out, profile="compact", exemplars=k, embedder=cfg.embedder)
+    return SftJob(
+        workspace=bench.root, domains=DOMAINS, out=out, profile="compact", exemplars=k, embedder=cfg.embedder
+    )
 
 
 def _shots(row: dict[str, object]) -> list[tuple[str, str]]:
@@ -80,7 +82,9 @@ def test_every_training_prompt_gets_k_exemplars_of_its_domain_from_the_train_spl
     for inst, row in zip(train, train_rows, strict=True):
         shots = _shots(row)
         assert len(shots) == 3
-        assert all(s in by_domain[inst.domain] for s in shots), "exemplars are train pairs of the row's own domain"
+        assert all(s in by_domain[inst.domain] for s in shots), (
+            "exemplars are train pairs of the row's own domain"
+        )
         assert inst.nl not in {r for r, _ in shots}, "a request is never its own exemplar"
         assert len({p for _, p in shots}) == 3, "no exemplar program twice in one prompt"
     assert all(len(_shots(r)) == 3 for r in val_rows)
@@ -136,7 +140,9 @@ def test_index_round_trips_through_a_model_directory_and_the_card_checks_its_ver
     assert opened is not None and opened[1] == 2
     assert len(shots_for(opened, "ecommerce", [request])[0]) == 2
     opened[0].close()
-    (tmp_path / "planner.json").write_text(json.dumps({"profile": "compact", "exemplars": {**index.card(2), "version": "0" * 16}}))
+    (tmp_path / "planner.json").write_text(
+        json.dumps({"profile": "compact", "exemplars": {**index.card(2), "version": "0" * 16}})
+    )
     with pytest.raises(ExemplarError) as err:
         open_for_planner(tmp_path, small_index_cfg.embedder)
     assert err.value.code == "exemplar_version"
@@ -232,5 +238,7 @@ def test_recombination_swaps_a_said_phrase_in_request_and_program_alike(
     assert new != old and all(q in nl for q in new), "every swapped phrase is said by the new request"
     assert json.loads(program)["sql"] == json.loads(inst.program)["sql"], "the program's logic is unchanged"
     assert all(q in spans for q, o in zip(new, old, strict=True) if q != o)
-    unsaid = next(i for i in train if not any(e["query"] in i.nl for e in json.loads(i.program)["retrieval_list"]))
+    unsaid = next(
+        i for i in train if not any(e["query"] in i.nl for e in json.loads(i.program)["retrieval_list"])
+    )
     assert recombine(unsaid, spans, random.Random(0)) is None

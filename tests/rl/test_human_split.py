@@ -64,7 +64,10 @@ def config_file(human_cfg: Config, tmp_path_factory: pytest.TempPathFactory) -> 
     path = tmp_path_factory.mktemp("human-config") / "config.yaml"
     data = {
         "workspace": str(human_cfg.workspace),
-        "clickhouse": {"chdb_path": human_cfg.clickhouse.chdb_path, "database": human_cfg.clickhouse.database},
+        "clickhouse": {
+            "chdb_path": human_cfg.clickhouse.chdb_path,
+            "database": human_cfg.clickhouse.database,
+        },
         "embedder": {"text": "hashing", "image": "hashing"},
     }
     path.write_text(yaml.safe_dump(data))
@@ -106,7 +109,9 @@ def test_labeled_fields_and_facets_are_what_the_generators_write(domain: str) ->
     fields = set(labels.column("field").to_pylist())
     assert fields <= {f for fs in LABELED_FIELDS[domain].values() for f in fs}
     vocab = facet_vocabulary(domain)
-    for field_name, facet in set(zip(labels.column("field").to_pylist(), labels.column("facet").to_pylist(), strict=True)):
+    for field_name, facet in set(
+        zip(labels.column("field").to_pylist(), labels.column("facet").to_pylist(), strict=True)
+    ):
         assert field_name in vocab[facet], (field_name, facet)
 
 
@@ -118,15 +123,27 @@ GOOD = {"id": "x-1", "nl": "sony headphones", "where": "brand = 'Sony'", "must":
     [
         ("{not json", "human_line", ["line 2", "JSON"]),
         ('["a list"]', "human_line", ["JSON object"]),
-        (json.dumps({k: v for k, v in GOOD.items() if k != "must"} | {"id": "x-2"}), "human_line", ["missing must"]),
+        (
+            json.dumps({k: v for k, v in GOOD.items() if k != "must"} | {"id": "x-2"}),
+            "human_line",
+            ["missing must"],
+        ),
         (json.dumps(GOOD | {"id": "x-2", "gold": "P00001"}), "human_line", ["unknown gold"]),
         (json.dumps(GOOD | {"id": "x-2", "must": "headphones.bass"}), "human_line", ["must"]),
         (json.dumps(GOOD | {"id": "x-2", "must": [[]]}), "human_line", ["must group"]),
-        (json.dumps(GOOD | {"id": "x-2", "must": ["headphones.treble"]}), "human_facet", ["headphones.treble"]),
+        (
+            json.dumps(GOOD | {"id": "x-2", "must": ["headphones.treble"]}),
+            "human_facet",
+            ["headphones.treble"],
+        ),
         (json.dumps(GOOD | {"id": "x-2", "must_not": ["image/headphones.bass"]}), "human_facet", ["image"]),
         (json.dumps(GOOD | {"id": "x-2", "where": "price <"}), "human_where", ["price <"]),
         (json.dumps(GOOD | {"id": "x-2", "where": "wattage > 5"}), "human_where", ["wattage"]),
-        (json.dumps(GOOD | {"id": "x-2", "where": "price < 5; DROP TABLE products"}), "human_where", ["DROP"]),
+        (
+            json.dumps(GOOD | {"id": "x-2", "where": "price < 5; DROP TABLE products"}),
+            "human_where",
+            ["DROP"],
+        ),
         (json.dumps(GOOD | {"id": "x-2", "where": "id IN <text_1>"}), "human_where", ["<text_1>"]),
         (json.dumps(GOOD | {"id": "x-2", "where": "release_date > today()"}), "human_where", ["today"]),
         (json.dumps(GOOD | {"id": "x-2", "where": ""}), "human_line", ["empty"]),
@@ -155,7 +172,9 @@ def _expected(cfg: Config, domain: str, keep: Callable[[dict[str, Any], set[str]
     labels = read_labels(ws, domain)
     assert labels is not None
     keys: dict[str, set[str]] = {}
-    for doc, f, facet in zip(*(labels.column(c).to_pylist() for c in ("doc_id", "field", "facet")), strict=True):
+    for doc, f, facet in zip(
+        *(labels.column(c).to_pylist() for c in ("doc_id", "field", "facet")), strict=True
+    ):
         keys.setdefault(doc, set()).add(f"{f}/{facet}")
     rows = [r for t in iter_corpus(ws, schema_for(domain)) for r in t.to_pylist()]
     return sorted(r["id"] for r in rows if keep(r, keys.get(r["id"], set())))
@@ -233,10 +252,14 @@ def _cli(capsys: pytest.CaptureFixture[str], config: Path, *argv: str) -> tuple[
 
 def test_eval_bm25_on_the_human_split(capsys: pytest.CaptureFixture[str], config_file: Path) -> None:
     assert HUMAN_SPLIT in EVAL_SPLITS and HUMAN_SPLIT not in SPLITS
-    rc, out, err = _cli(capsys, config_file, "eval", "ecommerce", "--method", "bm25", "--split", "human", "--quiet")
+    rc, out, err = _cli(
+        capsys, config_file, "eval", "ecommerce", "--method", "bm25", "--split", "human", "--quiet"
+    )
     assert rc == 0, err
     assert "human split: kept" in out and "read P@1 and nDCG@10" in out
-    run_dir = Path(next(line for line in out.splitlines() if line.startswith("report: ")).removeprefix("report: "))
+    run_dir = Path(
+        next(line for line in out.splitlines() if line.startswith("report: ")).removeprefix("report: ")
+    )
     assert run_dir.parts[-3:-1] == ("human", "bm25")
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["split"] == "human" and summary["graded"]["available"]

@@ -26,7 +26,9 @@ def _ranking(engine: Engine, query: str) -> tuple[str, ...]:
     return engine.execute(p, k=50).ids
 
 
-def test_a_width_3_program_missing_a_gold_ranked_5th_is_repaired_by_the_width_5_mutant(engine: Engine) -> None:
+def test_a_width_3_program_missing_a_gold_ranked_5th_is_repaired_by_the_width_5_mutant(
+    engine: Engine,
+) -> None:
     ranked = _ranking(engine, "comfortable and sturdy")
     gold, above = ranked[4], ranked[:4]
     excluded = ", ".join(f"'{i}'" for i in above)
@@ -70,7 +72,9 @@ def test_the_budget_holds(engine: Engine) -> None:
 
 def test_nothing_of_the_gold_leaks_into_the_mutants(engine: Engine) -> None:
     ranked = _ranking(engine, "long battery life")
-    program = Program("SELECT id FROM products WHERE id IN <text_1>", (Retrieval("text", "review", "long battery life"),))
+    program = Program(
+        "SELECT id FROM products WHERE id IN <text_1>", (Retrieval("text", "review", "long battery life"),)
+    )
     before = [m.program for m in itertools.islice(mutants(program, PRODUCTS), 64)]
     for gold in ranked[:3]:
         got: list[object] = []

@@ -57,7 +57,22 @@ def tiny_planner(train_bench: Workspace, tmp_path_factory: pytest.TempPathFactor
     # 40 steps, not 3: a model that already writes program-shaped text ends its completions and keeps the
     # program grammar's Earley parser small; the untrained one made this file's tests 2 minutes slower
     # (test_planner_method_generates_executes_and_scores: 188 s against 76 s), and still fails on some requests.
-    assert main(["--workspace", str(train_bench.root), "train", "sft", *TINY, "--max-steps", "40", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "--workspace",
+                str(train_bench.root),
+                "train",
+                "sft",
+                *TINY,
+                "--max-steps",
+                "40",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     return out / "final"
 
 
@@ -116,7 +131,9 @@ def test_planner_method_generates_executes_and_scores(small_index_cfg: Config, t
     requests = [i.nl for i in instances]
     grounded = planner_completions(ctx, str(tiny_planner), requests, constraint="grounded")
     values = column_values(ctx)
-    for nl, c in zip(requests, grounded, strict=True):  # every phrase is the request's, every value the corpus's
+    for nl, c in zip(
+        requests, grounded, strict=True
+    ):  # every phrase is the request's, every value the corpus's
         parsed = parse_completion(c.text)
         if parsed.program is not None:
             spans = Grounding.of(nl).spans
@@ -154,7 +171,9 @@ def test_execution_guided_decoding_resamples_only_what_failed(small_index_cfg: C
             assert (r.ids, r.error) == (g.ids, g.error)
     # A failed request keeps its failure or gets a ranking a sample found (the engine's seed, not a
     # per-request one, drives the samples, so a second draw in this process would differ).
-    assert all(guided[i].ids or (guided[i].ids, guided[i].error) == (greedy[i].ids, greedy[i].error) for i in failed)
+    assert all(
+        guided[i].ids or (guided[i].ids, guided[i].error) == (greedy[i].ids, greedy[i].error) for i in failed
+    )
     drawn = generate(ctx, str(tiny_planner), [instances[i].nl for i in failed], constraint="json", n=4,
                      temperature=0.7)  # fmt: skip
     assert [len(group) for group in drawn] == [4] * len(failed)
@@ -169,7 +188,9 @@ def test_the_program_grammar_admits_every_gold_program(train_bench: Workspace) -
     compiler = xgrammar.GrammarCompiler(xgrammar.TokenizerInfo([chr(c) for c in range(128)]))
     for domain in ("ecommerce", "email"):
         grammar = compiler.compile_grammar(program_grammar_ebnf(schema_for(domain), STRUCTURED_LIMITS))
-        golds = [i.program for split in ("train", "test", "ood") for i in load_split(train_bench, domain, split)]
+        golds = [
+            i.program for split in ("train", "test", "ood") for i in load_split(train_bench, domain, split)
+        ]
         assert golds
         refused = [g for g in golds if not xgrammar.GrammarMatcher(grammar).accept_string(g)]
         assert not refused, refused[:3]
@@ -182,8 +203,17 @@ def test_vote_keeps_the_ranking_most_samples_agree_on() -> None:
     assert vote([bad, Outcome.ranked([])]) is None, "nothing ranked: the greedy outcome stands"
 
 
-@pytest.mark.parametrize("arg", ["ckpt?samples=x", "ckpt?samples=65", "ckpt?temperature=0", "ckpt?beam=2", "ckpt?samples",
-                                 "ckpt?fallback=oracle"])
+@pytest.mark.parametrize(
+    "arg",
+    [
+        "ckpt?samples=x",
+        "ckpt?samples=65",
+        "ckpt?temperature=0",
+        "ckpt?beam=2",
+        "ckpt?samples",
+        "ckpt?fallback=oracle",
+    ],
+)
 def test_bad_planner_options_fail_in_one_line(arg: str) -> None:
     with pytest.raises(TrainError) as info:
         parse_decoding(arg)
@@ -217,7 +247,9 @@ def test_a_completion_cut_by_the_budget_fails_as_format_truncated(small_index_cf
                                  Completion('{"sql": ')], k=5)  # fmt: skip
     finally:
         ctx.close()
-    assert cut.error is not None and cut.error.startswith("format truncated: generation stopped at the budget of 256")
+    assert cut.error is not None and cut.error.startswith(
+        "format truncated: generation stopped at the budget of 256"
+    )
     assert bad.error is not None and bad.error.startswith("format ") and "truncated" not in bad.error
     assert cut.layer == bad.layer == "format"
     assert failure_breakdown_of([cut, bad])["format"] == 2
@@ -279,5 +311,7 @@ def test_the_engine_core_process_stops_when_its_caller_exits(tiny_planner: Path,
     pid = int([line for line in done.stdout.split() if line.isdigit()][-1])
     deadline = time.monotonic() + 60
     while Path(f"/proc/{pid}").exists() and Path(f"/proc/{pid}/status").read_text().find("State:\tZ") < 0:
-        assert time.monotonic() < deadline, f"vLLM's engine core (pid {pid}) outlived the process that started it"
+        assert time.monotonic() < deadline, (
+            f"vLLM's engine core (pid {pid}) outlived the process that started it"
+        )
         time.sleep(0.5)

@@ -100,7 +100,10 @@ def test_messages_put_system_then_shots_then_the_request() -> None:
 def test_a_bad_profile_is_one_typed_line() -> None:
     with pytest.raises(PromptError) as err:
         PromptConfig(profile="tiny")  # type: ignore[arg-type]
-    assert err.value.one_line() == "error prompt_profile: unknown prompt profile 'tiny'; choose one of full, short, compact"
+    assert (
+        err.value.one_line()
+        == "error prompt_profile: unknown prompt profile 'tiny'; choose one of full, short, compact"
+    )
 
 
 def test_the_prompt_is_the_same_on_every_call() -> None:

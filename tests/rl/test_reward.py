@@ -155,7 +155,9 @@ def test_execution_credit_stops_paying_a_wrong_program_for_running(
     gated = RewardScorer(scorer.engines, RewardConfig(execution_credit=0.0))
     half = RewardScorer(scorer.engines, RewardConfig(execution_credit=0.5))
     wrong, right = item(cases["a"], cases["ids_a"][1]), item(cases["a"], cases["ids_a"][0])
-    failing = item('{"sql": "SELECT id FROM products WHERE colour = 1", "retrieval_list": []}', cases["ids_a"][0])
+    failing = item(
+        '{"sql": "SELECT id FROM products WHERE colour = 1", "retrieval_list": []}', cases["ids_a"][0]
+    )
     assert [r.total for r in scorer.score([wrong, right, failing])] == [2.0, 4.0, 1.0]
     assert [r.total for r in gated.score([wrong, right, failing])] == [1.0, 4.0, 1.0]
     assert [r.total for r in half.score([wrong, right, failing])] == [1.5, 4.0, 1.0]
@@ -241,7 +243,9 @@ def test_combination_is_bounded_and_gated(s_f: float, s_e: float, s_r: float, s_
 
 
 @given(unit, unit, unit, unit, unit)
-def test_execution_credit_only_lowers_what_a_miss_earns(s_f: float, s_e: float, s_r: float, s_l: float, c: float) -> None:
+def test_execution_credit_only_lowers_what_a_miss_earns(
+    s_f: float, s_e: float, s_r: float, s_l: float, c: float
+) -> None:
     gated = combine(s_f, s_e, s_r, s_l, execution_credit=c)
     assert combine(s_f, s_e, s_r, s_l, execution_credit=0.0) <= gated <= combine(s_f, s_e, s_r, s_l) + 1e-12
     assert combine(s_f, s_e, 1.0, s_l, execution_credit=c) == pytest.approx(combine(s_f, s_e, 1.0, s_l))

@@ -63,7 +63,6 @@ def wire_key(result: dict[str, Any]) -> tuple[Any, ...]:
     return tuple((k, json.dumps(v)) for k, v in sorted(result.items()) if k != "timings")
 
 
-
 class Running:
     def __init__(
         self, scorer: RewardScorer, port: int = 0, instances: InstanceIndex | None = None, **settings: Any
@@ -151,7 +150,9 @@ def test_client_batching_sends_one_request_per_window_and_isolates_a_bad_item(
     assert client.stats.attempts == 2 + 32
 
 
-def test_two_engine_workers_give_the_same_scores(scorer: RewardScorer, rollouts: list[dict[str, Any]]) -> None:
+def test_two_engine_workers_give_the_same_scores(
+    scorer: RewardScorer, rollouts: list[dict[str, Any]]
+) -> None:
     # A small batch size makes several batches, so two run at once on the two engine threads.
     running = Running(scorer, window_ms=1.0, engine_workers=2, max_batch_items=6)
     try:

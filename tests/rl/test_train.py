@@ -44,7 +44,10 @@ def test_the_local_and_verl_recipes_agree_wherever_both_quote_the_paper() -> Non
         assert (local.epsilon, local.epsilon_high) == (verl["actor_rollout_ref.actor.clip_ratio_low"],
                                                        verl["actor_rollout_ref.actor.clip_ratio_high"])  # fmt: skip
         assert local.loss_type == algorithm and verl["actor_rollout_ref.actor.loss_agg_mode"] == loss_agg
-        assert local.num_iterations == 1 and verl["actor_rollout_ref.actor.ppo_mini_batch_size"] == verl["data.train_batch_size"]
+        assert (
+            local.num_iterations == 1
+            and verl["actor_rollout_ref.actor.ppo_mini_batch_size"] == verl["data.train_batch_size"]
+        )
         assert local.execution_credit == 1.0  # the paper's reward, which the reward service serves by default
 
 
@@ -59,7 +62,13 @@ def test_the_trainers_flags_are_the_defaults_files_keys() -> None:
     args = build_parser().parse_args(["train", "dapo", "--lr", "2e-5", "--epsilon-high", "0.3", "--no-filter-prompts",
                                       "--filter-on", "accuracy", "--execution-credit", "0", "--size", "xs"])  # fmt: skip
     assert params_flags("dapo").over(d.dapo, args) == dataclasses.replace(
-        d.dapo, learning_rate=2e-5, epsilon_high=0.3, filter_prompts=False, filter_on="accuracy", execution_credit=0.0)
+        d.dapo,
+        learning_rate=2e-5,
+        epsilon_high=0.3,
+        filter_prompts=False,
+        filter_on="accuracy",
+        execution_credit=0.0,
+    )
     assert model_flags("dapo").over(d, args) == dataclasses.replace(d, model_size="xs")
     assert "profile" not in model_flags("dapo").given(args)  # RL then takes the initial model's profile
     args = build_parser().parse_args(["train", "sft", "--epochs", "1.5", "--max-steps", "7", "--exemplars", "2",
@@ -82,7 +91,9 @@ def test_a_defaults_file_missing_a_key_is_refused(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("split", SPLITS)
 def test_tokenizer_round_trips_every_program_exactly(train_bench: Workspace, split: Split) -> None:
-    programs = [i.program for d in DOMAINS for s in ("train", "test", "ood") for i in load_split(train_bench, d, s)]
+    programs = [
+        i.program for d in DOMAINS for s in ("train", "test", "ood") for i in load_split(train_bench, d, s)
+    ]
     tricky = ['{"sql": "SELECT id FROM products WHERE brand = \'Levi\'\'s\' AND price < 19.99", "retrieval_list": []}',
               '{"sql": "SELECT id FROM emails WHERE sender ILIKE \'%Ünïcødé%\'", "retrieval_list": []}',
               "MiXeD CaSe,\tpunctuation!?\n\n  spaces  "]  # fmt: skip
@@ -92,7 +103,9 @@ def test_tokenizer_round_trips_every_program_exactly(train_bench: Workspace, spl
     assert len(ids) < len(programs[0]) / 2, "merges make a program much shorter than its bytes"
 
 
-def test_the_words_split_makes_a_request_phrase_the_same_tokens_in_the_program(train_bench: Workspace) -> None:
+def test_the_words_split_makes_a_request_phrase_the_same_tokens_in_the_program(
+    train_bench: Workspace,
+) -> None:
     insts = [i for d in DOMAINS for i in load_split(train_bench, d, "train")]
     texts = [t for i in insts for t in (i.nl, i.program)]
     phrase = next(e["query"] for i in insts for e in json.loads(i.program)["retrieval_list"]
@@ -153,7 +166,9 @@ def test_sft_keeps_the_checkpoint_with_the_lowest_validation_loss(train_bench: W
     assert "training curves" in capsys.readouterr().out
 
 
-def test_sft_refuses_chats_whose_program_falls_past_max_length(train_bench: Workspace, tmp_path: Path) -> None:
+def test_sft_refuses_chats_whose_program_falls_past_max_length(
+    train_bench: Workspace, tmp_path: Path
+) -> None:
     from rl.train.config import replace
     from rl.train.sft import SftJob, run_sft
 
@@ -166,7 +181,9 @@ def test_sft_refuses_chats_whose_program_falls_past_max_length(train_bench: Work
     assert not (tmp_path / "sft" / "final").exists()
 
 
-def test_offset_gives_training_requests_the_limited_run_never_saw(train_bench: Workspace, tmp_path: Path) -> None:
+def test_offset_gives_training_requests_the_limited_run_never_saw(
+    train_bench: Workspace, tmp_path: Path
+) -> None:
     from rl.train.sft import SftJob, rows
 
     def job(*, limit: int | None = None, offset: int = 0) -> SftJob:

@@ -36,7 +36,22 @@ RL_FLAGS = ["--max-steps", "2", "--prompts-per-step", "2", "--num-generations", 
 @pytest.fixture(scope="module")
 def sft_model(train_bench: Workspace, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("grpo-init") / "sft"
-    assert main(["--workspace", str(train_bench.root), "train", "sft", *TINY, "--max-steps", "3", "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "--workspace",
+                str(train_bench.root),
+                "train",
+                "sft",
+                *TINY,
+                "--max-steps",
+                "3",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     return out / "final"
 
 
@@ -45,7 +60,10 @@ def test_the_four_layers_sum_to_the_layered_reward() -> None:
 
     def score(items: list[dict[str, object]]) -> list[dict[str, float]]:
         calls.append(len(items))
-        return [{"s_f": 1.0, "s_e": 1.0, "s_r": 0.0, "s_l": 1.0}, {"s_f": 1.0, "s_e": 1.0, "s_r": 1.0, "s_l": 0.5}]
+        return [
+            {"s_f": 1.0, "s_e": 1.0, "s_r": 0.0, "s_l": 1.0},
+            {"s_f": 1.0, "s_e": 1.0, "s_r": 1.0, "s_l": 0.5},
+        ]
 
     reward = LayeredReward(score, "hit1")
     kwargs = {"domain": ["email", "email"], "gold_id": ["E1", "E2"], "relevant": [[], []]}
@@ -85,7 +103,10 @@ def test_rl_logs_every_reward_term_kl_and_clipping(small_index_cfg: Config, trai
     assert run["params"]["beta"] == 0.001
     assert (run["limit"], run["offset"]) == (8, offset)
     assert run["params"]["execution_credit"] == {"grpo": 1.0, "dapo": 0.0}[algorithm]
-    assert json.loads((out / "final" / "planner.json").read_text())["execution_credit"] == run["params"]["execution_credit"]
+    assert (
+        json.loads((out / "final" / "planner.json").read_text())["execution_credit"]
+        == run["params"]["execution_credit"]
+    )
 
 
 def test_grpo_scores_through_the_reward_service(small_index_cfg: Config, train_bench: Workspace,
@@ -130,21 +151,44 @@ def test_prompt_filter_keeps_the_groups_whose_rewards_differ(small_index_cfg: Co
     instances = split_train_val(load_instances(train_bench, ["ecommerce"], "train"))[0][:4]
     rows = [rl_row(i, "compact") for i in instances]
     gold = [i.program for i in instances]
-    completions = [[gold[0], gold[0]], [gold[1], "not a program"], ["{}", "not a program"], [gold[0], "not a program"]]
+    completions = [
+        [gold[0], gold[0]],
+        [gold[1], "not a program"],
+        ["{}", "not a program"],
+        [gold[0], "not a program"],
+    ]
     scorer = RewardScorer.open(small_index_cfg, ["ecommerce"])
     try:
         reward = LayeredReward(in_process(scorer), "hit1")
-        other = reward.layers([gold[0]], {key: [rows[3][key]] for key in ("domain", "gold_id", "relevant")})[0]
+        other = reward.layers([gold[0]], {key: [rows[3][key]] for key in ("domain", "gold_id", "relevant")})[
+            0
+        ]
         kept, stats = filter_rows(rows, completions, reward.layers, temperature=1.0)
-        on_accuracy, by_accuracy = filter_rows(rows, completions, reward.layers, temperature=1.0, on="accuracy")
+        on_accuracy, by_accuracy = filter_rows(
+            rows, completions, reward.layers, temperature=1.0, on="accuracy"
+        )
     finally:
         scorer.close()
     assert tuple(other[:3]) == (1.0, 1.0, 0.0)  # another request's program: it executes and misses
     assert [r["qid"] for r in kept] == [rows[1]["qid"], rows[3]["qid"]]
-    assert (stats.pool, stats.kept, stats.solved, stats.unsolved, stats.samples, stats.on) == (4, 2, 1, 1, 2, "reward")
-    assert stats.mean_reward == pytest.approx((4 + 4 + 4 + 0 + 0 + 0 + 2 + 0) / 8, abs=0.05)  # gold: S_l near 1
+    assert (stats.pool, stats.kept, stats.solved, stats.unsolved, stats.samples, stats.on) == (
+        4,
+        2,
+        1,
+        1,
+        2,
+        "reward",
+    )
+    assert stats.mean_reward == pytest.approx(
+        (4 + 4 + 4 + 0 + 0 + 0 + 2 + 0) / 8, abs=0.05
+    )  # gold: S_l near 1
     assert [r["qid"] for r in on_accuracy] == [rows[1]["qid"]]
-    assert (by_accuracy.kept, by_accuracy.solved, by_accuracy.unsolved, by_accuracy.on) == (1, 1, 2, "accuracy")
+    assert (by_accuracy.kept, by_accuracy.solved, by_accuracy.unsolved, by_accuracy.on) == (
+        1,
+        1,
+        2,
+        "accuracy",
+    )
     key = {"pool": pool_digest(rows), "samples": 2}
     record_filter(tmp_path, key, kept, stats)
     assert saved_filter(tmp_path, key) == {row_key(rows[1]), row_key(rows[3])}
@@ -176,7 +220,10 @@ def test_filter_needs_an_initial_model(small_index_cfg: Config, train_bench: Wor
                                        capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     rc = main(["--workspace", str(small_index_cfg.workspace), "train", "grpo", "--bench", str(train_bench.root),
                "--domain", "ecommerce", "--size", "xs", *RL_FLAGS, "--filter-prompts", "--out", str(tmp_path / "x")])  # fmt: skip
-    assert rc == 2 and "error train_filter: --filter-prompts samples the initial model" in capsys.readouterr().err
+    assert (
+        rc == 2
+        and "error train_filter: --filter-prompts samples the initial model" in capsys.readouterr().err
+    )
 
 
 def test_filtered_rl_trains_on_the_kept_prompts_and_reuses_its_filter(small_index_cfg: Config,
@@ -187,7 +234,10 @@ def test_filtered_rl_trains_on_the_kept_prompts_and_reuses_its_filter(small_inde
     nothing again and trains on the kept prompts only."""
     out = tmp_path / "kept"
     out.mkdir()
-    rows = [rl_row(i, "compact") for i in split_train_val(load_instances(train_bench, ["ecommerce"], "train"))[0][:8]]
+    rows = [
+        rl_row(i, "compact")
+        for i in split_train_val(load_instances(train_bench, ["ecommerce"], "train"))[0][:8]
+    ]
     key = filter_key(sft_model, rows, samples=2, temperature=1.0, max_tokens=24, target="hit1", on="accuracy")
     stats = FilterStats(pool=8, kept=3, solved=0, unsolved=5, samples=2, temperature=1.0, on="accuracy",
                         mean_reward=1.0, seconds=0.0)  # fmt: skip

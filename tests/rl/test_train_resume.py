@@ -28,7 +28,9 @@ def _sft(ws: Workspace, out: Path) -> list[str]:
 def test_a_killed_sft_run_resumes_with_exact_step_counts(train_bench: Workspace, tmp_path: Path) -> None:
     out = tmp_path / "run"
     env = {**os.environ, "PRORE_TRAIN_THREADS": "1"}
-    proc = subprocess.Popen(_sft(train_bench, out), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        _sft(train_bench, out), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     deadline = time.monotonic() + 900
     while not any(step >= 3 for step, _ in checkpoints(out)):
         assert proc.poll() is None, proc.stderr.read().decode()[-2000:] if proc.stderr else ""

@@ -60,7 +60,9 @@ def test_rl_recipes_pass_verls_validation_and_dataclasses(algorithm: str, option
     assert need_reference_policy(cfg) and not need_critic(cfg)
     validate_config(cfg, use_reference_policy=True, use_critic=False)
     actor = omega_conf_to_dataclass(cfg.actor_rollout_ref.actor)
-    assert (actor.clip_ratio_low, actor.clip_ratio_high) == ((0.1, 0.28) if algorithm == "dapo" else (0.2, 0.2))
+    assert (actor.clip_ratio_low, actor.clip_ratio_high) == (
+        (0.1, 0.28) if algorithm == "dapo" else (0.2, 0.2)
+    )
     assert actor.use_kl_loss and actor.kl_loss_coef == 0.001 and actor.optim.lr == 1e-6
     algo = omega_conf_to_dataclass(cfg.algorithm)
     assert algo.adv_estimator == "grpo"
@@ -86,7 +88,11 @@ def test_sft_recipe_builds_verls_engine_dataclasses() -> None:
     cfg = compose_argv(argv("sft", LaunchParams(model="/m", n_gpus_per_node=4), torchrun=True))
     assert omega_conf_to_dataclass(cfg.optim).lr == 5e-5
     omega_conf_to_dataclass(cfg.checkpoint)
-    assert cfg.trainer.total_epochs == 3 and cfg.data.train_batch_size == 64 and cfg.trainer.resume_mode == "auto"
+    assert (
+        cfg.trainer.total_epochs == 3
+        and cfg.data.train_batch_size == 64
+        and cfg.trainer.resume_mode == "auto"
+    )
 
 
 def test_verl_loads_compute_score_from_the_recipe_keys() -> None:
@@ -100,7 +106,9 @@ def test_verl_loads_compute_score_from_the_recipe_keys() -> None:
 
 
 @pytest.fixture(scope="module")
-def exported(small_index_cfg: Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
+def exported(
+    small_index_cfg: Config, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Path, Path]]:
     root = tmp_path_factory.mktemp("verl-export")
     engine = Engine.open(small_index_cfg, "ecommerce")
     try:

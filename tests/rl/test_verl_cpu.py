@@ -76,10 +76,15 @@ def _scored(url: str) -> float:
 def test_the_cpu_overrides_pass_verls_validation() -> None:
     from verl.utils.config import validate_config
 
-
-    cfg = compose_argv(argv("grpo", LaunchParams(model="/m", n_gpus_per_node=1, micro_batch=2, cpu=True, extra=TINY)))
+    cfg = compose_argv(
+        argv("grpo", LaunchParams(model="/m", n_gpus_per_node=1, micro_batch=2, cpu=True, extra=TINY))
+    )
     validate_config(cfg, use_reference_policy=True, use_critic=False)
-    assert (cfg.trainer.device, cfg.actor_rollout_ref.rollout.name, cfg.ray_kwargs.ray_init.num_gpus) == ("cpu", "hf", 1)
+    assert (cfg.trainer.device, cfg.actor_rollout_ref.rollout.name, cfg.ray_kwargs.ray_init.num_gpus) == (
+        "cpu",
+        "hf",
+        1,
+    )
 
 
 def test_verl_loads_the_plugin_from_its_external_module_hook() -> None:
@@ -101,7 +106,15 @@ def test_verl_loads_the_plugin_from_its_external_module_hook() -> None:
     env = {**os.environ, "VERL_USE_EXTERNAL_MODULES": CPU_ENV.split("=", 1)[1]}
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split() == ["cpu", "gloo", "cpu", "FSDPEngineWithLMHead", "HFServerAdapter", "HFReplica", "0.1"]
+    assert out.stdout.split() == [
+        "cpu",
+        "gloo",
+        "cpu",
+        "FSDPEngineWithLMHead",
+        "HFServerAdapter",
+        "HFReplica",
+        "0.1",
+    ]
 
 
 LEARN = ("data.train_batch_size=4", "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.actor.ppo_mini_batch_size=4",
@@ -123,7 +136,9 @@ def sft_planner(setup: Setup) -> Path:
            "--size", "xs", "--profile", "short", "--lr", "5e-3", "--max-steps", "150", "--eval-steps", "150",
            "--out", str(out)]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env={**env, "PRORE_TRAIN_THREADS": "2"})
+    run = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=900, env={**env, "PRORE_TRAIN_THREADS": "2"}
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     return out / "final"
 
@@ -166,7 +181,11 @@ def test_dapo_from_an_sft_planner_learns_checkpoints_and_resumes(setup: Setup, s
         # rewards differ within a group: advantages of both signs, a policy loss and a gradient
         assert m["critic/score/max"] > m["critic/score/min"], (step, m["critic/score/max"])
         assert m["critic/advantages/max"] > 0 > m["critic/advantages/min"], step
-        assert m["actor/pg_loss"] != 0 and m["actor/grad_norm"] > 0, (step, m["actor/pg_loss"], m["actor/grad_norm"])
+        assert m["actor/pg_loss"] != 0 and m["actor/grad_norm"] > 0, (
+            step,
+            m["actor/pg_loss"],
+            m["actor/grad_norm"],
+        )
         assert "critic/score/mean" in m  # the reward's mean over the step's groups
     ckpt = root / "dapo-ckpt" / "dapo"
     assert checkpoint_steps(ckpt) == [2]
@@ -181,6 +200,9 @@ def test_dapo_from_an_sft_planner_learns_checkpoints_and_resumes(setup: Setup, s
     assert (card["profile"], card["algorithm"], card["verl_step"]) == ("short", "dapo", 3)
     before, after = load_file(sft_planner / "model.safetensors"), load_file(planner / "model.safetensors")
     moved = [k for k in before if k in after and not torch.equal(before[k], after[k])]
-    assert moved and set(before) <= set(after) | {"lm_head.weight"}, (len(moved), sorted(set(before) - set(after))[:3])
+    assert moved and set(before) <= set(after) | {"lm_head.weight"}, (
+        len(moved),
+        sorted(set(before) - set(after))[:3],
+    )
     model = AutoModelForCausalLM.from_pretrained(planner)  # loads as the planner path loads it
     assert model.config.vocab_size == AutoModelForCausalLM.from_pretrained(sft_planner).config.vocab_size

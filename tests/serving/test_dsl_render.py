@@ -51,7 +51,9 @@ def test_dropped_positions_change_no_rendering_and_no_placeholder_order(case: di
     assert [use for _, use in placeholder_sites(validated.tree.copy())] == list(validated.placeholders)
     ids = {use.entry: [f"P{use.entry}", "it's"] for use in validated.placeholders}
     with_positions = dataclasses.replace(validated, tree=fresh)
-    assert substitute(validated, ids, table="prore.products") == substitute(with_positions, ids, table="prore.products")
+    assert substitute(validated, ids, table="prore.products") == substitute(
+        with_positions, ids, table="prore.products"
+    )
 
 
 def test_positions_are_dropped_only_after_every_check_used_them() -> None:

@@ -62,7 +62,9 @@ def test_every_wrapper_function_and_payload_has_a_case() -> None:
 
 
 @pytest.mark.parametrize("case", ESCAPES, ids=[c["name"] for c in ESCAPES])
-def test_the_round_trip_alone_refuses_every_escape(case: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_round_trip_alone_refuses_every_escape(
+    case: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With the unit rule switched off, what sqlglot renders reads as another statement and is refused."""
     monkeypatch.setattr(safety, "_check_slots", lambda node: None)
     with pytest.raises(ValidationError) as info:
@@ -91,7 +93,10 @@ def test_operands_sqlglot_would_drop_are_refused(sql: str) -> None:
 @pytest.mark.parametrize(
     ("sql", "code"),
     [
-        ("SELECT id FROM products WHERE dateTrunc(lower('month'), release_date) = release_date", Code.BAD_UNIT),
+        (
+            "SELECT id FROM products WHERE dateTrunc(lower('month'), release_date) = release_date",
+            Code.BAD_UNIT,
+        ),
         ("SELECT id FROM products WHERE DATE_ADD(lower('DAY'), 1, release_date) > now()", Code.BAD_UNIT),
         ("SELECT id FROM products WHERE DATE_ADD(FORTNIGHT, 1, release_date) > now()", Code.BAD_UNIT),
     ],
@@ -175,7 +180,9 @@ def slot_programs(draw: st.DrawFn) -> str:
     name, arity = draw(st.sampled_from(FUNCTIONS))
     args = [draw(arguments) for _ in range(arity)]
     call = f"{name}({', '.join(args)})"
-    shape = draw(st.sampled_from(("{} = 1", "{} > {}", "NOT {} = 0", "id IN (SELECT id FROM products WHERE {} = 0)")))
+    shape = draw(
+        st.sampled_from(("{} = 1", "{} > {}", "NOT {} = 0", "id IN (SELECT id FROM products WHERE {} = 0)"))
+    )
     other = draw(arguments)
     return "SELECT DISTINCT id FROM products WHERE " + shape.format(call, other)
 
@@ -229,17 +236,23 @@ def test_the_checker_sees_what_an_escape_would_run(chdb: ChdbStore) -> None:
     with pytest.raises(AssertionError):
         assert_reads_only_the_corpus(clickhouse_reading(chdb, rendered))
     with pytest.raises(AssertionError):
-        assert_reads_only_the_corpus(clickhouse_reading(chdb, "SELECT id FROM products WHERE version() = '1'"))
+        assert_reads_only_the_corpus(
+            clickhouse_reading(chdb, "SELECT id FROM products WHERE version() = '1'")
+        )
 
 
 def test_golden_programs_read_only_the_corpus(chdb: ChdbStore) -> None:
-    golden = [json.loads(line) for line in (DATA / "golden_valid.jsonl").read_text().splitlines() if line.strip()]
+    golden = [
+        json.loads(line) for line in (DATA / "golden_valid.jsonl").read_text().splitlines() if line.strip()
+    ]
     checked = 0
     for case in golden:
         if case["table"] != "products":
             continue
         tree, _ = check_sql(case["program"]["sql"], PRODUCTS)
-        if list(tree.find_all(exp.Column)) and any(c.name.startswith(("text_", "image_")) for c in tree.find_all(exp.Column)):
+        if list(tree.find_all(exp.Column)) and any(
+            c.name.startswith(("text_", "image_")) for c in tree.find_all(exp.Column)
+        ):
             continue  # placeholders are not SQL until substituted
         assert_reads_only_the_corpus(clickhouse_reading(chdb, tree.sql(dialect="clickhouse")))
         checked += 1
@@ -301,6 +314,8 @@ def test_a_bad_json_path_is_one_typed_error_and_nothing_on_stderr() -> None:
         "except ValidationError as exc:\n"
         "    print(exc.code)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
     assert done.stdout.strip() == Code.FORBIDDEN_FUNCTION
     assert done.stderr == ""

@@ -116,4 +116,3 @@ def test_substituted_sql_round_trips_for_any_program_and_any_ids() -> None:
         assert written <= got
 
     check()
-

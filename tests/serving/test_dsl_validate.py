@@ -65,7 +65,9 @@ def test_polarity_counts_every_not_on_the_path(where: str, positive: tuple[int, 
 def test_order_by_is_reported() -> None:
     validated = validate(_sql("SELECT id FROM products ORDER BY price DESC LIMIT 7"), PRODUCTS)
     assert validated.has_order_by
-    plain = validate(_sql("SELECT id FROM products WHERE id IN (SELECT id FROM products ORDER BY price LIMIT 3)"), PRODUCTS)
+    plain = validate(
+        _sql("SELECT id FROM products WHERE id IN (SELECT id FROM products ORDER BY price LIMIT 3)"), PRODUCTS
+    )
     assert not plain.has_order_by
 
 

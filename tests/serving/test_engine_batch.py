@@ -121,7 +121,9 @@ def test_batch_equals_single_programs_on_fresh_embedders(small_index_cfg: Config
     # The single side embeds every phrase alone, through embedders of its own (another cache size is
     # another process-level cached embedder, so nothing the batch embedded is reused): batched and
     # single forward passes and dot products must still give the same answers (retrieval.py).
-    batch = mixed_batch(handle) + programs([plain(d, mode) for d in docs(handle, 6) for mode in ("dense", "fuse")])
+    batch = mixed_batch(handle) + programs(
+        [plain(d, mode) for d in docs(handle, 6) for mode in ("dense", "fuse")]
+    )
     many = Engine(handle).execute_many(batch, k=10)
     fresh_cfg = small_index_cfg.replace(embedder=dataclasses.replace(small_index_cfg.embedder, cache_size=3))
     with Engine.open(fresh_cfg, "ecommerce", caches=CacheSizes.disabled()) as single:

@@ -17,7 +17,9 @@ from serving.engine.plan import pin_clock
 
 # The parity of the seconds since each email flips every second: any reading of the wall clock shows.
 TICKING = Program("SELECT id FROM emails WHERE DATE_DIFF(SECOND, date, now()) % 2 = 0")
-DAYS = Program("SELECT id FROM emails WHERE toDate(date) <= yesterday() AND toDate(date) < today() AND date < now()")
+DAYS = Program(
+    "SELECT id FROM emails WHERE toDate(date) <= yesterday() AND toDate(date) < today() AND date < now()"
+)
 
 
 def test_the_version_records_its_reference_time(small_index_cfg: Config) -> None:
@@ -78,7 +80,9 @@ def test_pin_clock(sql: str, expected: str) -> None:
     # An aware reference time in another zone is the same instant: pinned as UTC.
     paris = datetime.datetime(2024, 3, 1, 1, 30, tzinfo=datetime.timezone(datetime.timedelta(hours=1)))
     assert pin_clock(tree, paris).sql(dialect="clickhouse").endswith(expected)
-    assert tree.sql(dialect="clickhouse") == sqlglot.parse_one(sql, read="clickhouse").sql(dialect="clickhouse")
+    assert tree.sql(dialect="clickhouse") == sqlglot.parse_one(sql, read="clickhouse").sql(
+        dialect="clickhouse"
+    )
 
 
 def test_versions_written_before_the_field_use_their_publication_time() -> None:

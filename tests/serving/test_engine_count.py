@@ -30,7 +30,9 @@ CONDITIONS = (
 
 
 @pytest.fixture(scope="module")
-def engine(workspace_config: Callable[..., Config], write_synthetic_corpus: Callable[..., Any]) -> Iterator[Engine]:
+def engine(
+    workspace_config: Callable[..., Config], write_synthetic_corpus: Callable[..., Any]
+) -> Iterator[Engine]:
     from indexing.build import build_index
 
     cfg = workspace_config("count", text="hashing", image="hashing", hashing_dim=32)
@@ -43,8 +45,12 @@ def engine(workspace_config: Callable[..., Config], write_synthetic_corpus: Call
 
 def _condition(engine: Engine, where: str) -> exp.Expr:
     """The WHERE of a validated program, with its tables named as substitution renders them."""
-    validated = validate(parse_program({"sql": f"SELECT id FROM products WHERE {where}", "retrieval_list": []}), engine.schema)
-    cond = sqlglot.parse_one(strip_retrievals(validated, table=engine.handle.table), read="clickhouse").args["where"]
+    validated = validate(
+        parse_program({"sql": f"SELECT id FROM products WHERE {where}", "retrieval_list": []}), engine.schema
+    )
+    cond = sqlglot.parse_one(strip_retrievals(validated, table=engine.handle.table), read="clickhouse").args[
+        "where"
+    ]
     assert isinstance(cond, exp.Where) and isinstance(cond.this, exp.Expr)
     return cond.this
 

@@ -66,7 +66,9 @@ def unknown_codes(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def job(handle: IndexHandle, sql: str) -> SqlJob:
     """The job the engine would run for ``sql``, skipping validation: every FROM reads the physical table."""
-    tree = sqlglot.parse_one(sql.replace("FROM products", f"FROM {handle.table} AS products"), read="clickhouse")
+    tree = sqlglot.parse_one(
+        sql.replace("FROM products", f"FROM {handle.table} AS products"), read="clickhouse"
+    )
     assert isinstance(tree, sqlglot.exp.Select)
     where = tree.args.get("where")
     cond = where.this if where is not None and is_plain_filter(tree) else None

@@ -474,7 +474,9 @@ def test_pushdown_reads_the_config(odd_cfg: Config) -> None:
     with Engine.open(odd_cfg, "ecommerce") as default:
         assert default.planning == PlanningOptions()
     on = odd_cfg.with_section(
-        config_from_mapping({"serving": {"planning": {"pushdown": True}}}, sections=SECTIONS).section(ServingSettings)
+        config_from_mapping({"serving": {"planning": {"pushdown": True}}}, sections=SECTIONS).section(
+            ServingSettings
+        )
     )
     with Engine.open(on, "ecommerce") as engine:
         assert engine.planning.pushdown
@@ -486,7 +488,9 @@ def test_pushdown_reads_the_config(odd_cfg: Config) -> None:
 
 def test_adaptive_k_max_below_the_ladder_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match=r"serving\.planning\.adaptive_k_max"):
-        config_from_mapping({"serving": {"planning": {"adaptive_k_max": 2}}}, sections=SECTIONS).section(ServingSettings)
+        config_from_mapping({"serving": {"planning": {"adaptive_k_max": 2}}}, sections=SECTIONS).section(
+            ServingSettings
+        )
 
 
 def test_dates_in_the_mirror_are_utc_epoch_seconds() -> None:

@@ -76,11 +76,15 @@ def test_a_deadline_that_expires_mid_batch(small_index_cfg: Config) -> None:
         stats = engine.stats()
     # The filter scan ran before the deadline; the union of ORDER BY programs was due after it.
     assert len(store.settings) == 1
-    assert 0 < store.settings[0]["max_execution_time"] < engine.limits.max_execution_time_s  # capped by the time left
+    assert (
+        0 < store.settings[0]["max_execution_time"] < engine.limits.max_execution_time_s
+    )  # capped by the time left
     for got, want in zip(out[:4], reference[:4], strict=True):
         same(got, want)
     late = out[4:]
-    assert all(isinstance(o, DeadlineExceeded) and o.retryable and o.code == "deadline_exceeded" for o in late)
+    assert all(
+        isinstance(o, DeadlineExceeded) and o.retryable and o.code == "deadline_exceeded" for o in late
+    )
     assert stats.errors == {"deadline_exceeded": 4}
 
 

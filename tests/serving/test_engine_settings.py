@@ -16,15 +16,22 @@ TWO_ENTRIES = Program(
     "SELECT id FROM products WHERE id IN <text_1> AND id IN <text_2>",
     (Retrieval("text", "review", "sturdy"), Retrieval("text", "title", "jacket")),
 )
-SHORT_QUERY = Program("SELECT id FROM products WHERE id IN <text_1>", (Retrieval("text", "review", "sturdy build quality"),))
+SHORT_QUERY = Program(
+    "SELECT id FROM products WHERE id IN <text_1>", (Retrieval("text", "review", "sturdy build quality"),)
+)
 
 
 def test_open_reads_the_serving_section(small_index_cfg: Config) -> None:
-    settings = ServingSettings(dsl=DslLimits(max_entries=1), engine=CacheSizes(searches=5, requests=6, programs=7))
+    settings = ServingSettings(
+        dsl=DslLimits(max_entries=1), engine=CacheSizes(searches=5, requests=6, programs=7)
+    )
     with Engine.open(small_index_cfg.with_section(settings), "ecommerce") as engine:
         assert engine.dsl_limits.max_entries == 1
         assert engine.cache_stats()["programs"]["maxsize"] == 7
-        assert engine.cache_stats()["searches"]["maxsize"] == 5 and engine.cache_stats()["requests"]["maxsize"] == 6
+        assert (
+            engine.cache_stats()["searches"]["maxsize"] == 5
+            and engine.cache_stats()["requests"]["maxsize"] == 6
+        )
         with pytest.raises(ValidationError) as info:
             engine.execute(TWO_ENTRIES)
         assert info.value.code == "too_many_entries"

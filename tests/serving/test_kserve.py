@@ -59,7 +59,9 @@ def _model_server(ws: Path, planner_url: str, log_name: str) -> Iterator[str]:
         "--predictor_host", host, "--predictor_path", "/v1", "--planner_model", PLANNER_NAME,
         "--http_port", str(port), "--grpc_port", str(free_port()),
     ]  # fmt: skip
-    with served(command, url + "/v1/models/proretrieval", ws / log_name, what="the model server", timeout_s=240):
+    with served(
+        command, url + "/v1/models/proretrieval", ws / log_name, what="the model server", timeout_s=240
+    ):
         yield url
 
 
@@ -71,7 +73,9 @@ def transformer(vllm_server: str, kserve_workspaces: tuple[Path, Path]) -> Itera
 
 
 @pytest.fixture(scope="module")
-def scripted_transformer(scripted_planner_server: ScriptedPlanner, kserve_workspaces: tuple[Path, Path]) -> Iterator[str]:
+def scripted_transformer(
+    scripted_planner_server: ScriptedPlanner, kserve_workspaces: tuple[Path, Path]
+) -> Iterator[str]:
     """The model server in front of the scripted planner (a real HTTP server answering a given completion),
     for what the chat route does with a program that parses and with one that does not."""
     with _model_server(kserve_workspaces[1], scripted_planner_server.url, "kserve.log") as url:
@@ -110,7 +114,9 @@ def test_v1_predict_answers_every_instance_through_the_predictor(transformer: st
 @pytest.mark.slow
 @pytest.mark.server
 def test_v1_predict_refuses_a_bad_instance(transformer: str) -> None:
-    r = httpx.post(transformer + "/v1/models/proretrieval:predict", json={"instances": [{"q": 1}]}, timeout=60)
+    r = httpx.post(
+        transformer + "/v1/models/proretrieval:predict", json={"instances": [{"q": 1}]}, timeout=60
+    )
     assert r.status_code == 400 and "instances[0]" in r.text
     r = httpx.post(transformer + "/v1/models/proretrieval:predict",
                    json={"instances": [{"query": "x" * 5000}]}, timeout=60)  # fmt: skip
@@ -170,7 +176,11 @@ def test_openai_chat_answers_the_planners_program_as_v1_does(transformer: str) -
 @pytest.mark.slow
 @pytest.mark.server
 def test_openai_chat_streams_the_program_as_server_sent_events(transformer: str) -> None:
-    body = {"model": "proretrieval", "domain": "ecommerce", "messages": [{"role": "user", "content": "wireless headphones"}]}
+    body = {
+        "model": "proretrieval",
+        "domain": "ecommerce",
+        "messages": [{"role": "user", "content": "wireless headphones"}],
+    }
     plain = _chat(transformer, body)
     if plain.status_code != 200:
         pytest.skip(f"the planner wrote no program for this request ({plain.status_code}); nothing to stream")
@@ -199,15 +209,23 @@ def test_openai_chat_refuses_a_malformed_request(transformer: str) -> None:
         out: dict[str, Any] = r.json()
         return out
 
-    error = refused({"model": "proretrieval", "messages": [{"role": "system", "content": "hi"}]}, 400)["error"]
-    assert error["type"] == "bad_chat" and "no user message" in error["message"] and error["param"] == "messages"
+    error = refused({"model": "proretrieval", "messages": [{"role": "system", "content": "hi"}]}, 400)[
+        "error"
+    ]
+    assert (
+        error["type"] == "bad_chat" and "no user message" in error["message"] and error["param"] == "messages"
+    )
     error = refused({"model": "proretrieval", "domain": "recipes", "messages": [{"role": "user", "content": "x"}]},
                     400)["error"]  # fmt: skip
     assert error["type"] == "bad_chat" and error["param"] == "domain" and "ecommerce" in error["message"]
-    error = refused({"model": "proretrieval", "n": 2, "messages": [{"role": "user", "content": "x"}]}, 400)["error"]
+    error = refused({"model": "proretrieval", "n": 2, "messages": [{"role": "user", "content": "x"}]}, 400)[
+        "error"
+    ]
     assert error["param"] == "n" and error["type"] == "bad_chat"
     # the v1 route's refusals, with the same codes
-    error = refused({"model": "proretrieval", "messages": [{"role": "user", "content": "x" * 5000}]}, 422)["error"]
+    error = refused({"model": "proretrieval", "messages": [{"role": "user", "content": "x" * 5000}]}, 422)[
+        "error"
+    ]
     assert error["type"] == "nl_too_long" and "5000" in error["message"]
     # not a chat-completions request at all: FastAPI's validation, naming the field
     detail = refused({"model": "proretrieval", "messages": "wireless headphones"}, 422)["detail"]
@@ -216,7 +234,9 @@ def test_openai_chat_refuses_a_malformed_request(transformer: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.server
-def test_openai_chat_answers_the_repaired_program(scripted_transformer: str, scripted_planner: ScriptedPlanner) -> None:
+def test_openai_chat_answers_the_repaired_program(
+    scripted_transformer: str, scripted_planner: ScriptedPlanner
+) -> None:
     query = "wireless headphones under $200 with great noise cancelling"
     scripted_planner.completion = f"Here is the program: {EXAMPLE_PROGRAMS['ecommerce']} Hope it helps."
     scripted_planner.usage = {"prompt_tokens": 321, "completion_tokens": 54, "total_tokens": 375}
@@ -229,7 +249,10 @@ def test_openai_chat_answers_the_repaired_program(scripted_transformer: str, scr
     assert r.status_code == 200, r.text
     # the tokens the planner's endpoint counted, passed on
     assert {k: r.json()["usage"][k] for k in ("prompt_tokens", "completion_tokens", "total_tokens")} == {
-        "prompt_tokens": 321, "completion_tokens": 54, "total_tokens": 375}
+        "prompt_tokens": 321,
+        "completion_tokens": 54,
+        "total_tokens": 375,
+    }
     (choice,) = r.json()["choices"]
     program, repairs = read_program(scripted_planner.completion)  # the planner client's own reading
     assert repairs == ("surrounding_text",)
@@ -246,7 +269,9 @@ def test_openai_chat_answers_the_repaired_program(scripted_transformer: str, scr
 def test_openai_chat_gives_the_planners_reason_as_v1_does(scripted_transformer: str,
                                                           scripted_planner: ScriptedPlanner) -> None:  # fmt: skip
     scripted_planner.completion = "SELECT id FROM products"  # not a program
-    chat = _chat(scripted_transformer, {"model": "proretrieval", "messages": [{"role": "user", "content": "a lamp"}]})
+    chat = _chat(
+        scripted_transformer, {"model": "proretrieval", "messages": [{"role": "user", "content": "a lamp"}]}
+    )
     assert chat.status_code == 422, chat.text
     v1 = httpx.post(scripted_transformer + "/v1/models/proretrieval:predict", timeout=120,
                     json={"instances": [{"query": "a lamp", "k": 1}]}).json()["predictions"][0]  # fmt: skip
@@ -255,9 +280,14 @@ def test_openai_chat_gives_the_planners_reason_as_v1_does(scripted_transformer: 
     assert (error["type"], error["message"]) == (v1["fallback"]["reason"], v1["fallback"]["detail"])
     # an endpoint that fails is a 503 with the planner's code (last: it opens the circuit breaker)
     scripted_planner.status = 500
-    chat = _chat(scripted_transformer, {"model": "proretrieval", "messages": [{"role": "user", "content": "a lamp"}]})
+    chat = _chat(
+        scripted_transformer, {"model": "proretrieval", "messages": [{"role": "user", "content": "a lamp"}]}
+    )
     assert chat.status_code == 503, chat.text
-    assert chat.json()["error"]["type"] == "planner_unavailable" and "HTTP 500" in chat.json()["error"]["message"]
+    assert (
+        chat.json()["error"]["type"] == "planner_unavailable"
+        and "HTTP 500" in chat.json()["error"]["message"]
+    )
 
 
 @pytest.mark.slow

@@ -28,7 +28,9 @@ def unaliased() -> Iterator[None]:
     """The old paths as this vLLM has them (aliases this process made are taken out), put back after."""
     saved = {name: sys.modules.get(name) for name in (*OLD, PARENT)}
     for name, module in saved.items():
-        if module is not None and (module.__spec__ is None or module.__name__ != name):  # an alias, not vLLM's
+        if module is not None and (
+            module.__spec__ is None or module.__name__ != name
+        ):  # an alias, not vLLM's
             del sys.modules[name]
     try:
         yield
@@ -81,11 +83,15 @@ def test_leaves_an_old_path_that_imports_alone(unaliased: None, monkeypatch: pyt
     assert sys.modules["vllm.entrypoints.chat_utils"] is own
 
 
-def test_aliases_nothing_where_the_new_path_is_missing_too(unaliased: None, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_aliases_nothing_where_the_new_path_is_missing_too(
+    unaliased: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     if any(importable(old) for old in OLD):
         pytest.skip("this vLLM still has the paths KServe 0.20 imports")
     monkeypatch.setattr(kserve_compat, "MOVED", {"vllm.entrypoints.chat_utils": "vllm.no_such_module"})
-    monkeypatch.setattr(kserve_compat, "SPLIT", {"vllm.entrypoints.openai.engine.protocol": {"DeltaMessage": "vllm.nope"}})
+    monkeypatch.setattr(
+        kserve_compat, "SPLIT", {"vllm.entrypoints.openai.engine.protocol": {"DeltaMessage": "vllm.nope"}}
+    )
     assert kserve_compat.alias_moved_vllm_modules() == ()
     assert not importable("vllm.entrypoints.chat_utils")
     assert "vllm.entrypoints.openai.engine.protocol" not in sys.modules

@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytest.importorskip("kserve", reason="pip install '.[kserve]' (serving.kserve's parser is KServe's ModelServer's)")
+pytest.importorskip(
+    "kserve", reason="pip install '.[kserve]' (serving.kserve's parser is KServe's ModelServer's)"
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "docs" / "config.example.yaml"
@@ -37,7 +39,9 @@ print(json.dumps({"layers": sorted(m for m in ("rl", "prore") if m in sys.module
 def _load(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-c", LOAD, "--workspace", "w", "--predictor_host", "p.ns", *argv]
     environ = {k: v for k, v in os.environ.items() if not k.startswith("PRORE_PLANNER_")}
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, env={**environ, **(env or {})})
+    return subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, timeout=300, env={**environ, **(env or {})}
+    )
 
 
 def _planner(*argv: str, env: dict[str, str] | None = None) -> list[object]:
@@ -53,13 +57,21 @@ def test_the_transformers_planner_settings_have_the_one_precedence(tmp_path: Pat
     flags; the URL and the timeout are KServe's ``--predictor_*`` arguments."""
     assert _planner() == ["http://p.ns/openai/v1", None, "json", 512, 10.0]
     path = tmp_path / "prore.yaml"
-    path.write_text(yaml.safe_dump({"serving": {"planner": {"output": "grammar", "model": "m-file", "max_tokens": 300}}}))
+    path.write_text(
+        yaml.safe_dump({"serving": {"planner": {"output": "grammar", "model": "m-file", "max_tokens": 300}}})
+    )
     assert _planner(f"--config={path}") == ["http://p.ns/openai/v1", "m-file", "grammar", 300, 10.0]
     env = {"PRORE_PLANNER_OUTPUT": "free", "PRORE_PLANNER_MODEL": "m-env"}
     assert _planner(f"--config={path}", env=env)[1:3] == ["m-env", "free"]
     flags = ("--planner_output=grounded", "--planner_model=m-flag", "--predictor_path=/v1",
              "--predictor_request_timeout_seconds=3", "--predictor_use_ssl=true")  # fmt: skip
-    assert _planner(f"--config={path}", *flags, env=env) == ["https://p.ns/v1", "m-flag", "grounded", 300, 3.0]
+    assert _planner(f"--config={path}", *flags, env=env) == [
+        "https://p.ns/v1",
+        "m-flag",
+        "grounded",
+        300,
+        3.0,
+    ]
     bad = _load("--planner_output=xml")
     assert bad.returncode == 2 and "invalid choice: 'xml'" in bad.stderr
 

@@ -50,7 +50,9 @@ async def _plan(settings: PlannerSettings, domain: str, nl: str, *, timeout_s: f
 @pytest.mark.server
 @pytest.mark.parametrize("domain", ["ecommerce", "email"])
 def test_vllm_structured_output_parses_as_a_program(vllm_server: str, domain: str) -> None:
-    settings = PlannerSettings(url=vllm_server, model=PLANNER_NAME, schema_limits=TIGHT, max_tokens=600, timeout_s=120)
+    settings = PlannerSettings(
+        url=vllm_server, model=PLANNER_NAME, schema_limits=TIGHT, max_tokens=600, timeout_s=120
+    )
     plan = _run(_plan(settings, domain, "wireless headphones under $200"))
     assert isinstance(plan.program, Program)
     assert len(plan.program.sql) <= TIGHT.max_sql_chars
@@ -79,7 +81,9 @@ def test_vllm_grammar_output_is_a_valid_program(vllm_server: str, domain: str) -
 @pytest.mark.server
 def test_vllm_without_structured_output_is_a_typed_output_error_or_a_program(vllm_server: str) -> None:
     # An untrained model writes noise; the client must say so with the parser's code, never crash.
-    settings = PlannerSettings(url=vllm_server, model=PLANNER_NAME, structured=False, max_tokens=32, timeout_s=120)
+    settings = PlannerSettings(
+        url=vllm_server, model=PLANNER_NAME, structured=False, max_tokens=32, timeout_s=120
+    )
     try:
         plan = _run(_plan(settings, "ecommerce", "a red lamp"))
     except PlannerOutputError as exc:
@@ -108,14 +112,18 @@ def test_vllm_ready_and_unknown_model_is_unavailable_without_retry(vllm_server: 
 # -- the prompt and the request body ----------------------------------------------------------------
 
 
-def test_request_carries_the_one_prompt_and_evaluations_json_grammar(scripted_planner: ScriptedPlanner) -> None:
+def test_request_carries_the_one_prompt_and_evaluations_json_grammar(
+    scripted_planner: ScriptedPlanner,
+) -> None:
     from indexing.schema import PRODUCTS
     from rl.eval.planner_methods import program_grammar
     from serving.dsl.structured import STRUCTURED_LIMITS
     from serving.prompt import messages
 
     scripted_planner.completion = GOOD
-    plan = _run(_plan(PlannerSettings(url=scripted_planner.url, model="m", profile="short"), "ecommerce", "cheap"))
+    plan = _run(
+        _plan(PlannerSettings(url=scripted_planner.url, model="m", profile="short"), "ecommerce", "cheap")
+    )
     assert plan.program.retrieval_list[0].query == "great sound"
     body = scripted_planner.bodies[0]
     assert body["messages"] == messages("ecommerce", "cheap", profile="short")
@@ -125,23 +133,36 @@ def test_request_carries_the_one_prompt_and_evaluations_json_grammar(scripted_pl
     assert "response_format" not in body
 
 
-def test_grammar_output_sends_the_program_grammar_instead_of_the_schema(scripted_planner: ScriptedPlanner) -> None:
+def test_grammar_output_sends_the_program_grammar_instead_of_the_schema(
+    scripted_planner: ScriptedPlanner,
+) -> None:
     from indexing.schema import EMAILS
     from serving.dsl.grammar import program_grammar_ebnf
 
     scripted_planner.completion = GOOD
-    _run(_plan(PlannerSettings(url=scripted_planner.url, model="m", output="grammar", schema_limits=TIGHT), "email", "x"))
+    _run(
+        _plan(
+            PlannerSettings(url=scripted_planner.url, model="m", output="grammar", schema_limits=TIGHT),
+            "email",
+            "x",
+        )
+    )
     body = scripted_planner.bodies[0]
     assert body["structured_outputs"] == {"grammar": program_grammar_ebnf(EMAILS, TIGHT)}
     assert "response_format" not in body
     _run(_plan(PlannerSettings(url=scripted_planner.url, model="m", output="free"), "email", "x"))
-    assert "response_format" not in scripted_planner.bodies[1] and "structured_outputs" not in scripted_planner.bodies[1]
+    assert (
+        "response_format" not in scripted_planner.bodies[1]
+        and "structured_outputs" not in scripted_planner.bodies[1]
+    )
     with pytest.raises(ProReError) as info:
         PlannerSettings(url=scripted_planner.url, model="m", output="yaml")
     assert info.value.code == "planner_output" and "json, grammar, grounded, free" in str(info.value)
 
 
-def test_grounded_output_sends_the_grammar_of_this_request_and_the_corpus_values(scripted_planner: ScriptedPlanner) -> None:
+def test_grounded_output_sends_the_grammar_of_this_request_and_the_corpus_values(
+    scripted_planner: ScriptedPlanner,
+) -> None:
     from indexing.schema import PRODUCTS
     from serving.dsl.grammar import program_grammar_ebnf
     from serving.dsl.grounding import Grounding
@@ -159,7 +180,9 @@ def test_grounded_output_sends_the_grammar_of_this_request_and_the_corpus_values
     grammar = scripted_planner.bodies[0]["structured_outputs"]["grammar"]
     assert grammar == constraint_grammar(PRODUCTS, "grounded", TIGHT, request="sony cans with great sound",
                                          values=values["ecommerce"])  # fmt: skip
-    assert grammar.startswith("%llguidance"), "llguidance's own dialect, for a server on vLLM's guidance backend"
+    assert grammar.startswith("%llguidance"), (
+        "llguidance's own dialect, for a server on vLLM's guidance backend"
+    )
     assert "STR_BRAND: \"'Bose'\" | \"'Sony'\"" in grammar and '"great sound"' in grammar
     assert grammar != program_grammar_ebnf(PRODUCTS, TIGHT, Grounding.of("sony cans with great sound"))
 
@@ -208,7 +231,9 @@ def test_prore_serve_asks_for_the_named_model_or_the_endpoints_one(monkeypatch: 
     from serving.commands import planner_from_args
     from serving.dsl.structured import STRUCTURED_LIMITS
 
-    def settings(*argv: str) -> PlannerSettings:  # the environment is read with the config, as prore's main does
+    def settings(
+        *argv: str,
+    ) -> PlannerSettings:  # the environment is read with the config, as prore's main does
         args = build_parser().parse_args(["serve", "--planner-url", "http://127.0.0.1:9/v1", *argv])
         got = planner_from_args(args, load_config())
         assert got is not None
@@ -232,11 +257,21 @@ def test_json_output_without_xgrammar_stops_prore_serve_in_one_line(
     program_json_grammar.cache_clear()
     monkeypatch.setitem(sys.modules, "xgrammar", None)  # what an environment without vLLM's xgrammar imports
     try:
-        argv = ["--workspace", str(tmp_path), "serve", "--planner-url", "http://127.0.0.1:9/v1", "--planner-output", "json"]
+        argv = [
+            "--workspace",
+            str(tmp_path),
+            "serve",
+            "--planner-url",
+            "http://127.0.0.1:9/v1",
+            "--planner-output",
+            "json",
+        ]
         assert main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error missing_extra: xgrammar is not installed"), err
-        prepare(PlannerSettings(url="http://127.0.0.1:9/v1", model=None, output="grammar"), ["ecommerce", "email"])
+        prepare(
+            PlannerSettings(url="http://127.0.0.1:9/v1", model=None, output="grammar"), ["ecommerce", "email"]
+        )
     finally:
         program_json_grammar.cache_clear()
 
@@ -248,7 +283,9 @@ def test_grounded_output_without_llguidance_stops_prore_serve_in_one_line(
     from serving.dsl.structured import _lark_base
 
     _lark_base.cache_clear()
-    monkeypatch.setitem(sys.modules, "llguidance", None)  # what an environment without vLLM's llguidance imports
+    monkeypatch.setitem(
+        sys.modules, "llguidance", None
+    )  # what an environment without vLLM's llguidance imports
     monkeypatch.setitem(sys.modules, "llguidance.gbnf_to_lark", None)
     try:
         assert main(["--workspace", str(tmp_path), "serve", "--planner-url", "http://127.0.0.1:9/v1"]) == 2
@@ -323,7 +360,11 @@ def test_5xx_is_retried_with_backoff_then_unavailable(scripted_planner: Scripted
 def test_4xx_is_not_retried(scripted_planner: ScriptedPlanner) -> None:
     scripted_planner.status = 400
     with pytest.raises(PlannerUnavailable):
-        _run(_plan(PlannerSettings(url=scripted_planner.url, model="m", retries=3, backoff_s=0.01), "email", "x"))
+        _run(
+            _plan(
+                PlannerSettings(url=scripted_planner.url, model="m", retries=3, backoff_s=0.01), "email", "x"
+            )
+        )
     assert scripted_planner.calls == 1
 
 
@@ -422,7 +463,9 @@ def test_a_served_planner_prompts_with_the_exemplars_its_card_names(tmp_path: Pa
     try:
         shots = asyncio.run(planner.shots("ecommerce", "sony headphones, quiet ones"))
         assert shots == expected and len(shots) == 2
-        assert all(p[0] == "ecommerce" for p in pairs if (p[1], p[2]) in shots), "exemplars of the request's domain only"
+        assert all(p[0] == "ecommerce" for p in pairs if (p[1], p[2]) in shots), (
+            "exemplars of the request's domain only"
+        )
         body = planner.payload("ecommerce", "sony headphones, quiet ones", shots)
         roles = [m["role"] for m in body["messages"]]
         assert roles == ["system", "user", "assistant", "user", "assistant", "user"]

@@ -81,15 +81,23 @@ def test_the_readmes_serving_steps_pass_what_the_planner_needs() -> None:
     steps = readme_steps()
     vllm, serve = shlex.split(steps.vllm), shlex.split(steps.serve)
     assert vllm[vllm.index("--served-model-name") + 1] == "planner"
-    assert float(vllm[vllm.index("--gpu-memory-utilization") + 1]) <= 0.2  # vLLM's CPU default 0.92 fails here
+    assert (
+        float(vllm[vllm.index("--gpu-memory-utilization") + 1]) <= 0.2
+    )  # vLLM's CPU default 0.92 fails here
     assert "VLLM_CPU_KVCACHE_SPACE=1" in vllm
     assert vllm[vllm.index("--model") + 1] == MODEL_DIR
-    assert vllm[vllm.index("--structured-outputs-config.backend") + 1] == "guidance", "evaluation's grammar backend"
+    assert vllm[vllm.index("--structured-outputs-config.backend") + 1] == "guidance", (
+        "evaluation's grammar backend"
+    )
     assert serve[serve.index("--planner-card") + 1] == MODEL_DIR
     assert serve[serve.index("--planner-url") + 1] == f"http://127.0.0.1:{PORTS['planner']}/v1"
-    assert "--planner-output" not in serve, "the default output is the one evaluation's planner-grounded: decodes with"
+    assert "--planner-output" not in serve, (
+        "the default output is the one evaluation's planner-grounded: decodes with"
+    )
     moved = substitute(steps.serve, "/m", {"planner": 1234, "api": 4321})
-    assert moved == steps.serve.replace(MODEL_DIR, "/m").replace(":8000/", ":1234/").replace("--port 8080", "--port 4321")
+    assert moved == steps.serve.replace(MODEL_DIR, "/m").replace(":8000/", ":1234/").replace(
+        "--port 8080", "--port 4321"
+    )
 
 
 def test_make_demos_serving_step_starts_the_readmes_vllm_server() -> None:
@@ -142,7 +150,9 @@ def corpus_values(workspace: Path, domain: str) -> dict[str, tuple[str, ...]]:
     from indexing.schema import schema_for
     from serving.dsl.grounding import MAX_VALUES, value_columns
 
-    frame = pd.concat([pd.read_parquet(f) for f in sorted((workspace / "corpora" / domain).glob("v*/part-*.parquet"))])
+    frame = pd.concat(
+        [pd.read_parquet(f) for f in sorted((workspace / "corpora" / domain).glob("v*/part-*.parquet"))]
+    )
     out = {}
     for name in value_columns(schema_for(domain)):
         found = tuple(sorted({str(v) for v in frame[name].dropna() if str(v).strip()}))
@@ -191,7 +201,9 @@ def test_the_readmes_steps_serve_the_trained_planner_as_evaluation_decodes(readm
 
     s = readme_servers
     request = load_split(Workspace(s.root / "workspace"), "ecommerce", "test")[0]
-    r = httpx.post(s.api_url + "/v1/search", json={"query": request.nl, "domain": "ecommerce", "k": 5}, timeout=300)
+    r = httpx.post(
+        s.api_url + "/v1/search", json={"query": request.nl, "domain": "ecommerce", "k": 5}, timeout=300
+    )
     assert r.status_code == 200, r.text
     got = r.json()
     assert got["source"] == "planner", (got["fallback"], (s.root / "serve.log").read_text()[-2000:])

@@ -100,7 +100,9 @@ def test_dead_planner_shows_the_fallback_badge_and_examples_work(
         page.screenshot(path=str(tmp_path / "fallback.png"), full_page=True)
         # an example request of the other corpus
         page.locator("button.example[data-domain=email]").first.click()
-        page.wait_for_function("document.querySelector('#program').textContent.includes('emails')", timeout=60_000)
+        page.wait_for_function(
+            "document.querySelector('#program').textContent.includes('emails')", timeout=60_000
+        )
         assert "subject" in page.locator("#results thead").inner_text()
         page.fill("#query", "")
         page.click("#go")

@@ -88,7 +88,9 @@ visual terms (``image``). :mod:`indexing.corpora.products` labels the descriptio
 and the image's visual terms; :mod:`indexing.corpora.emails` the body's facets."""
 CLOCK_FUNCTIONS = frozenset({"now", "today", "yesterday"})
 """Refused in a ``where``: the relevant set must not move with the index's build time."""
-GOLD_RULE = "the first relevant id in id order (a convention: Hit@1-family metrics mean nothing on this split)"
+GOLD_RULE = (
+    "the first relevant id in id order (a convention: Hit@1-family metrics mean nothing on this split)"
+)
 HUMAN_NOTE = (
     "Human split: hand-written requests with hand-written judgements; the gold id is only the first relevant "
     "id in id order, so Hit@1, Hit@3, MRR and NDCG@3 mean nothing here: read P@1 and nDCG@10. The split is "
@@ -133,7 +135,9 @@ class HumanRequest:
     @property
     def program(self) -> str:
         """The request's program: the ``where`` alone, as program JSON (what ``sql-only`` runs)."""
-        return json.dumps({"sql": select_sql(schema_for(self.domain).table, self.where), "retrieval_list": []})
+        return json.dumps(
+            {"sql": select_sql(schema_for(self.domain).table, self.where), "retrieval_list": []}
+        )
 
     @property
     def modalities(self) -> tuple[str, ...]:
@@ -177,7 +181,9 @@ class HumanRequest:
     def judgement(self) -> str:
         """The judgement as JSON (the instance's ``tree``)."""
         must: list[Any] = [list(g) if len(g) > 1 else g[0] for g in self.must]
-        return json.dumps({"where": self.where, "must": must, "must_not": list(self.must_not)}, ensure_ascii=False)
+        return json.dumps(
+            {"where": self.where, "must": must, "must_not": list(self.must_not)}, ensure_ascii=False
+        )
 
 
 _OPERATORS: dict[type[exp.Expr], str] = {
@@ -185,7 +191,19 @@ _OPERATORS: dict[type[exp.Expr], str] = {
     exp.Between: "BETWEEN", exp.Like: "LIKE", exp.ILike: "ILIKE", exp.Is: "IS", exp.And: "AND", exp.Or: "OR",
     exp.Not: "NOT",
 }  # fmt: skip
-_PREDICATES = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.In, exp.Between, exp.Like, exp.ILike, exp.Is)
+_PREDICATES = (
+    exp.EQ,
+    exp.NEQ,
+    exp.GT,
+    exp.GTE,
+    exp.LT,
+    exp.LTE,
+    exp.In,
+    exp.Between,
+    exp.Like,
+    exp.ILike,
+    exp.Is,
+)
 
 
 def where_predicates(tree: exp.Expr | None) -> int:
@@ -256,7 +274,8 @@ def resolve(domain: str, ref: str) -> tuple[str, ...]:
     if fieldname:
         if fieldname not in fields:
             raise HumanDataError(
-                f"facet {facet!r} is labeled only in {', '.join(fields)}, not in {fieldname!r}", code="human_facet"
+                f"facet {facet!r} is labeled only in {', '.join(fields)}, not in {fieldname!r}",
+                code="human_facet",
             )
         return (label_key(fieldname, facet),)
     return tuple(label_key(f, facet) for f in fields)
@@ -276,7 +295,9 @@ def check_where(where: str, schema: CorpusSchema) -> ValidatedProgram | None:
                              code="human_where") from exc  # fmt: skip
     node = validated.tree.args.get("where")
     if node is None or validated.placeholders:
-        raise HumanDataError(f"where {where!r} must be a plain condition (no vector placeholders)", code="human_where")
+        raise HumanDataError(
+            f"where {where!r} must be a plain condition (no vector placeholders)", code="human_where"
+        )
     for call in node.find_all(exp.Anonymous):
         if str(call.name).lower() in CLOCK_FUNCTIONS:
             raise HumanDataError(
@@ -299,13 +320,17 @@ def parse_line(domain: str, text: str, line: int) -> HumanRequest:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise HumanDataError(f"not a JSON object: {exc.msg} (column {exc.colno})", code="human_line") from None
+        raise HumanDataError(
+            f"not a JSON object: {exc.msg} (column {exc.colno})", code="human_line"
+        ) from None
     if not isinstance(data, dict):
         raise HumanDataError("not a JSON object", code="human_line")
     missing = [k for k in REQUIRED if k not in data]
     unknown = sorted(set(data) - set(KEYS))
     if missing or unknown:
-        parts = ([f"missing {', '.join(missing)}"] if missing else []) + ([f"unknown {', '.join(unknown)}"] if unknown else [])
+        parts = ([f"missing {', '.join(missing)}"] if missing else []) + (
+            [f"unknown {', '.join(unknown)}"] if unknown else []
+        )
         raise HumanDataError(f"{'; '.join(parts)} (keys: {', '.join(KEYS)})", code="human_line")
     for key in ("id", "nl", "where"):
         if not isinstance(data[key], str):
@@ -407,7 +432,9 @@ class Relevant:
     ids: tuple[str, ...]
 
 
-def relevance_statement(domain: str, requests: Sequence[HumanRequest], table: str, labels: str, cap: int) -> str:
+def relevance_statement(
+    domain: str, requests: Sequence[HumanRequest], table: str, labels: str, cap: int
+) -> str:
     """One scan answering ``requests``: ``countIf(c) AS n<j>, groupArraySortedIf(cap)(id, c) AS i<j>`` over the
     physical ``table`` (read as the corpus table's name) left-joined with the label table ``labels``."""
     alias = schema_for(domain).table
@@ -489,7 +516,9 @@ class HumanSplit:
         """``human split: kept N of M ecommerce requests; skipped K with no relevant document here: ids``."""
         text = f"human split: kept {len(self.instances)} of {self.total} {self.domain} requests"
         if self.skipped:
-            shown = ", ".join(self.skipped[:10]) + (f" and {len(self.skipped) - 10} more" if len(self.skipped) > 10 else "")
+            shown = ", ".join(self.skipped[:10]) + (
+                f" and {len(self.skipped) - 10} more" if len(self.skipped) > 10 else ""
+            )
             text += f"; skipped {len(self.skipped)} with no relevant document in this corpus: {shown}"
         return text
 

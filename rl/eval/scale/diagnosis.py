@@ -167,17 +167,25 @@ def _reaches_k(handle: Any, t: Mapping[str, Any], rec: Mapping[str, Any]) -> boo
     vectors = handle.vectors.fetch_vectors(handle.collection, t["field"], [doc, rec["last_candidate"]])
     if doc not in vectors or rec["last_candidate"] not in vectors:
         return None
-    gold, last = (float(np.dot(query, np.asarray(vectors[d], dtype=np.float64))) for d in (doc, rec["last_candidate"]))
+    gold, last = (
+        float(np.dot(query, np.asarray(vectors[d], dtype=np.float64))) for d in (doc, rec["last_candidate"])
+    )
     return gold >= last - 1e-6
 
 
-def miss_texts(handle: Any, program_traits: Sequence[Mapping[str, Any]], records: Sequence[Mapping[str, Any]]) -> list[str | None]:
+def miss_texts(
+    handle: Any, program_traits: Sequence[Mapping[str, Any]], records: Sequence[Mapping[str, Any]]
+) -> list[str | None]:
     """The :func:`classify_miss` class of every pure-vector L1 program whose first result missed (None for
     the others), the searched field of the first result and of the gold document read from the index."""
     todo = [
         i
         for i, (t, r) in enumerate(zip(program_traits, records, strict=True))
-        if t["kind"] == "pure-vector" and t["level"] == "L1" and not r["empty"] and not r["hit"] and t["field"]
+        if t["kind"] == "pure-vector"
+        and t["level"] == "L1"
+        and not r["empty"]
+        and not r["hit"]
+        and t["field"]
     ]
     out: list[str | None] = [None] * len(records)
     for field in sorted({program_traits[i]["field"] for i in todo}):
@@ -191,7 +199,9 @@ def miss_texts(handle: Any, program_traits: Sequence[Mapping[str, Any]], records
     return out
 
 
-def breakdown(program_traits: Sequence[Mapping[str, Any]], records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def breakdown(
+    program_traits: Sequence[Mapping[str, Any]], records: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
     """P@1 and empty share of ``records`` grouped along each of :data:`DIMENSIONS`: ``{dimension: {group:
     {"n", "p_at_1", "empty"}}}``.
 
@@ -225,7 +235,9 @@ def misses(classes: Sequence[str | None]) -> dict[str, int]:
 def table(runs: Sequence[Mapping[str, Any]], candidate: str) -> list[str]:
     """The break-down of one candidate engine at every size, as text lines: one row per group, one
     ``P@1 / empty`` column per run; then the pure-vector L1 misses by class."""
-    runs = [r for r in runs if candidate in r.get("candidates", {}) and "breakdown" in r["candidates"][candidate]]
+    runs = [
+        r for r in runs if candidate in r.get("candidates", {}) and "breakdown" in r["candidates"][candidate]
+    ]
     if not runs:
         return []
     label = runs[0]["candidates"][candidate]["label"]

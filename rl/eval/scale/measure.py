@@ -166,7 +166,8 @@ def measure(
         for name, ids in tops.items():
             hits = [doc is not None and verdict[(id(trees[i]), doc)] for i, doc in enumerate(ids)]
             records = [
-                diagnosis.record(o, h, t["gold"]) for o, h, t in zip(kept[name], hits, program_traits, strict=True)
+                diagnosis.record(o, h, t["gold"])
+                for o, h, t in zip(kept[name], hits, program_traits, strict=True)
             ]
             out["candidates"][name]["breakdown"] = diagnosis.breakdown(program_traits, records)
             out["candidates"][name]["misses"] = diagnosis.misses(

@@ -78,7 +78,9 @@ def plots(results: Mapping[str, Any], where: Path, stem: str) -> list[str]:
         it has one."""
         for j, e in enumerate(embedders):
             for i, name in enumerate(names):
-                pts = [(r["docs"], value(r["candidates"][name])) for r in series(e) if name in r["candidates"]]
+                pts = [
+                    (r["docs"], value(r["candidates"][name])) for r in series(e) if name in r["candidates"]
+                ]
                 pts = [(x, y) for x, y in pts if y is not None]
                 if pts:
                     ax.plot(*zip(*pts, strict=True), styles[j % 4], marker="osD^"[j % 4], color=f"C{i}",

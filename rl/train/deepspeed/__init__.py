@@ -91,4 +91,3 @@ def skip_shared_memory_comm() -> bool:
     # deepspeed.ops probes its ops once and caches the dict in the module; build_shm_op() reads it there.
     deepspeed.ops.__compatible_ops__[SHM_COMM] = False
     return True
-

@@ -38,7 +38,10 @@ from rl.verl.cpu.rollout import NAME  # noqa: E402
 
 
 def _register() -> None:
-    for model_type, engine in (("language_model", FSDPEngineWithLMHead), ("value_model", FSDPEngineWithValueHead)):
+    for model_type, engine in (
+        ("language_model", FSDPEngineWithLMHead),
+        ("value_model", FSDPEngineWithValueHead),
+    ):
         if "cpu" not in EngineRegistry._engines.get(model_type, {}).get("fsdp2", {}):
             EngineRegistry.register(model_type=model_type, backend=["fsdp", "fsdp2"], device="cpu")(engine)
     _rollout_base._ROLLOUT_REGISTRY[(NAME, "async")] = "rl.verl.cpu.rollout.HFServerAdapter"

@@ -85,7 +85,7 @@ class HFServer:
         self.weight_updates += 1
         if global_steps is not None:
             self.global_steps = global_steps
-        since = self.batches[self._printed:]
+        since = self.batches[self._printed :]
         self._printed = len(self.batches)
         print(f"hf rollout {self.replica_rank}: loaded {len(own)} tensors from the actor "
               f"(sync {self.weight_updates}, global step {global_steps}); since the last sync "
@@ -134,7 +134,9 @@ class HFServer:
             for items in groups.values():
                 self.batches.append(len(items))
                 try:
-                    answers = await asyncio.to_thread(self._generate_batch, [i[0] for i in items], items[0][1])
+                    answers = await asyncio.to_thread(
+                        self._generate_batch, [i[0] for i in items], items[0][1]
+                    )
                 except Exception as exc:  # every request of the batch gets the failure
                     for _, _, fut in items:
                         if not fut.done():
@@ -154,10 +156,16 @@ class HFServer:
         if self._drainer is None or self._drainer.done():
             self._drainer = asyncio.create_task(self._drain())
         tokens = await fut
-        return TokenOutput(token_ids=tokens, stop_reason="completed", extra_fields={"global_steps": self.global_steps})
+        return TokenOutput(
+            token_ids=tokens, stop_reason="completed", extra_fields={"global_steps": self.global_steps}
+        )
 
     def stats(self) -> dict[str, Any]:
-        return {"weight_updates": self.weight_updates, "global_steps": self.global_steps, "batches": list(self.batches)}
+        return {
+            "weight_updates": self.weight_updates,
+            "global_steps": self.global_steps,
+            "batches": list(self.batches),
+        }
 
     # The control calls verl makes on a server; nothing to free or resume on CPU.
     async def set_global_steps(self, global_steps: int) -> None:
@@ -182,7 +190,9 @@ class HFReplica(RolloutReplica):  # type: ignore[misc]
 
     async def launch_servers(self) -> None:
         if self.world_size != 1:
-            raise ValueError(f"the hf CPU rollout runs unsharded (tp = dp = pp = 1), got world size {self.world_size}")
+            raise ValueError(
+                f"the hf CPU rollout runs unsharded (tp = dp = pp = 1), got world size {self.world_size}"
+            )
         server = HFServer.options(name=server_name(self.replica_rank, self.name_suffix),  # type: ignore[attr-defined]
                                   max_concurrency=self.max_concurrency).remote(
             self.config, self.model_config, self.replica_rank)  # fmt: skip

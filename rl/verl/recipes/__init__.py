@@ -51,9 +51,13 @@ def recipe(name: str, *, dynamic_sampling: bool = False) -> dict[str, Any]:
     group filtering.
     """
     if name not in ALGORITHMS:
-        raise TrainError(f"unknown recipe {name!r}; choose one of {', '.join(ALGORITHMS)}", code="train_recipe")
+        raise TrainError(
+            f"unknown recipe {name!r}; choose one of {', '.join(ALGORITHMS)}", code="train_recipe"
+        )
     if dynamic_sampling and name != "dapo":
-        raise TrainError("dynamic sampling (algorithm.filter_groups) belongs to the DAPO recipe", code="train_recipe")
+        raise TrainError(
+            "dynamic sampling (algorithm.filter_groups) belongs to the DAPO recipe", code="train_recipe"
+        )
     d = defaults()
     sections = ["sft"] if name == "sft" else ["rl", name]
     if dynamic_sampling:
@@ -73,7 +77,9 @@ def _fill(value: Any, values: Mapping[str, Any]) -> Any:
     return _PARAM.sub(lambda m: str(values[m.group(1)]), value)
 
 
-def resolve(name: str, given: Mapping[str, Any] | None = None, *, dynamic_sampling: bool = False) -> dict[str, Any]:
+def resolve(
+    name: str, given: Mapping[str, Any] | None = None, *, dynamic_sampling: bool = False
+) -> dict[str, Any]:
     """Recipe ``name`` with every placeholder filled from ``given`` over the defaults of :func:`params`."""
     values = params()
     unknown = sorted(set(given or {}) - set(values))
