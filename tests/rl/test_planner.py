@@ -18,7 +18,6 @@ import pytest
 from indexing.config import Config
 from indexing.schema import PRODUCTS
 from indexing.workspace import Workspace
-from prore.cli import main
 from rl.datasets import load_split
 from rl.errors import TrainError
 from rl.eval.methods import MethodContext, Outcome, get_method
@@ -43,7 +42,7 @@ from rl.eval.runner import QueryResult, evaluate, modality_group
 from rl.reward import parse_completion
 from serving.dsl.grounding import Grounding
 from serving.dsl.structured import STRUCTURED_LIMITS
-from tests.rl.train_support import TINY
+from tests.rl.train_support import train_tiny_sft
 from tests.serving.planner_support import PLANNER_NAME
 
 TINY_PLANNER_GROUP = pytest.mark.xdist_group("tiny-planner")
@@ -53,27 +52,10 @@ the two that decode in this process share :func:`planner_ctx`'s engines."""
 
 @pytest.fixture(scope="session")
 def tiny_planner(train_bench: Workspace, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("planner") / "sft"
     # 40 steps, not 3: a model that already writes program-shaped text ends its completions and keeps the
     # program grammar's Earley parser small; the untrained one made this file's tests 2 minutes slower
     # (test_planner_method_generates_executes_and_scores: 188 s against 76 s), and still fails on some requests.
-    assert (
-        main(
-            [
-                "--workspace",
-                str(train_bench.root),
-                "train",
-                "sft",
-                *TINY,
-                "--max-steps",
-                "40",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
-    return out / "final"
+    return train_tiny_sft(train_bench, tmp_path_factory.mktemp("planner") / "sft", 40)
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ from rl.train.prompt_filter import (
 )
 from rl.train.rewards import LAYER_NAMES, LayeredReward, in_process, layers
 from serving.http.server import ServerThread
-from tests.rl.train_support import TINY
+from tests.rl.train_support import train_tiny_sft
 
 RL_FLAGS = ["--max-steps", "2", "--prompts-per-step", "2", "--num-generations", "2", "--max-completion-length", "24",
             "--limit", "8", "--logging-steps", "1", "--save-steps", "1"]  # fmt: skip
@@ -35,24 +35,7 @@ RL_FLAGS = ["--max-steps", "2", "--prompts-per-step", "2", "--num-generations", 
 
 @pytest.fixture(scope="module")
 def sft_model(train_bench: Workspace, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("grpo-init") / "sft"
-    assert (
-        main(
-            [
-                "--workspace",
-                str(train_bench.root),
-                "train",
-                "sft",
-                *TINY,
-                "--max-steps",
-                "3",
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
-    )
-    return out / "final"
+    return train_tiny_sft(train_bench, tmp_path_factory.mktemp("grpo-init") / "sft", 3)
 
 
 def test_the_four_layers_sum_to_the_layered_reward() -> None:
