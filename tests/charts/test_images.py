@@ -102,3 +102,31 @@ def test_the_app_image_embeds_with_its_own_minilm_offline() -> None:
         assert ran.stdout.split()[-2:] == ["384", "1.0"], ran.stdout
     finally:
         _buildah("rm", ctr)
+
+
+def test_the_train_image_holds_verls_trainer_and_prints_the_rayjobs_entrypoint() -> None:
+    """The RayJob's entrypoint is ``prore train launch ...`` in the train image: verl 0.9.1's trainer and the
+    project's CPU plugin import there under verl's own transformers bound, beside Ray, and the launch composes
+    verl's ``main_ppo`` command line."""
+    name = IMAGES["train"]
+    if shutil.which("buildah") is None or _buildah("inspect", "--type", "image", name).returncode != 0:
+        pytest.skip(f"{name} is not built here: run `make images` first")
+    from packaging.version import Version
+
+    ctr = _buildah("from", "--pull-never", name).stdout.strip()
+    try:
+        code = (
+            "import ray, transformers, verl, verl.trainer.main_ppo, rl.verl.cpu;"
+            "print(verl.__version__, ray.__version__, transformers.__version__)"
+        )
+        ran = _run(ctr, "python", "-c", code)
+        assert ran.returncode == 0, ran.stderr[-2000:]
+        verl_version, ray_version, transformers_version = ran.stdout.split()[-3:]
+        assert verl_version == "0.9.1" and ray_version.startswith("2."), ran.stdout
+        # verl 0.9.1's bound (scripts/verl-constraints.txt), which .venv's vLLM and TRL do not keep
+        assert Version(transformers_version) < Version("5.11"), transformers_version
+        launch = _run(ctr, "prore", "train", "launch", "dapo", "--print")
+        assert launch.returncode == 0, launch.stderr[-2000:]
+        assert "-m verl.trainer.main_ppo" in launch.stdout, launch.stdout[:500]
+    finally:
+        _buildah("rm", ctr)
