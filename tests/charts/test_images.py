@@ -8,6 +8,7 @@ are absent (CI does not build them: about half an hour of the two cores).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
@@ -46,21 +47,28 @@ def _buildah(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[st
     return subprocess.run([*BUILDAH, *args], capture_output=True, text=True, timeout=timeout, check=False)
 
 
-@pytest.fixture(params=sorted(IMAGES))
-def image(request: pytest.FixtureRequest) -> Iterator[tuple[str, str, dict[str, Any]]]:
-    """A working container of one built image: (target, container, the image's OCI config)."""
+@contextlib.contextmanager
+def _container(target: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """A working container of the built image of ``target``, and the image's OCI config; removed afterwards.
+    Skips the test where buildah or the image is missing."""
     if shutil.which("buildah") is None:
         pytest.skip("buildah is not installed (make images installs nothing; apt-get install buildah)")
-    target, name = request.param, IMAGES[request.param]
+    name = IMAGES[target]
     found = _buildah("inspect", "--type", "image", name)
     if found.returncode != 0:
         pytest.skip(f"{name} is not built here: run `make images` first")
-    config = json.loads(found.stdout)["OCIv1"]["config"]
     ctr = _buildah("from", "--pull-never", name).stdout.strip()
     try:
-        yield target, ctr, config
+        yield ctr, json.loads(found.stdout)["OCIv1"]["config"]
     finally:
         _buildah("rm", ctr)
+
+
+@pytest.fixture(params=sorted(IMAGES))
+def image(request: pytest.FixtureRequest) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """A working container of one built image: (target, container, the image's OCI config)."""
+    with _container(request.param) as (ctr, config):
+        yield request.param, ctr, config
 
 
 def _run(ctr: str, *cmd: str) -> subprocess.CompletedProcess[str]:
@@ -86,47 +94,35 @@ def test_the_entrypoint_answers_help_as_the_non_root_user(image: tuple[str, str,
 
 
 def test_the_app_image_embeds_with_its_own_minilm_offline() -> None:
-    name = IMAGES["app"]
-    if shutil.which("buildah") is None or _buildah("inspect", "--type", "image", name).returncode != 0:
-        pytest.skip(f"{name} is not built here: run `make images` first")
-    ctr = _buildah("from", "--pull-never", name).stdout.strip()
-    try:
-        code = (
-            "from indexing.config import EmbedderConfig; from indexing.embedders.registry import make_embedder;"
-            "from indexing.schema import Role; import numpy as np;"
-            "v = make_embedder(EmbedderConfig(), Role.TEXT).embed(['noise cancelling headphones']);"
-            "print(v.shape[1], round(float(np.linalg.norm(v[0])), 3))"
-        )
+    code = (
+        "from indexing.config import EmbedderConfig; from indexing.embedders.registry import make_embedder;"
+        "from indexing.schema import Role; import numpy as np;"
+        "v = make_embedder(EmbedderConfig(), Role.TEXT).embed(['noise cancelling headphones']);"
+        "print(v.shape[1], round(float(np.linalg.norm(v[0])), 3))"
+    )
+    with _container("app") as (ctr, _):
         ran = _run(ctr, "python", "-c", code)
-        assert ran.returncode == 0, ran.stderr[-2000:]
-        assert ran.stdout.split()[-2:] == ["384", "1.0"], ran.stdout
-    finally:
-        _buildah("rm", ctr)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert ran.stdout.split()[-2:] == ["384", "1.0"], ran.stdout
 
 
 def test_the_train_image_holds_verls_trainer_and_prints_the_rayjobs_entrypoint() -> None:
     """The RayJob's entrypoint is ``prore train launch ...`` in the train image: verl 0.9.1's trainer and the
     project's CPU plugin import there under verl's own transformers bound, beside Ray, and the launch composes
     verl's ``main_ppo`` command line."""
-    name = IMAGES["train"]
-    if shutil.which("buildah") is None or _buildah("inspect", "--type", "image", name).returncode != 0:
-        pytest.skip(f"{name} is not built here: run `make images` first")
     from packaging.version import Version
 
-    ctr = _buildah("from", "--pull-never", name).stdout.strip()
-    try:
-        code = (
-            "import ray, transformers, verl, verl.trainer.main_ppo, rl.verl.cpu;"
-            "print(verl.__version__, ray.__version__, transformers.__version__)"
-        )
+    code = (
+        "import ray, transformers, verl, verl.trainer.main_ppo, rl.verl.cpu;"
+        "print(verl.__version__, ray.__version__, transformers.__version__)"
+    )
+    with _container("train") as (ctr, _):
         ran = _run(ctr, "python", "-c", code)
-        assert ran.returncode == 0, ran.stderr[-2000:]
-        verl_version, ray_version, transformers_version = ran.stdout.split()[-3:]
-        assert verl_version == "0.9.1" and ray_version.startswith("2."), ran.stdout
-        # verl 0.9.1's bound (scripts/verl-constraints.txt), which .venv's vLLM and TRL do not keep
-        assert Version(transformers_version) < Version("5.11"), transformers_version
         launch = _run(ctr, "prore", "train", "launch", "dapo", "--print")
-        assert launch.returncode == 0, launch.stderr[-2000:]
-        assert "-m verl.trainer.main_ppo" in launch.stdout, launch.stdout[:500]
-    finally:
-        _buildah("rm", ctr)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    verl_version, ray_version, transformers_version = ran.stdout.split()[-3:]
+    assert verl_version == "0.9.1" and ray_version.startswith("2."), ran.stdout
+    # verl 0.9.1's bound (scripts/verl-constraints.txt), which .venv's vLLM and TRL do not keep
+    assert Version(transformers_version) < Version("5.11"), transformers_version
+    assert launch.returncode == 0, launch.stderr[-2000:]
+    assert "-m verl.trainer.main_ppo" in launch.stdout, launch.stdout[:500]
