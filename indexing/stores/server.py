@@ -176,23 +176,20 @@ def start(
         )
         try:
             wait_ready(uri, timeout_s=timeout_s, pid=proc.pid, log=directory / LOG_FILE)
+            return ServerStatus(directory, running=True, pid=proc.pid, port=port)
         except StoreUnavailable as exc:
-            hung = _alive(proc.pid)
-            _stop_keeping_state(directory, proc.pid)
-            if not hung or attempt == starts:
-                stop(directory)
-                if attempt > 1:
-                    raise StoreUnavailable(
-                        f"{exc} (start {attempt} of {starts} after an unclean stop)"
-                    ) from None
-                raise
-            _log.warning("the Milvus server at %s did not answer within %g s after an unclean stop; "
-                         "starting it once more", uri, timeout_s)  # fmt: skip
+            if _alive(proc.pid) and attempt < starts:  # it hangs: stop it, keep the crash record, start again
+                _stop_process(proc.pid, grace_s=GRACEFUL_STOP_S * 2)
+                _log.warning("the Milvus server at %s did not answer within %g s after an unclean stop; "
+                             "starting it once more", uri, timeout_s)  # fmt: skip
+                continue
+            stop(directory)
+            if attempt > 1:
+                raise StoreUnavailable(f"{exc} (start {attempt} of {starts} after an unclean stop)") from None
+            raise
         except BaseException:
             stop(directory)
             raise
-        else:
-            return ServerStatus(directory, running=True, pid=proc.pid, port=port)
     raise AssertionError("unreachable: the last start returns or raises")
 
 
@@ -202,22 +199,19 @@ def stop(directory: Path, *, timeout_s: float = 30.0) -> bool:
     ``False`` if none was running. Its data stays.
     """
     current = status(directory)
-    stopped = False
-    if current.running and current.pid is not None:
-        pid = current.pid
-        processes.stop(pid, grace_s=timeout_s, running=lambda: _alive(pid))
-        stopped = True
+    stopped = current.running
     if current.pid is not None:
-        _reap(current.pid)
+        _stop_process(current.pid, grace_s=timeout_s)
     for name in (PID_FILE, STATE_FILE):
         (directory / name).unlink(missing_ok=True)
     return stopped
 
 
-def _stop_keeping_state(directory: Path, pid: int) -> None:
-    """Stop a server that did not answer, leaving its state file: the next start still sees an unclean stop."""
+def _stop_process(pid: int, *, grace_s: float) -> None:
+    """Stop the server process ``pid`` if it runs (SIGTERM, then SIGKILL after ``grace_s``) and reap it; its
+    records stay."""
     if _alive(pid):
-        processes.stop(pid, grace_s=GRACEFUL_STOP_S * 2, running=lambda: _alive(pid))
+        processes.stop(pid, grace_s=grace_s, running=lambda: _alive(pid))
     _reap(pid)
 
 
