@@ -140,8 +140,9 @@ class Defaults:
     model_size: str
     """Model size when starting from random weights (:data:`rl.train.model.SIZES`)."""
     init_embeddings: InitEmbeddings
-    """How a new model's token embeddings start: ``random``, or ``minilm`` (each token from MiniLM's WordPiece
-    embeddings of its text, :mod:`rl.train.warm_start`)."""
+    """How a new model's token embeddings start: ``random``, ``minilm`` (each token from MiniLM's WordPiece
+    embeddings of its text, :mod:`rl.train.warm_start`), or ``minilm-untied`` (those input rows, and an output
+    layer of its own that starts at random)."""
     vocab_size: int
     """Vocabulary of a new tokenizer (byte-level BPE trained on the project's prompts and programs)."""
     max_token_chars: int

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from rl.train.data import exemplar_shots, load_instances, sft_row, split_train_v
 from rl.train.model import build_model, load_model, parameter_count, size_named
 from rl.train.run import FINAL, common_args, run_tokenizer, threads, to_jsonable, write_card, write_run
 from rl.train.tokenizer import Split, chat_texts
-from rl.train.warm_start import InitEmbeddings, warm_embeddings
+from rl.train.warm_start import InitEmbeddings, ties_embeddings, warm_embeddings
 from serving.exemplars import ExemplarIndex
 
 
@@ -65,8 +65,9 @@ class SftJob:
     max_minutes: float | None = None
     """Stop after this many minutes of training (equal-wall-clock ablations); None: at ``max_steps``/epochs."""
     init_embeddings: InitEmbeddings = "random"
-    """How a new model's token embeddings start: ``random``, or ``minilm`` (:mod:`rl.train.warm_start`:
-    each token from MiniLM's WordPiece embeddings of its text). Ignored with ``init``."""
+    """How a new model's token embeddings start: ``random``, ``minilm`` (:mod:`rl.train.warm_start`: each token
+    from MiniLM's WordPiece embeddings of its text, tied to the output layer) or ``minilm-untied`` (the same input
+    rows, an untied output layer left at random). Ignored with ``init``."""
     deepspeed: str | None = None
     """DeepSpeed ZeRO through accelerate: ``zero2``, ``zero3`` (rl/train/deepspeed) or a JSON config; ``None``
     trains without it. A run not started by a launcher is a world of one (on CPU, DeepSpeed's gloo backend)."""
@@ -134,7 +135,8 @@ def sft_trainer(
     if job.init is not None:
         model = load_model(job.init)
     else:
-        model = build_model(size_named(job.size), tok, seed=job.seed)
+        size = replace(size_named(job.size), tie_embeddings=ties_embeddings(job.init_embeddings))
+        model = build_model(size, tok, seed=job.seed)
         warm = warm_embeddings(model, tok, job.init_embeddings)
         if warm is not None:
             print(f"embeddings from {warm.source}: {warm.warmed} of {warm.tokens} tokens ({warm.projection})")

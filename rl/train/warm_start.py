@@ -6,7 +6,9 @@ MiniLM's uncased WordPiece vocabulary cannot (it lowercases, strips accents and 
 decoding). So the vocabulary stays the planner's, and each of its tokens starts from what MiniLM knows of
 the same text: the mean of MiniLM's input embeddings of the token's lowercased WordPiece pieces. A token
 of a word the training requests never used ("racket", "budget-friendly") then starts near its MiniLM
-neighbours instead of at random. The embeddings are tied, so the output layer starts there too.
+neighbours instead of at random. Under ``minilm`` the embeddings are tied, so the output layer starts there
+too; under ``minilm-untied`` the model gets an output layer of its own that starts at random, so that writing
+``Sony`` rather than ``sony`` (one MiniLM row) is learned apart from reading it.
 
 MiniLM's rows are 384-wide. A planner of another width gets them through the top principal components of
 MiniLM's own vocabulary matrix (computed here, no data involved); all rows are rescaled to the model's
@@ -30,7 +32,7 @@ import numpy as np
 from indexing.errors import require
 from rl.errors import TrainError
 
-InitEmbeddings = Literal["random", "minilm"]
+InitEmbeddings = Literal["random", "minilm", "minilm-untied"]
 INIT_EMBEDDINGS: tuple[InitEmbeddings, ...] = get_args(InitEmbeddings)
 MINILM_KEY = "embeddings.word_embeddings.weight"
 
@@ -52,6 +54,11 @@ class WarmStart:
             "warmed": self.warmed,
             "projection": self.projection,
         }
+
+
+def ties_embeddings(source: InitEmbeddings) -> bool:
+    """Whether a new model whose embeddings start from ``source`` ties its output layer to its input embeddings."""
+    return source != "minilm-untied"
 
 
 def minilm_vocabulary() -> tuple[Any, np.ndarray]:
@@ -96,12 +103,18 @@ def principal_map(matrix: np.ndarray, width: int) -> np.ndarray:
 
 
 def warm_embeddings(model: Any, tokenizer: Any, source: InitEmbeddings = "minilm") -> WarmStart | None:
-    """Set ``model``'s input (and, tied, output) embeddings from ``source``; None for ``random``."""
+    """Set ``model``'s input (and, tied, output) embeddings from ``source``; None for ``random``.
+
+    ``minilm-untied`` needs a model built untied (:func:`ties_embeddings`); its output layer is left as built."""
     if source not in INIT_EMBEDDINGS:
         raise TrainError(f"init_embeddings must be one of {', '.join(INIT_EMBEDDINGS)}, got {source!r}",
                          code="train_config")  # fmt: skip
     if source == "random":
         return None
+    tied = bool(getattr(model.config, "tie_word_embeddings", True))
+    if tied != ties_embeddings(source):
+        raise TrainError(f"init_embeddings {source} needs a model built with tie_word_embeddings={not tied}",
+                         code="train_model")  # fmt: skip
     import torch
 
     wordpiece, matrix = minilm_vocabulary()

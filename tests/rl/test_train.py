@@ -14,7 +14,7 @@ from rl.errors import TrainError
 from rl.prompt import read_card
 from rl.train.config import load_defaults
 from rl.train.logs import read_metrics
-from rl.train.model import SIZES, approx_parameters, build_model, parameter_count
+from rl.train.model import SIZES, approx_parameters, build_model, load_model, parameter_count
 from rl.train.tokenizer import SPLITS, Split, check_round_trip, load_tokenizer, train_tokenizer
 from tests.rl.train_support import DOMAINS, TINY
 
@@ -146,9 +146,9 @@ def test_sft_keeps_the_checkpoint_with_the_lowest_validation_loss(train_bench: W
                                                                   capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     out = tmp_path / "sft"
     rc = main(["--workspace", str(train_bench.root), "train", "sft", *TINY, "--max-steps", "9", "--out", str(out),
-               "--lr", "3e-3", "--init-embeddings", "minilm"])  # fmt: skip
+               "--lr", "3e-3", "--init-embeddings", "minilm-untied"])  # fmt: skip
     assert rc == 0
-    assert "embeddings from minilm:" in capsys.readouterr().out
+    assert "embeddings from minilm-untied:" in capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 9
     records = read_metrics(out)
@@ -157,7 +157,10 @@ def test_sft_keeps_the_checkpoint_with_the_lowest_validation_loss(train_bench: W
     best_step = min(evals, key=lambda s: evals[s])
     card = read_card(out / "final")
     assert card["profile"] == "compact" and card["best_eval_loss"] == pytest.approx(evals[best_step])
-    assert card["init_embeddings"] == "minilm"
+    assert card["init_embeddings"] == "minilm-untied"
+    final = load_model(out / "final")
+    assert not final.config.tie_word_embeddings, "the saved planner keeps an output layer of its own"
+    assert final.get_output_embeddings().weight.data_ptr() != final.get_input_embeddings().weight.data_ptr()
     assert card["best_checkpoint"].endswith(f"checkpoint-{best_step}")
     assert [r["step"] for r in records if "loss" in r] == list(range(1, 10))
     tok = load_tokenizer(out / "final")
@@ -216,7 +219,6 @@ def test_sft_trains_under_deepspeed_zero_on_cpu(config: str, train_bench: Worksp
     import sys
 
     pytest.importorskip("deepspeed", reason="needs the deepspeed extra")
-    from rl.train.model import load_model
 
     out = tmp_path / config
     cmd = [sys.executable, "-m", "prore", "--workspace", str(train_bench.root), "train", "sft", *TINY,

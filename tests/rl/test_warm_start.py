@@ -50,5 +50,31 @@ def test_random_keeps_the_model_and_an_unknown_source_is_refused() -> None:
     before = model.get_input_embeddings().weight.detach().clone()
     assert warm_embeddings(model, tok, "random") is None
     assert model.get_input_embeddings().weight.detach().equal(before)
-    with pytest.raises(TrainError, match="init_embeddings must be one of random, minilm"):
+    with pytest.raises(TrainError, match="init_embeddings must be one of random, minilm, minilm-untied"):
         warm_embeddings(model, tok, "glove")  # type: ignore[arg-type]
+
+
+def test_minilm_untied_warms_the_input_rows_and_leaves_an_output_layer_of_its_own() -> None:
+    from dataclasses import replace
+
+    from rl.train.warm_start import ties_embeddings
+
+    tok = train_tokenizer(TEXTS, vocab_size=300, split="words")
+    assert ties_embeddings("minilm") and not ties_embeddings("minilm-untied")
+    with pytest.raises(TrainError, match="needs a model built with tie_word_embeddings=False"):
+        warm_embeddings(build_model(SIZES["xs"], tok, seed=3), tok, "minilm-untied")
+    untied = replace(SIZES["xs"], tie_embeddings=False)
+    model = build_model(untied, tok, seed=3)
+    output_before = model.get_output_embeddings().weight.detach().clone()
+    warm = warm_embeddings(model, tok, "minilm-untied")
+    assert warm is not None and warm.source == "minilm-untied"
+    inputs, outputs = (
+        model.get_input_embeddings().weight.detach(),
+        model.get_output_embeddings().weight.detach(),
+    )
+    assert outputs.data_ptr() != inputs.data_ptr() and outputs.equal(output_before), (
+        "the output layer is as built"
+    )
+    vocab = tok.get_vocab()
+    assert _cosine(inputs[vocab["Ġred"]], inputs[vocab["Red"]]) == pytest.approx(1.0, abs=1e-5)
+    assert _cosine(outputs[vocab["Ġred"]], outputs[vocab["Red"]]) < 0.5, "written apart: random output rows"
