@@ -113,7 +113,7 @@ def start_milvus(root: Path, *, settings: Mapping[str, Any] | None = None) -> tu
     """The URI of a local Milvus server (``prore stores up``) started in ``root / "milvus-server"`` on a free
     port (``settings``: keys of its ``milvus.yaml``), or None and why not."""
     try:
-        from indexing.errors import ProReError
+        from core.errors import ProReError
         from indexing.stores import server
     except ImportError as exc:
         return None, f"no Milvus server: {exc}"

@@ -54,9 +54,9 @@ from common import RESULTS, ensure_corpus, machine, percentile, start_milvus, st
 from engine_candidates import compare, compare_table
 from engine_programs import PROMPTS, ROLLOUTS, grpo_batch, program, sample_docs
 
+from core.errors import ProReError
 from indexing.build import build_index
 from indexing.config import ClickHouseConfig, Config, EmbedderConfig, MilvusConfig
-from indexing.errors import ProReError
 from serving.dsl import Program, parse_program
 from serving.engine import STAGES, CacheSizes, Engine, ExecutionResult
 

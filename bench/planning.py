@@ -41,8 +41,8 @@ from typing import Any
 
 from common import RESULTS, ROOT, machine, write_results
 
+from core.errors import ProReError
 from indexing.config import load_config
-from indexing.errors import ProReError
 from indexing.workspace import Workspace
 from rl.datasets.store import load_split
 from rl.eval.metrics import Relevant, score_queries

@@ -66,7 +66,7 @@ from reward_steps import (
     stage_budget,
 )
 
-from indexing import processes
+from core import processes
 from indexing.stores.server import free_port
 
 DEFAULT_OUT = RESULTS / "reward.json"

@@ -83,7 +83,7 @@ def spawn(run: Run, args: argparse.Namespace, bench_from: Path | None, root: Pat
     """Run one (embedder, size) in a child process; its exit status. Stops it and its server on exit.
 
     The child stays in this process group and writes to this terminal: Ctrl-C reaches both."""
-    from indexing import processes
+    from core import processes
     from indexing.stores import server
 
     cmd = [

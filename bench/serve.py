@@ -31,7 +31,7 @@ from typing import Any
 import aiohttp
 from common import RESULTS, ROOT, ensure_corpus, machine, percentile, write_results
 
-from indexing import processes
+from core import processes
 from indexing.build import build_index
 from indexing.config import ClickHouseConfig, Config, EmbedderConfig
 from indexing.stores.server import free_port

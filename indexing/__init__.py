@@ -1,4 +1,4 @@
-"""Corpora, embedders and stores: the bottom layer of ProRetrieval.
+"""Corpora, embedders and stores: the lowest product layer of ProRetrieval, over :mod:`core`.
 
-Dependencies point one way: ``indexing`` <- ``serving`` <- ``rl``.
+Dependencies point one way: ``core`` <- ``indexing`` <- ``serving`` <- ``rl`` <- ``prore``.
 """

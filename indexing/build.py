@@ -55,12 +55,13 @@ from typing import Any
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
+from core.errors import ConfigError
 from indexing.chunks import ChunkSource, EmbeddedChunk, embed_table, embedders_for
 from indexing.config import Config
 from indexing.corpora.files import corpus_manifest, iter_corpus, part_paths
 from indexing.embedders.base import Embedder
 from indexing.embedders.registry import embedder_identity
-from indexing.errors import ConfigError, StoreError
+from indexing.errors import StoreError
 from indexing.index import (
     BM25_DIR,
     CURRENT,

@@ -7,8 +7,9 @@ import dataclasses
 import json
 from typing import Any
 
+from core.errors import ConfigError
 from indexing.config import Config
-from indexing.errors import ConfigError, CorpusError
+from indexing.errors import CorpusError
 from indexing.schema import DOMAINS, schema_for
 from indexing.workspace import Workspace
 

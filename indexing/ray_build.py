@@ -43,12 +43,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from core.errors import ProReError, require
+from core.logs import drop_messages
 from indexing.chunks import EmbeddedChunk, embed_table, embedders_for
 from indexing.config import Config, EmbedderConfig
 from indexing.corpora.files import arrow_schema, iter_part, part_chunks, part_paths
 from indexing.embedders.base import Vectors
-from indexing.errors import ProReError, StoreError, require
-from indexing.logs import drop_messages
+from indexing.errors import StoreError
 from indexing.schema import CorpusSchema, schema_for
 from indexing.workspace import Workspace
 

@@ -10,8 +10,8 @@ import argparse
 import json
 from typing import Any
 
+from core.errors import ConfigError
 from indexing.config import Config
-from indexing.errors import ConfigError
 
 
 def register(sub: Any) -> None:

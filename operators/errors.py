@@ -1,7 +1,7 @@
 """The operator's typed errors: each says whether a retry can help, as kopf's own errors do.
 
 The operator imports none of the product packages, so it has its own small root type rather than
-``indexing.errors.ProReError``; the shape is the same (a stable ``code``, one line for a person).
+``core.errors.ProReError``; the shape is the same (a stable ``code``, one line for a person).
 The kopf handlers turn :class:`SpecError` into ``kopf.PermanentError`` (the resource is wrong: retrying
 cannot fix it) and :class:`ChildNotReady` / :class:`ApiUnavailable` into ``kopf.TemporaryError`` with
 their ``delay``.

@@ -13,9 +13,9 @@ import os
 import sys
 from collections.abc import Sequence
 
+from core.errors import ProReError
 from indexing import commands as indexing_commands
 from indexing.embedders.registry import EMBEDDERS
-from indexing.errors import ProReError
 from prore import config as prore_config
 from prore import k8s as k8s_commands
 from prore.config import load_config

@@ -15,8 +15,9 @@ from typing import Any
 
 import yaml
 
+from core.settings import Section
 from indexing import config as indexing_config
-from indexing.config import BUILTIN_SECTIONS, Config, Section
+from indexing.config import BUILTIN_SECTIONS, Config
 from rl.settings import SECTIONS as RL_SECTIONS
 from serving.settings import SECTIONS as SERVING_SECTIONS
 

@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from core.errors import ProReError
 from indexing.config import Config
-from indexing.errors import ProReError
 from operators.errors import OperatorError
 from operators.render import render_documents, to_yaml
 

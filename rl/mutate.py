@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from indexing.errors import ProReError
+from core.errors import ProReError
 from indexing.schema import CorpusSchema
 from serving.dsl import DEFAULT_LIMITS, DslLimits, Program, Retrieval, validate
 from serving.dsl.placeholders import restore_placeholders, sentinel_of

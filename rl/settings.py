@@ -18,15 +18,15 @@
 >>> EvalSettings(k=2)
 Traceback (most recent call last):
 ...
-indexing.errors.ConfigError: rl.eval.k must be at least 3 (Hit@3 and NDCG@3 need three ranks), got 2
+core.errors.ConfigError: rl.eval.k must be at least 3 (Hit@3 and NDCG@3 need three ranks), got 2
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from indexing.config import Section
-from indexing.errors import ConfigError
+from core.errors import ConfigError
+from core.settings import Section
 from rl.eval.bootstrap import DEFAULT_CONFIDENCE, DEFAULT_RESAMPLES
 from rl.eval.metrics import DEFAULT_CUTOFF
 from rl.eval.runner import DEFAULT_BATCH, MIN_K

@@ -36,9 +36,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from indexing.config import Config, Section
-from indexing.errors import ConfigError
-from indexing.flags import Flag, Flags
+from core.errors import ConfigError
+from core.flags import Flag, Flags
+from core.settings import Section
+from indexing.config import Config
 from indexing.schema import PRODUCTS, SCHEMAS, CorpusSchema, schema_for_table
 from serving.planner import OUTPUTS, PlannerSettings
 from serving.settings import SECTION, ServingSettings
@@ -170,7 +171,7 @@ def api_settings(args: argparse.Namespace, cfg: Config) -> ApiSettings:
 
 def serve_command(args: argparse.Namespace, cfg: Config) -> int:
     """``prore serve``: open each corpus's engine, then run the API under uvicorn until interrupted."""
-    from indexing.errors import require
+    from core.errors import require
 
     require("fastapi", "serve")
     require("uvicorn", "serve")

@@ -40,8 +40,8 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import ProReError
 from indexing.config import EmbedderConfig, MilvusConfig
-from indexing.errors import ProReError
 from indexing.schema import CorpusSchema, DType, Field, Role
 
 EXEMPLARS_DIR = "exemplars"

@@ -37,8 +37,9 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from indexing.config import Config, Section
-from indexing.flags import Flag, Flags
+from core.flags import Flag, Flags
+from core.settings import Section
+from indexing.config import Config
 from serving.engine import Engine
 from serving.planner import OUTPUTS, PlannerSettings, prepare
 from serving.settings import SECTION, ServingSettings

@@ -24,7 +24,7 @@ OpenAI-compatible chat-completions endpoint (a vLLM server, KServe's Hugging Fac
   A near miss gets a bounded repair, one step each at most: raw control characters inside strings are
   escaped, and text around the one JSON object is cut. What still fails is a :class:`PlannerOutputError`
   carrying the parser's code.
-- **Timeouts, retries, circuit breaker.** Calls go through :class:`indexing.openai_client.OpenAIClient`
+- **Timeouts, retries, circuit breaker.** Calls go through :class:`core.openai_client.OpenAIClient`
   and its one retry policy. Every call has a connect and a total timeout. A refused connection, a 429 or a
   5xx is retried (``retries`` times) after the server's ``Retry-After`` or an exponential backoff with full
   jitter, either capped at ``max_backoff_s``; a timeout is not retried, so a hung endpoint costs one
@@ -50,9 +50,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
-from indexing.config import EmbedderConfig
-from indexing.errors import ProReError
-from indexing.openai_client import (
+from core.errors import ProReError
+from core.openai_client import (
     NO_RETRY,
     OpenAIBadResponse,
     OpenAIClient,
@@ -63,6 +62,7 @@ from indexing.openai_client import (
     RetryPolicy,
     Usage,
 )
+from indexing.config import EmbedderConfig
 from indexing.schema import schema_for
 from serving.dsl import DEFAULT_LIMITS, DslLimits, FormatError, Program, extract_program
 from serving.dsl.json_text import json_runs

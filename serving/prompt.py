@@ -44,8 +44,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from core.errors import ProReError
 from indexing.corpora.vocab import email_vocab, product_vocab
-from indexing.errors import ProReError
 from indexing.schema import CorpusSchema, DType, Role, schema_for
 from serving.dsl import DEFAULT_LIMITS, DslLimits
 

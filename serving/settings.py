@@ -24,11 +24,11 @@ see :func:`indexing.config.load_config`)::
 >>> ServingSettings(dsl=DslLimits(default_k=7))
 Traceback (most recent call last):
 ...
-indexing.errors.ConfigError: serving.dsl.default_k 7 must be one of serving.dsl.k_ladder (3, 5, 10, 20, 50)
+core.errors.ConfigError: serving.dsl.default_k 7 must be one of serving.dsl.k_ladder (3, 5, 10, 20, 50)
 >>> ApiSettings(max_concurrent=0)
 Traceback (most recent call last):
 ...
-indexing.errors.ConfigError: serving.api.max_concurrent must be at least 1, got 0
+core.errors.ConfigError: serving.api.max_concurrent must be at least 1, got 0
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Literal
 
-from indexing.config import Section
-from indexing.errors import ConfigError
+from core.errors import ConfigError
+from core.settings import Section
 from serving.dsl.limits import DEFAULT_LIMITS, DslLimits
 from serving.planner import PlannerSettings
 

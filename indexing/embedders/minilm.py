@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import require
 from indexing.embedders.base import Vectors, empty, normalize_rows
-from indexing.errors import require
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIM = 384

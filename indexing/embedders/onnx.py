@@ -35,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import require
 from indexing.embedders.base import Vectors, empty, normalize_rows
-from indexing.errors import require
 
 DIM = 384
 MAX_TOKENS = 256

@@ -1,7 +1,7 @@
 """A client of an OpenAI-compatible ``POST {endpoint}/v1/embeddings`` server.
 
 In a cluster this serves a model such as Qwen3-Embedding behind vLLM or TEI. Requests go through
-:class:`indexing.openai_client.OpenAIClient` and its retry policy (a refused connection, a timeout, a 429
+:class:`core.openai_client.OpenAIClient` and its retry policy (a refused connection, a timeout, a 429
 or a 5xx is tried again). A server still unreachable, timing out or answering 5xx raises
 :class:`EmbedderUnavailable` (retryable); a server that answers with another error or a malformed body
 raises :class:`EmbedderError`.
@@ -13,15 +13,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from indexing.embedders.base import EmbedderError, EmbedderUnavailable, Vectors, empty, normalize_rows
-from indexing.errors import ConfigError
-from indexing.openai_client import (
+from core.errors import ConfigError
+from core.openai_client import (
     OpenAIBadResponse,
     OpenAIClient,
     OpenAIError,
     OpenAIStatusError,
     RetryPolicy,
 )
+from indexing.embedders.base import EmbedderError, EmbedderUnavailable, Vectors, empty, normalize_rows
 
 
 class OpenAIEmbedder:

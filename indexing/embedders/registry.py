@@ -7,7 +7,7 @@
 >>> make_embedder(EmbedderConfig(text="word2vec"), Role.TEXT)
 Traceback (most recent call last):
 ...
-indexing.errors.ConfigError: unknown embedder 'word2vec'; known embedders: hashing, minilm, minilm-onnx, minilm-onnx-int8, openai
+core.errors.ConfigError: unknown embedder 'word2vec'; known embedders: hashing, minilm, minilm-onnx, minilm-onnx-int8, openai
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from core.errors import ConfigError
+from core.registry import Registry
 from indexing.config import EmbedderConfig
 from indexing.embedders.base import Embedder
 from indexing.embedders.cache import CachedEmbedder
-from indexing.errors import ConfigError
-from indexing.registry import Registry
 from indexing.schema import Role
 
 Factory = Callable[[EmbedderConfig], Embedder]

@@ -18,8 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from indexing.cache import LRU, CacheStats
-from indexing.errors import StoreError, require
+from core.cache import LRU, CacheStats
+from core.errors import require
+from indexing.errors import StoreError
 from indexing.publish import staged
 from indexing.stores.base import Hit
 

@@ -24,9 +24,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from core.errors import ConfigError, require
+from core.logs import drop_messages
 from indexing.config import ClickHouseConfig, Config
-from indexing.errors import ConfigError, StoreError, StoreUnavailable, require
-from indexing.logs import drop_messages
+from indexing.errors import StoreError, StoreUnavailable
 from indexing.schema import CorpusSchema, DType, Field
 from indexing.stores.clickhouse_faults import first_line, sql_error
 from indexing.stores.credentials import Credentials

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from indexing.errors import ConfigError
+from core.errors import ConfigError
 
 ENV_KEYS = ("CLICKHOUSE_USER", "CLICKHOUSE_PASSWORD", "MILVUS_USER", "MILVUS_PASSWORD", "MILVUS_TOKEN")
 """Every variable the stores read credentials from: the keys of a credentials Secret."""
@@ -57,7 +57,7 @@ class Credentials:
         >>> Credentials.from_env("CLICKHOUSE", {"CLICKHOUSE_PASSWORD": "x"})
         Traceback (most recent call last):
         ...
-        indexing.errors.ConfigError: CLICKHOUSE_PASSWORD is set without CLICKHOUSE_USER
+        core.errors.ConfigError: CLICKHOUSE_PASSWORD is set without CLICKHOUSE_USER
         """
         env = os.environ if env is None else env
         user, password, token = (env.get(f"{prefix}_{key}") or None for key in ("USER", "PASSWORD", "TOKEN"))

@@ -54,8 +54,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from core.errors import ConfigError, require
 from indexing.config import Config, MilvusConfig
-from indexing.errors import ConfigError, StoreError, StoreUnavailable, require
+from indexing.errors import StoreError, StoreUnavailable
 from indexing.schema import CorpusSchema, DType
 from indexing.stores.base import Hit, Vectors
 from indexing.stores.milvus_connection import (  # close_all, is_lite, open_connections: re-exported

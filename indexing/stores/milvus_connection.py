@@ -13,7 +13,8 @@ import re
 import threading
 from typing import Any
 
-from indexing.errors import StoreError, StoreUnavailable, require
+from core.errors import require
+from indexing.errors import StoreError, StoreUnavailable
 from indexing.stores.credentials import Credentials
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from indexing.errors import ConfigError
+from core.errors import ConfigError
 
 WRITE_BATCH = 1000
 """Rows per insert or upsert request: a few MB per gRPC message, far below its limit. Larger requests

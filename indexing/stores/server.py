@@ -43,8 +43,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from indexing import processes
-from indexing.errors import ConfigError, StoreError, StoreUnavailable, require
+from core import processes
+from core.errors import ConfigError, require
+from indexing.errors import StoreError, StoreUnavailable
 from indexing.stores.credentials import Credentials
 from indexing.workspace import atomic_write_json
 
@@ -144,7 +145,7 @@ def start(
     ``{"dataCoord.segment.maxSize": 64}`` (benchmarks use it; only keys the package's template has).
 
     ``port`` ``None`` takes :data:`DEFAULT_PORT`, or a free port if that one is taken. Raises
-    :class:`~indexing.errors.ConfigError` for a port in use, :class:`~indexing.errors.StoreUnavailable`
+    :class:`~core.errors.ConfigError` for a port in use, :class:`~indexing.errors.StoreUnavailable`
     when the server does not answer within ``timeout_s`` (it is stopped again; ``server.log`` and
     ``logs/`` say why).
     """

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 
-from indexing.errors import ProReError
+from core.errors import ProReError
 from rl.eval.errors import EvalError, OracleMismatch
 from rl.eval.methods import EvalInstance, MethodContext, Outcome, register_method
 from rl.eval.outcome import Failure, failure_of, run_programs

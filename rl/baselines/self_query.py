@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import date
 from typing import Any
 
-from indexing.errors import ProReError
+from core.errors import ProReError
 from indexing.schema import CorpusSchema, DType
 from indexing.stores.milvus import epoch_seconds as milvus_epoch_seconds
 from rl.baselines.fusion import dense_rankings

@@ -4,7 +4,7 @@ Every response is cached on disk, keyed by (model, prompt), so a rerun of the sa
 nothing. A rewrite is kept only when it still names every value the program filters on; otherwise
 the templated request stands (see :func:`keeps_anchors`).
 
-Requests go through :class:`indexing.openai_client.OpenAIClient` and its retry policy (``retry``), with the
+Requests go through :class:`core.openai_client.OpenAIClient` and its retry policy (``retry``), with the
 key in :data:`KEY_ENV` when that is set.
 """
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from indexing.openai_client import OpenAIClient, OpenAIError, RetryPolicy
+from core.openai_client import OpenAIClient, OpenAIError, RetryPolicy
 from indexing.workspace import atomic_write_json
 from rl.datasets.errors import BenchError
 
@@ -48,7 +48,7 @@ class RewriterConfig:
     concurrency: int = 8
     """Requests in flight at once (the endpoint batches them; the results keep their order)."""
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    """When a failed request is sent again (:class:`~indexing.openai_client.RetryPolicy`)."""
+    """When a failed request is sent again (:class:`~core.openai_client.RetryPolicy`)."""
 
 
 def build_messages(nl: str) -> list[dict[str, str]]:

@@ -12,8 +12,9 @@ import argparse
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from indexing.config import Config, Section
-from indexing.flags import Flag, Flags
+from core.flags import Flag, Flags
+from core.settings import Section
+from indexing.config import Config
 from indexing.schema import DOMAINS, schema_for
 from indexing.workspace import Workspace
 from rl.eval.errors import EvalError

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from indexing.errors import ProReError
+from core.errors import ProReError
 
 
 class EvalError(ProReError):

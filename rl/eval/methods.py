@@ -6,7 +6,7 @@ a ranked id list, or an error, which counts as an execution failure. The baselin
 themselves in the modules of :mod:`rl.baselines`; other methods (a trained planner) register with
 :func:`register_method` from their own module, listed in :data:`PROVIDERS` or published under the
 ``proretrieval.methods`` entry-point group. Names live in the project's one registry type,
-:class:`indexing.registry.Registry`: a provider that fails to import fails every lookup with its
+:class:`core.registry.Registry`: a provider that fails to import fails every lookup with its
 cause (retried each time), never as an unknown method.
 """
 
@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from core.registry import Registry
 from indexing.config import Config
-from indexing.registry import Registry
 from indexing.schema import CorpusSchema, schema_for
 from rl.eval.errors import DuplicateMethod, EvalError, UnknownMethod
 from rl.eval.outcome import Failure, Layer, Ran
@@ -142,7 +142,7 @@ class MethodSpec:
 
 
 class MethodRegistry:
-    """Method specs by name (a :class:`~indexing.registry.Registry`); a name registered twice is an error."""
+    """Method specs by name (a :class:`~core.registry.Registry`); a name registered twice is an error."""
 
     def __init__(self, providers: Sequence[str] = PROVIDERS, entry_point_group: str | None = None) -> None:
         self._specs: Registry[MethodSpec] = Registry(

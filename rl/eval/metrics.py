@@ -41,7 +41,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from indexing.errors import require
+from core.errors import require
 
 DEFAULT_CUTOFF = 20
 """Depth at which rankings are cut before scoring: the paper's K (top-20 candidates)."""

@@ -8,7 +8,7 @@ DESIGN.md section 5), so a report counts layers without reading them back out of
 
 - ``format``: the completion holds no program (:class:`serving.dsl.FormatError`);
 - ``validation``: the program is not valid for the corpus (:class:`serving.dsl.ValidationError`);
-- ``execution``: a valid program failed to run (any other :class:`indexing.errors.ProReError`).
+- ``execution``: a valid program failed to run (any other :class:`core.errors.ProReError`).
 
 >>> failure_of(FormatError("no JSON object", code="not_json"))
 Failure(layer='format', code='not_json', message='no JSON object')
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from indexing.errors import ProReError
+from core.errors import ProReError
 from serving.dsl import FormatError, Program, ValidationError, extract_program
 from serving.engine import ExecutionResult
 

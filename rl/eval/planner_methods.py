@@ -10,7 +10,7 @@
 - ``llm:URL`` asks an OpenAI-compatible chat endpoint (``http://host:port/v1``; ``llm:URL#MODEL`` names
   the model, else the endpoint's first) few-shot, as the paper's commercial-LLM baseline: the full schema
   prompt plus :data:`N_SHOTS` exemplar programs from the train split covering every modality and level.
-  Calls go through :class:`indexing.openai_client.OpenAIClient` (its default retry policy), with the key in
+  Calls go through :class:`core.openai_client.OpenAIClient` (its default retry policy), with the key in
   :data:`LLM_KEY_ENV` when that is set.
 
 Programs are parsed with the reward's rule and executed by the engine in one ``execute_many`` call. A
@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from indexing.openai_client import OpenAIClient, OpenAIError, OpenAIStatusError
+from core.openai_client import OpenAIClient, OpenAIError, OpenAIStatusError
 from rl.errors import TrainError
 from rl.eval.methods import EvalInstance, MethodContext, MethodSpec, Outcome, get_method, register_family
 from rl.eval.outcome import Failure, read_completion, run_programs

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from indexing.errors import require
+from core.errors import require
 from rl.eval.metrics import METRIC_LABELS
 
 # (mean, low, high) of one bar; NaN when the group is empty.

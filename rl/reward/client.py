@@ -28,7 +28,7 @@ from typing import Any
 
 import aiohttp
 
-from indexing.openai_client import RetryPolicy, retry_after_s
+from core.openai_client import RetryPolicy, retry_after_s
 from rl.reward.errors import RewardError, RewardUnavailable
 from rl.reward.settings import URL_ENV
 
@@ -78,7 +78,7 @@ class RewardClient:
         self.base_url = url.rstrip("/")
         self.retry = RetryPolicy(max_attempts=max_attempts, backoff_s=backoff_s, max_backoff_s=max_backoff_s)
         """When a refused or unanswered call is tried again: the project's one policy
-        (:class:`indexing.openai_client.RetryPolicy`: ``Retry-After`` honoured, full jitter otherwise)."""
+        (:class:`core.openai_client.RetryPolicy`: ``Retry-After`` honoured, full jitter otherwise)."""
         self.stats = ClientStats()
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._max_connections = max_connections

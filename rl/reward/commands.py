@@ -5,7 +5,7 @@ prore reward serve [--domain ecommerce --domain email] [--host 0.0.0.0] [--port 
 
 Its settings are the config file's ``rl.reward_service`` section (:class:`~rl.reward.settings.ServiceSettings`,
 with the reward's own :class:`~rl.reward.config.RewardConfig` under ``reward``); :data:`FLAGS` are flags of its
-fields (:mod:`indexing.flags`), laid over the file's values.
+fields (:mod:`core.flags`), laid over the file's values.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from indexing.config import ClickHouseConfig, Config, Section
-from indexing.errors import require
-from indexing.flags import Flag, Flags
+from core.errors import require
+from core.flags import Flag, Flags
+from core.settings import Section
+from indexing.config import ClickHouseConfig, Config
 from indexing.schema import DOMAINS
 from rl.reward.settings import ServiceSettings
 from rl.settings import SECTION, RlSettings

@@ -10,7 +10,7 @@ id, an accuracy mode whose data the item does not carry.
 
 from __future__ import annotations
 
-from indexing.errors import ProReError
+from core.errors import ProReError
 
 
 class RewardError(ProReError):

@@ -32,7 +32,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
-from indexing.errors import ProReError
+from core.errors import ProReError
 from indexing.schema import Role, schema_for
 from rl.reward.errors import RewardError, RewardUnavailable
 from rl.reward.instances import InstanceIndex

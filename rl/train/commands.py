@@ -8,7 +8,7 @@
 They join the ``prore train`` group of :mod:`rl.verl.commands` (whose ``launch`` runs verl on a cluster).
 Every default comes from ``rl/train/defaults.yaml``; a flag wins over it. The flags of the file's keys are built
 from the fields of :class:`~rl.train.config.Defaults`, :class:`~rl.train.config.SftParams` and
-:class:`~rl.train.config.RlParams` (:mod:`indexing.flags`).
+:class:`~rl.train.config.RlParams` (:mod:`core.flags`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from core.flags import Flag, Flags
 from indexing.config import Config
-from indexing.flags import Flag, Flags
 from indexing.schema import DOMAINS, schema_for
 from indexing.workspace import Workspace
 from rl.errors import TrainError

@@ -29,7 +29,7 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 
-from indexing.errors import require
+from core.errors import require
 from rl.errors import TrainError
 
 InitEmbeddings = Literal["random", "minilm", "minilm-untied"]

@@ -5,7 +5,7 @@
 
 The group is registered by :func:`register_train`; later trainers add their actions to the parser it returns.
 The flags of ``launch`` and ``export`` are built from the fields of :class:`~rl.verl.launch.LaunchParams` and
-:class:`~rl.verl.export.ExportConfig` (:mod:`indexing.flags`), laid over the defaults the command computes.
+:class:`~rl.verl.export.ExportConfig` (:mod:`core.flags`), laid over the defaults the command computes.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from core.flags import Flag, Flags
 from indexing.config import Config
-from indexing.flags import Flag, Flags
 from indexing.schema import DOMAINS, schema_for
 from indexing.workspace import Workspace
 from rl.errors import TrainError

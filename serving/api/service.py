@@ -29,7 +29,7 @@ from typing import Any
 
 from cachetools import LRUCache
 
-from indexing.errors import ProReError
+from core.errors import ProReError
 from indexing.schema import Role, schema_for
 from serving.api.metrics import ApiMetrics
 from serving.api.schemas import ExecuteIn, FallbackOut, GuidedOut, SearchIn

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from indexing.errors import ProReError
+from core.errors import ProReError
 
 
 class Code(StrEnum):

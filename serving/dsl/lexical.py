@@ -32,7 +32,7 @@ from sqlglot.dialects.clickhouse import ClickHouse
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokenizer_core import Token, TokenType
 
-from indexing.logs import drop_messages
+from core.logs import drop_messages
 from serving.dsl import runnable
 from serving.dsl.errors import Code, ValidationError
 from serving.dsl.limits import DEFAULT_LIMITS, DslLimits

@@ -26,7 +26,7 @@ import functools
 import re
 from collections.abc import Mapping, Sequence
 
-from indexing.errors import MissingExtra, ProReError
+from core.errors import MissingExtra, ProReError
 from indexing.schema import CorpusSchema
 from serving.dsl.grammar import program_grammar_ebnf
 from serving.dsl.grounding import Grounding, value_columns
@@ -67,7 +67,7 @@ def program_json_grammar(schema: CorpusSchema, limits: DslLimits = STRUCTURED_LI
     completion failed validation). Compiled once per corpus and limits, not per request or batch.
 
     xgrammar comes with vLLM (``pip install 'proretrieval[train]'``); without it this is a
-    :class:`~indexing.errors.MissingExtra`.
+    :class:`~core.errors.MissingExtra`.
     """
     try:
         import xgrammar
@@ -142,7 +142,7 @@ def lark_grammar(schema: CorpusSchema, limits: DslLimits, grounding: Grounding |
     evaluation's time. So the ungrounded grammar is converted once per corpus and limits, with the lines a
     grounding replaces found then, and a request's grounding is written into a copy: its ``QUERY`` lexeme,
     and a ``STR_<COLUMN>`` lexeme in place of ``STR`` in the predicate of each grounded column. llguidance
-    comes with vLLM; without it this is a :class:`~indexing.errors.MissingExtra`."""
+    comes with vLLM; without it this is a :class:`~core.errors.MissingExtra`."""
     try:
         base = _lark_base(schema, limits)
     except ImportError as exc:

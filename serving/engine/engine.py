@@ -15,9 +15,9 @@ from typing import Any
 
 from sqlglot import exp
 
-from indexing.cache import LRU
+from core.cache import LRU
+from core.errors import ProReError
 from indexing.config import Config
-from indexing.errors import ProReError
 from indexing.index import IndexHandle, open_index
 from indexing.stores.base import Hit
 from indexing.stores.clickhouse import column_type
@@ -46,7 +46,7 @@ class Engine:
     """Executes retrieval programs against one index (see DESIGN.md sections 3 and 6).
 
     **Concurrency.** Calls from several threads may overlap; no lock is held across a whole call.
-    What they share is safe to share: the caches are :class:`indexing.cache.LRU` (each locked; two
+    What they share is safe to share: the caches are :class:`core.cache.LRU` (each locked; two
     calls missing the same entry may both compute it, and get the same value, since the index version
     never changes), the counters of :meth:`stats` take a small lock, and prepared programs and rendered
     jobs are never changed once cached (batch statements are built from copies of their trees). What

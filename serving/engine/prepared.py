@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from indexing.cache import CacheStats
-from indexing.errors import ProReError
+from core.cache import CacheStats
+from core.errors import ProReError
 from serving.dsl import Code, DslError, Program, ValidatedProgram
 from serving.engine.plan import is_plain_filter
 from serving.engine.results import ExecutionResult, candidate_name

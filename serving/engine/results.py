@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from indexing.errors import ProReError
+from core.errors import ProReError
 from indexing.stores.clickhouse import QueryLimits
 from serving.dsl.program import Retrieval, placeholder_name
 

@@ -30,7 +30,7 @@ a batch would differ from the same program run alone. Two things could make it d
   therefore searched at its own width plus :data:`WIDTH_MARGIN` (never a width borrowed from a
   neighbour), then cut to its ``k`` after the stable ordering above.
 
-Calls from several threads may overlap: the caches are :class:`indexing.cache.LRU` (locked), the
+Calls from several threads may overlap: the caches are :class:`core.cache.LRU` (locked), the
 counters take a small lock, and the stores serialize what they must themselves (chDB's process-wide
 query lock, each BM25 index's lock; Milvus clients are thread-safe). Embedding is the exception: a
 model is shared by every embedder of its name in the process, and sentence-transformers' fast
@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from indexing.cache import LRU, CacheStats
+from core.cache import LRU, CacheStats
 from indexing.embedders.base import Embedder
 from indexing.embedders.cache import CachedEmbedder
 from indexing.errors import StoreError, StoreUnavailable

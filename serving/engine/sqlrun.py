@@ -48,7 +48,8 @@ from typing import Any
 
 from sqlglot import exp
 
-from indexing.errors import ProReError, QueryRejected, StoreError, StoreFailure, StoreUnavailable
+from core.errors import ProReError
+from indexing.errors import QueryRejected, StoreError, StoreFailure, StoreUnavailable
 from indexing.stores.clickhouse_faults import LIMIT_FAULTS
 from serving.engine.results import DeadlineExceeded, ExecutionError, ExecutionLimits
 

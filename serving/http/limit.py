@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from types import TracebackType
 
-from indexing.errors import ProReError
+from core.errors import ProReError
 
 
 class Overloaded(ProReError):

@@ -9,8 +9,8 @@ from typing import Any
 
 import uvicorn
 
-from indexing import processes
-from indexing.errors import ProReError
+from core import processes
+from core.errors import ProReError
 
 
 class ServiceUnavailable(ProReError):

@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from core.errors import ConfigError
+from core.openai_client import NO_RETRY
 from indexing.config import EmbedderConfig
 from indexing.embedders import (
     CachedEmbedder,
@@ -24,8 +26,6 @@ from indexing.embedders import (
 from indexing.embedders.hashing import HashingEmbedder
 from indexing.embedders.openai import OpenAIEmbedder
 from indexing.embedders.registry import Factory
-from indexing.errors import ConfigError
-from indexing.openai_client import NO_RETRY
 from indexing.schema import Role
 
 

@@ -118,7 +118,7 @@ def test_batches_do_not_change_vectors(cache: Path, docs: list[str], name: str) 
 
 def test_minilm_backend_keeps_the_vector_space(cache: Path, docs: list[str]) -> None:
     """``embedder.minilm_backend`` switches the runtime, not the space: same name, same vectors (fp32)."""
-    from indexing.errors import ConfigError
+    from core.errors import ConfigError
 
     torch_e = make_embedder(EmbedderConfig(text="minilm"), Role.TEXT)
     onnx_e = make_embedder(EmbedderConfig(text="minilm", minilm_backend="onnx"), Role.TEXT)

@@ -29,9 +29,10 @@ pytest.importorskip("ray.data", reason="needs the ray extra (pip install 'proret
 
 import ray
 
+from core.errors import ConfigError
 from indexing.build import JOURNAL, KILL_ENV, build_index, store_counts
 from indexing.config import BuildConfig, Config, EmbedderConfig
-from indexing.errors import ConfigError, StoreError
+from indexing.errors import StoreError
 from indexing.index import read_current
 from indexing.ray_build import CHUNK_COLUMN, VECTOR_PREFIX, RayChunks, plan_parts, regroup
 from indexing.schema import schema_for

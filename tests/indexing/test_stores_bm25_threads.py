@@ -110,7 +110,7 @@ def test_concurrent_builds_and_searches_equal_sequential_ones() -> None:
 def test_loaded_indexes_are_a_bounded_cache_shared_by_threads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from indexing.cache import LRU
+    from core.cache import LRU
     from indexing.stores import bm25
 
     monkeypatch.setattr(bm25, "_LOADED", LRU(3))

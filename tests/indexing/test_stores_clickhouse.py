@@ -14,8 +14,9 @@ import pytest
 pytest.importorskip("chdb", reason="needs the clickhouse extra")
 pytest.importorskip("clickhouse_connect", reason="needs the clickhouse extra")
 
+from core.errors import ConfigError
 from indexing.config import ClickHouseConfig, Config
-from indexing.errors import ConfigError, StoreError
+from indexing.errors import StoreError
 from indexing.schema import EMAILS, PRODUCTS
 from indexing.stores.clickhouse import (
     ChdbStore,

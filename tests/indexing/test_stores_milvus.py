@@ -17,9 +17,10 @@ import pytest
 pytest.importorskip("pymilvus", reason="needs the milvus extra")
 pytest.importorskip("milvus_lite", reason="needs the milvus extra")
 
+from core.errors import ConfigError
 from indexing.config import MilvusConfig
 from indexing.embedders.hashing import HashingEmbedder
-from indexing.errors import ConfigError, StoreError, StoreUnavailable
+from indexing.errors import StoreError, StoreUnavailable
 from indexing.schema import PRODUCTS, CorpusSchema, DType, Field, Role
 from indexing.stores.milvus import (
     MilvusStore,

@@ -13,11 +13,11 @@ import pytest
 pytest.importorskip("milvus", reason="needs the milvus-server extra")
 pytest.importorskip("pymilvus", reason="needs the milvus extra")
 
+from core.errors import ProReError
 from indexing.build import build_index
 from indexing.config import ClickHouseConfig, Config, EmbedderConfig, MilvusConfig
 from indexing.corpora import generate_labeled
 from indexing.corpora.files import write_corpus
-from indexing.errors import ProReError
 from indexing.schema import PRODUCTS
 from indexing.workspace import Workspace
 from serving.dsl import parse_program

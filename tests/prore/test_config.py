@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
+from core.errors import ConfigError
 from indexing.config import LAYER_KEYS, SECTIONS, Config, register_section
-from indexing.errors import ConfigError
 from prore.cli import main
 from prore.config import LAYERS, as_mapping, load_config
 from rl.settings import EvalSettings, RlSettings

@@ -1,5 +1,5 @@
 """One precedence for every setting of ``prore serve`` and ``prore reward serve``: defaults < config file <
-environment < flags, the flags built from the settings' fields (indexing.flags) and the environment read where
+environment < flags, the flags built from the settings' fields (core.flags) and the environment read where
 the file is (indexing.config.load_config)."""
 
 from __future__ import annotations

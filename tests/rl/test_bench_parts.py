@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from indexing.openai_client import NO_RETRY
+from core.openai_client import NO_RETRY
 from indexing.schema import EMAILS, PRODUCTS
 from indexing.workspace import Workspace
 from rl.datasets.compile import compile_tree

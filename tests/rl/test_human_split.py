@@ -338,7 +338,7 @@ def test_only_evaluation_reads_the_human_split() -> None:
     returns the human split; the only code that may load it is evaluation's."""
     allowed = {"rl/datasets/human/__init__.py", "rl/eval/commands.py", "rl/eval/report.py"}
     readers = set()
-    for package in ("indexing", "serving", "rl", "prore", "operators"):
+    for package in ("core", "indexing", "serving", "rl", "prore", "operators"):
         for path in (ROOT / package).rglob("*.py"):
             text = path.read_text(encoding="utf-8")
             if "rl.datasets.human" in text or "load_human" in text or "human.jsonl" in text:

@@ -52,7 +52,7 @@ def test_the_local_and_verl_recipes_agree_wherever_both_quote_the_paper() -> Non
 
 
 def test_the_trainers_flags_are_the_defaults_files_keys() -> None:
-    """A flag given replaces its key of rl/train/defaults.yaml, one left out keeps it (indexing.flags)."""
+    """A flag given replaces its key of rl/train/defaults.yaml, one left out keeps it (core.flags)."""
     import dataclasses
 
     from prore.cli import build_parser

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from indexing.errors import ProReError
+from core.errors import ProReError
 from serving.dsl import Program, parse_program
 from serving.engine import ExecutionResult
 

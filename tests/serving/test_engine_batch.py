@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from core.errors import ProReError
 from indexing.config import Config
-from indexing.errors import ProReError
 from serving.dsl import DslError, ValidationError
 from serving.engine import CacheSizes, Engine, ExecutionError, ExecutionResult
 from tests.serving.batch_support import (

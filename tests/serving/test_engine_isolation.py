@@ -18,8 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import indexing.stores.clickhouse_faults as faults
+from core.errors import ProReError
 from indexing.config import Config
-from indexing.errors import ProReError, StoreFailure
+from indexing.errors import StoreFailure
 from indexing.index import IndexHandle, open_index
 from indexing.schema import PRODUCTS
 from serving.dsl import Program, Retrieval, ValidationError

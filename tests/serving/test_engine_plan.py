@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlglot import exp
 
+from core.errors import ProReError
 from indexing.config import Config
-from indexing.errors import ProReError
 from indexing.schema import PRODUCTS
 from serving.dsl import Program, Retrieval, parse_program, substitute, validate
 from serving.dsl.placeholders import placeholder_sites

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.errors import ProReError
 from indexing.config import Config
-from indexing.errors import ProReError
 from indexing.schema import PRODUCTS
 from serving.dsl import FormatError, Program, parse_program
 from serving.engine import CacheSizes, Engine, ExecutionResult

@@ -17,11 +17,11 @@ import sqlglot
 from hypothesis import HealthCheck, example, given, settings
 from sqlglot import exp
 
+from core.errors import ConfigError, ProReError
 from indexing.build import build_index
 from indexing.config import Config, MilvusConfig, config_from_mapping
 from indexing.corpora.files import write_corpus
 from indexing.embedders.hashing import HashingEmbedder
-from indexing.errors import ConfigError, ProReError
 from indexing.schema import EMAILS, PRODUCTS, CorpusSchema
 from indexing.stores.milvus import MilvusStore, epoch_seconds
 from indexing.workspace import Workspace

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from core.errors import ProReError
 from indexing.config import Config
-from indexing.errors import ProReError
 from serving.dsl import Program, ValidationError
 from serving.engine import DeadlineExceeded, Engine, ExecutionResult
 from tests.serving.batch_support import docs, mixed_batch, ordered, plain, programs, same

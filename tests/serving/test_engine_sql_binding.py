@@ -9,9 +9,9 @@ from typing import Any, Literal
 
 import pytest
 
+from core.errors import ProReError
 from indexing.build import build_index
 from indexing.config import Config
-from indexing.errors import ProReError
 from serving.dsl import Program, Retrieval, parse_program
 from serving.engine import DeadlineExceeded, Engine, ExecutionResult
 from serving.settings import ServingSettings, SqlSettings

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from indexing.errors import ProReError
+from core.errors import ProReError
 from serving.dsl import DslLimits, Program
 from serving.planner import (
     CircuitBreaker,

@@ -11,8 +11,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from core.errors import ProReError
 from indexing.config import Config
-from indexing.errors import ProReError
 from indexing.schema import PRODUCTS
 from indexing.workspace import Workspace
 from rl.eval.scale.memory import MemorySampler

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import ProReError
 from indexing.config import Config
-from indexing.errors import ProReError
 from indexing.schema import PRODUCTS
 from indexing.workspace import Workspace
 from rl.eval.scale import diagnosis

@@ -24,7 +24,7 @@ STAGE_LABELS = {
 
 def plots(results: Mapping[str, Any], where: Path, stem: str) -> list[str]:
     """Build seconds per stage, p50 per level and empty share / P@1 against corpus size, as PNGs."""
-    from indexing.errors import require
+    from core.errors import require
 
     matplotlib: Any = require("matplotlib", "eval")
     matplotlib.use("Agg", force=True)

@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.errors import ProReError
 from indexing.config import ClickHouseConfig, Config, EmbedderConfig, MilvusConfig
-from indexing.errors import ProReError
 from indexing.workspace import Workspace
 from rl.eval.scale.build import ensure_bench, ensure_built
 from rl.eval.scale.measure import measure

@@ -1,4 +1,4 @@
-"""indexing.processes with real processes: a server waited for until it answers, a process that exits while
+"""core.processes with real processes: a server waited for until it answers, a process that exits while
 starting or never answers (one typed line with its log's tail), and a process group stopped whole."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from indexing import processes
+from core import processes
+from core.processes import NotReady
 from indexing.errors import StoreUnavailable
-from indexing.processes import NotReady
 from indexing.stores.server import free_port
 
 

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from indexing.errors import ProReError, require
+from core.errors import ProReError, require
 
 TAIL_BYTES = 2000
 """How much of the end of a log a failed wait quotes."""

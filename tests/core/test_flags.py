@@ -1,4 +1,4 @@
-"""Flags built from a settings dataclass's fields (indexing.flags): names, types, choices and help come from the
+"""Flags built from a settings dataclass's fields (core.flags): names, types, choices and help come from the
 fields; a flag given replaces the configured value, one left out keeps it."""
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from typing import ClassVar, Literal
 
 import pytest
 
-from indexing.config import Config, Section, load_config, register_sections
-from indexing.errors import ConfigError
-from indexing.flags import Flag, Flags, field_docs
+from core.errors import ConfigError
+from core.flags import Flag, Flags, field_docs
+from core.settings import Section
+from indexing.config import Config, load_config, register_sections
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ the field, so a setting is declared once:
 - the option is ``--`` and the field's name with ``-`` for ``_`` (``window_ms``: ``--window-ms``), unless the
   :class:`Flag` names another (``--domain`` for ``domains``);
 - its type is the annotation's: ``int``, ``float``, ``str`` and optional ones, read by
-  :func:`indexing.config.parse_text` (the rules the environment is read by); a ``Literal``'s values are the
+  :func:`core.settings.parse_text` (the rules the environment is read by); a ``Literal``'s values are the
   choices; ``bool`` is ``--x`` / ``--no-x``; ``tuple[X, ...]`` is a repeatable flag;
 - its help is the field's docstring (the string under it, as the config file's keys are documented), then the
   default, the config key and the environment variable, if any;
@@ -43,9 +43,9 @@ file; this module turns them into ``add_argument`` calls.
 Service(port=9000, mode='exact')
 >>> flags.over(Service(port=9000), parser.parse_args([]))  # nothing given: the configured value stays
 Service(port=9000, mode='fast')
->>> from indexing.config import ClickHouseConfig
->>> Flags(Section("clickhouse", ClickHouseConfig), "database").help_of("database")
-'Database that holds the versioned corpus tables. (default prore; config clickhouse.database)'
+>>> from core.openai_client import RetryPolicy  # a settings class whose fields have docstrings
+>>> Flags(Section("retry", RetryPolicy), "max_attempts").help_of("max_attempts")
+'Calls in all, the first included (1: no retry). (default 4; config retry.max_attempts)'
 """
 
 from __future__ import annotations
@@ -60,12 +60,21 @@ import textwrap
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
-from indexing.config import Config, Section, environment, field_type, parse_text
-from indexing.errors import ConfigError
+from core.errors import ConfigError
+from core.settings import Section, environment, field_type, parse_text
 
 S = TypeVar("S")
+C = TypeVar("C", bound="Sections")
+
+
+class Sections(Protocol):
+    """A config that holds settings sections by type (:class:`indexing.config.Config`)."""
+
+    def section(self, cls: type[S]) -> S: ...
+
+    def with_section(self, value: object) -> Sections: ...
 
 
 @dataclass(frozen=True)
@@ -175,7 +184,7 @@ def _replaced(value: S, changes: Mapping[str, Any]) -> S:
 
 
 class Flags(Generic[S]):
-    """The command-line flags of some fields of ``target``: a config :class:`~indexing.config.Section` (its
+    """The command-line flags of some fields of ``target``: a config :class:`~core.settings.Section` (its
     dataclass, whose config key and environment variables the help names) or a bare frozen dataclass.
 
     ``defaults`` is what the help shows as each default (``cls()`` unless given, for a class whose fields need
@@ -263,9 +272,10 @@ class Flags(Generic[S]):
         typed error."""
         return _replaced(value, self.given(args))
 
-    def apply(self, args: argparse.Namespace, cfg: Config) -> Config:
+    def apply(self, args: argparse.Namespace, cfg: C) -> C:
         """``cfg`` with the flags given in ``args`` laid over its section of this type."""
-        return cfg.with_section(self.over(cfg.section(self.cls), args))
+        out: C = cfg.with_section(self.over(cfg.section(self.cls), args))  # type: ignore[assignment]
+        return out
 
 
 def _owner(cls: type[Any], key: str) -> type[Any]:

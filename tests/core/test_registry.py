@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from core.errors import ConfigError, ProReError
+from core.registry import Registry
 from indexing.embedders import EMBEDDERS
-from indexing.errors import ConfigError, ProReError
-from indexing.registry import Registry
 
 
 class Unknown(ProReError):

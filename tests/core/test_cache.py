@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from indexing.cache import LRU, CacheStats
+from core.cache import LRU, CacheStats
 
 
 def test_least_recently_used_goes_first_and_peek_changes_nothing() -> None:

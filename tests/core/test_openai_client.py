@@ -1,4 +1,4 @@
-"""indexing.openai_client against a real HTTP server on loopback (``http.server`` in a thread, on a free
+"""core.openai_client against a real HTTP server on loopback (``http.server`` in a thread, on a free
 port) whose answers each test scripts: retries of 503 and of a refused connection, ``Retry-After`` waited
 for, giving up after the last try with a typed one-line error, a 400 failed at once, sync and async; and
 the errors the callers turn those into (the embedder's, the rewriter's, the planner's)."""
@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from indexing.errors import ConfigError
-from indexing.openai_client import (
+from core.errors import ConfigError
+from core.openai_client import (
     ChatCompletion,
     OpenAIBadResponse,
     OpenAIClient,

@@ -17,11 +17,11 @@ True
 >>> numbers.get("two")
 Traceback (most recent call last):
 ...
-indexing.errors.ConfigError: unknown number 'two'; known numbers: one
+core.errors.ConfigError: unknown number 'two'; known numbers: one
 >>> numbers.add("one", 2)
 Traceback (most recent call last):
 ...
-indexing.errors.ConfigError: number 'one' is already registered
+core.errors.ConfigError: number 'one' is already registered
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Generic, TypeVar
 
-from indexing.errors import ConfigError, ProReError
+from core.errors import ConfigError, ProReError
 
 T = TypeVar("T")
 

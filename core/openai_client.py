@@ -58,7 +58,7 @@ from typing import Any, NamedTuple
 
 import httpx
 
-from indexing.errors import ConfigError, ProReError
+from core.errors import ConfigError, ProReError
 
 DEFAULT_TIMEOUT_S = 60.0
 """Total time one HTTP call may take when the caller says nothing."""
