@@ -13,7 +13,7 @@ tables into the caller's chunk size.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -57,6 +57,17 @@ def block_ranges(size: int) -> Iterator[tuple[int, int, int]]:
     """``(block, first index, rows)`` for each block of a corpus of ``size`` documents (0-based)."""
     for block, start in enumerate(range(0, size, BLOCK)):
         yield block, start, min(BLOCK, size - start)
+
+
+def generate_blocks(
+    block: Callable[[int, int, int, int, int], pa.Table], size: int, seed: int, chunk_rows: int
+) -> Iterator[pa.Table]:
+    """A generated corpus of ``size`` documents, ``block(seed, block, start, rows, width)``'s tables re-cut into
+    tables of ``chunk_rows`` rows (after :func:`check_args`); ``block`` makes one block of ids of ``width``
+    digits from its own random stream (:func:`block_rng`)."""
+    check_args(size, seed, chunk_rows)
+    width = id_width(size)
+    return rechunk((block(seed, b, start, rows, width) for b, start, rows in block_ranges(size)), chunk_rows)
 
 
 def rechunk(tables: Iterable[pa.Table], rows: int) -> Iterator[pa.Table]:

@@ -26,12 +26,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
-from functools import cache
+from functools import cache, partial
 
 import numpy as np
 import pyarrow as pa
 
-from indexing.corpora.blocks import BLOCK, block_ranges, block_rng, check_args, doc_id, id_width, rechunk
+from indexing.corpora.blocks import (
+    BLOCK,
+    block_rng,
+    doc_id,
+    generate_blocks,
+)
 from indexing.corpora.files import arrow_schema
 from indexing.corpora.labels import (
     LABEL_COLUMN,
@@ -368,11 +373,7 @@ def _block(t: _Tables, seed: int, block: int, start: int, rows: int, width: int)
 
 
 def _generate(size: int, seed: int, chunk_rows: int) -> Iterator[pa.Table]:
-    check_args(size, seed, chunk_rows)
-    t = _tables()
-    width = id_width(size)
-    blocks = (_block(t, seed, b, start, rows, width) for b, start, rows in block_ranges(size))
-    return rechunk(blocks, chunk_rows)
+    return generate_blocks(partial(_block, _tables()), size, seed, chunk_rows)
 
 
 def generate_products(size: int, seed: int = 0, chunk_rows: int = 10_000) -> Iterator[pa.Table]:

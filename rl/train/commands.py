@@ -104,6 +104,11 @@ def _sft(args: argparse.Namespace, cfg: Config) -> int:
                  exemplars=d.exemplars, embedder=cfg.embedder, max_minutes=args.max_minutes,
                  recombine=d.recombine, corpus_workspace=cfg.workspace,
                  init_embeddings=d.init_embeddings, deepspeed=args.deepspeed)  # fmt: skip
+    if args.arch == "minilm-seq2seq":
+        from rl.train.seq2seq import run_seq2seq
+
+        _print_summary(run_seq2seq(job), out)
+        return 0
     _print_summary(run_sft(job), out)
     return 0
 
@@ -180,6 +185,10 @@ def register_local(actions: Any) -> None:
                    help="train under DeepSpeed ZeRO through accelerate: zero2, zero3 (the configs of "
                    "rl/train/deepspeed) or a JSON file; started without a launcher, a world of one (gloo on "
                    "CPU); under `accelerate launch` or `deepspeed`, one rank per process")  # fmt: skip
+    s.add_argument("--arch", choices=("decoder", "minilm-seq2seq"), default="decoder",
+                   help="decoder: the Qwen3 decoder-only planner (default; vLLM, prore serve and verl run it); "
+                   "minilm-seq2seq: MiniLM's pretrained encoder, frozen, and a small GPT-2 decoder of --size "
+                   "(rl/train/seq2seq.py; evaluated as seq2seq:RUN/final through transformers, not vLLM)")  # fmt: skip
     s.add_argument(
         "--augment-mutations",
         action="store_true",

@@ -13,6 +13,8 @@ class Inst:
     gold_id: str
     level: str
     modalities: tuple[str, ...]
+    relevant_n: int | None = None
+    relevant_ids: tuple[str, ...] = ()
 
 
 def instances(n: int) -> list[Inst]:

