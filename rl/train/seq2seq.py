@@ -27,10 +27,9 @@ from typing import Any
 
 from core.errors import require
 from rl.errors import TrainError
-from rl.train import logs
 from rl.train.model import ModelSize, parameter_count, size_named
-from rl.train.run import FINAL, common_args, run_tokenizer, threads, to_jsonable, write_card, write_run
-from rl.train.sft import SftJob, instances
+from rl.train.run import common_args, run_tokenizer, threads, to_jsonable, write_card, write_run
+from rl.train.sft import SftJob, instances, train_to_final
 
 ARCH = "minilm-seq2seq"
 """The planner card's ``arch`` of this planner (a decoder-only planner's card names none)."""
@@ -161,14 +160,7 @@ def run_seq2seq(job: SftJob) -> dict[str, Any]:
     trainer = Trainer(
         model=model, args=args, train_dataset=train_rows, eval_dataset=val_rows, data_collator=collate
     )
-    logs.install_callbacks(trainer, job.out, job.max_minutes * 60 if job.max_minutes is not None else None)
-    resume = logs.resume_point(job.out)
-    t0 = time.perf_counter()
-    result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
-    wall = time.perf_counter() - t0
-    final = job.out / FINAL
-    trainer.save_model(str(final))
-    tok.save_pretrained(str(final))
+    result, resume, wall, final = train_to_final(trainer, tok, job)
     enc_tok.save_pretrained(str(final / ENCODER_TOKENIZER))
     best = trainer.state.best_metric
     write_card(final, profile=job.profile, domains=job.domains, algorithm="sft", arch=ARCH, best_eval_loss=best,

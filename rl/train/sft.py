@@ -188,14 +188,10 @@ def _deepspeed_options(name: str | None) -> dict[str, Any]:
     return {"deepspeed": str(resolve(name))}
 
 
-def run_sft(job: SftJob) -> dict[str, Any]:
-    """Train, keep the best checkpoint in ``out/final``, and return a summary (steps, losses, time, tokens/s)."""
-    write_run(job.out, {"algorithm": "sft", "job": job})
-    t0 = time.perf_counter()
-    index = exemplar_index(job, instances(job)[0])
-    index_s = time.perf_counter() - t0
-    trainer, tok, train_rows = sft_trainer(job, index)
-    p = job.params
+def train_to_final(trainer: Any, tok: Any, job: SftJob) -> tuple[Any, Path | None, float, Path]:
+    """Run ``trainer`` (with the run's logs and wall-clock budget; from the latest checkpoint of an interrupted
+    run) and save its best model and ``tok`` to ``out/final``: the train result, the checkpoint resumed from,
+    the seconds of training and the final folder."""
     logs.install_callbacks(trainer, job.out, job.max_minutes * 60 if job.max_minutes is not None else None)
     resume = logs.resume_point(job.out)
     t0 = time.perf_counter()
@@ -204,6 +200,18 @@ def run_sft(job: SftJob) -> dict[str, Any]:
     final = job.out / FINAL
     trainer.save_model(str(final))
     tok.save_pretrained(str(final))
+    return result, resume, wall, final
+
+
+def run_sft(job: SftJob) -> dict[str, Any]:
+    """Train, keep the best checkpoint in ``out/final``, and return a summary (steps, losses, time, tokens/s)."""
+    write_run(job.out, {"algorithm": "sft", "job": job})
+    t0 = time.perf_counter()
+    index = exemplar_index(job, instances(job)[0])
+    index_s = time.perf_counter() - t0
+    trainer, tok, train_rows = sft_trainer(job, index)
+    p = job.params
+    result, resume, wall, final = train_to_final(trainer, tok, job)
     best = trainer.state.best_metric
     extra: dict[str, Any] = {}
     if job.init is None:
