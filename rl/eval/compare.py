@@ -116,6 +116,11 @@ def comparison_table(summaries: Sequence[Mapping[str, Any]]) -> str:
     return markdown_table(headers, rows)
 
 
+PAIRED_GRADED: tuple[str, ...] = ("p@1", "ndcg@10")
+"""The graded metrics the paired table shows, where the runs were scored on relevant sets (all of
+:data:`rl.eval.metrics.GRADED` are paired and kept in ``compare.json``)."""
+
+
 def _delta(iv: Any) -> str:
     return f"{iv.mean:+.3f} [{iv.low:+.3f}, {iv.high:+.3f}]"
 
@@ -123,16 +128,18 @@ def _delta(iv: Any) -> str:
 def paired_table(results: Sequence[PairedResult], confidence: float = DEFAULT_CONFIDENCE) -> str:
     """The markdown table of paired differences, one row per run against the baseline."""
     conf = round(confidence * 100)
+    graded = [m for m in PAIRED_GRADED if any(m in r.metrics for r in results)]
     headers = [
         "method",
         "vs",
         "paired n",
-        *(f"Δ{metric_label(m)} [{conf}% CI]" for m in METRICS),
+        *(f"Δ{metric_label(m)} [{conf}% CI]" for m in (*METRICS, *graded)),
         "Hit@1 wins/losses",
     ]
     rows = [
         [r.method + (f" ({r.runs} runs)" if r.runs > 1 else ""), r.baseline, str(r.n),
-         *(_delta(r.metrics[m]) for m in METRICS), f"{r.wins}/{r.losses}"]
+         *(_delta(r.metrics[m]) for m in METRICS), *(_delta(r.metrics[m]) if m in r.metrics else "n/a" for m in graded),
+         f"{r.wins}/{r.losses}"]
         for r in results
     ]  # fmt: skip
     return markdown_table(headers, rows)

@@ -27,7 +27,7 @@ from rl.eval.bootstrap import (
     pooled_difference,
 )
 from rl.eval.errors import EvalError
-from rl.eval.metrics import METRICS
+from rl.eval.metrics import GRADED, METRICS
 from rl.eval.report import QUERIES
 from rl.eval.runner import query_digests
 
@@ -145,7 +145,8 @@ def paired(
         if j == baseline:
             continue
         shared = _shared(base, [q])
-        a, b = _columns(base, shared), _columns(q, shared)
+        metrics = paired_metrics([base, q], shared)
+        a, b = _columns(base, shared, metrics), _columns(q, shared, metrics)
         ivs = paired_difference(a, b, n_resamples=resamples, confidence=confidence, seed=seed)
         out.append(PairedResult(name, names[baseline], len(shared), ivs, *_wins_losses(a, [b])))
     return out
@@ -159,8 +160,17 @@ def _shared(
     return [qid for qid in base if all(qid in q and str(q[qid]["gold_id"]) == gold[qid] for q in others)]
 
 
-def _columns(q: Mapping[str, Mapping[str, Any]], qids: Sequence[str]) -> dict[str, list[float]]:
-    return {m: [float(q[qid][m]) for qid in qids] for m in METRICS}
+def _columns(
+    q: Mapping[str, Mapping[str, Any]], qids: Sequence[str], metrics: Sequence[str]
+) -> dict[str, list[float]]:
+    return {m: [float(q[qid][m]) for qid in qids] for m in metrics}
+
+
+def paired_metrics(runs: Sequence[Mapping[str, Mapping[str, Any]]], qids: Sequence[str]) -> tuple[str, ...]:
+    """The metrics to pair over ``qids``: the gold ones (:data:`METRICS`), and each graded one (P@1, nDCG@10, ...)
+    that every run scored on every one of them (a query with a relevant set; none on a benchmark without)."""
+    graded = tuple(m for m in GRADED if all(q[qid].get(m) is not None for q in runs for qid in qids))
+    return METRICS + graded if qids else METRICS
 
 
 def _wins_losses(
@@ -190,6 +200,7 @@ def pooled(
                         f"{', '.join(names[j] for j in members) or 'none'}", code="bad_pool")  # fmt: skip
     base = queries[baseline]
     shared = _shared(base, [queries[j] for j in members])
-    a, others = _columns(base, shared), [_columns(queries[j], shared) for j in members]
+    metrics = paired_metrics([base, *(queries[j] for j in members)], shared)
+    a, others = _columns(base, shared, metrics), [_columns(queries[j], shared, metrics) for j in members]
     ivs = pooled_difference(a, others, n_resamples=resamples, confidence=confidence, seed=seed)
     return PairedResult(label, names[baseline], len(shared), ivs, *_wins_losses(a, others), runs=len(members))

@@ -14,7 +14,7 @@ from indexing.workspace import Workspace
 from prore.cli import main
 from rl.eval.compare import compare
 from rl.eval.errors import EvalError
-from rl.eval.metrics import score_query
+from rl.eval.metrics import Relevant, score_query
 from rl.eval.report import load_summary, write_run
 from rl.eval.runner import EvalRun, QueryResult, query_digests
 
@@ -25,14 +25,16 @@ META: dict[str, Any] = {
 
 
 def _run(method: str, hits: Sequence[bool], *, qids: Sequence[str] | None = None, golds: Sequence[str] | None = None,
-         meta: dict[str, Any] | None = META, domain: str = "email", split: str = "test") -> EvalRun:  # fmt: skip
-    """A run whose query ``i`` ranks its gold first when ``hits[i]``, else second."""
+         meta: dict[str, Any] | None = META, domain: str = "email", split: str = "test",
+         relevant: bool = False) -> EvalRun:  # fmt: skip
+    """A run whose query ``i`` ranks its gold first when ``hits[i]``, else second (``X``); with ``relevant``, each
+    query's relevant set is its gold and ``X``, so P@1 is 1.0 either way."""
     qids = list(qids or [f"q{i:03d}" for i in range(len(hits))])
     golds = list(golds or [f"E{i:03d}" for i in range(len(hits))])
     results = []
     for qid, gold, hit in zip(qids, golds, hits, strict=True):
         ranking = [gold, "X"] if hit else ["X", gold]
-        s = score_query(ranking, gold)
+        s = score_query(ranking, gold, relevant=Relevant((gold, "X"), 2) if relevant else None)
         results.append(QueryResult(qid, "L1", "text", gold, s.rank, s.as_dict(), tuple(ranking), None))
     full = None if meta is None else {**meta, "queries": {"n": len(qids), **query_digests(qids, golds)}}
     return EvalRun(
@@ -71,6 +73,20 @@ def test_paired_difference_on_matched_queries(ws: Workspace) -> None:
     )
     against = compare(ws, dirs, baseline="rrf", resamples=100)
     assert [(r.method, r.metrics["hit@1"].mean) for r in against.paired] == [("bm25", -0.25), ("same", -0.25)]
+
+
+def test_graded_metrics_are_paired_where_every_run_has_relevant_sets(ws: Workspace) -> None:
+    base, better = [i % 2 == 0 for i in range(20)], [True] * 20
+    graded = compare(ws, _store(ws, _run("bm25", base, relevant=True), _run("rrf", better, relevant=True)))
+    p1 = graded.paired[0].metrics["p@1"]
+    assert (p1.mean, p1.low, p1.high) == (0.0, 0.0, 0.0), "both rank a relevant document first on every query"
+    assert graded.paired[0].metrics["hit@1"].mean == pytest.approx(0.5)
+    assert "ΔP@1 [95% CI]" in graded.table and "ΔnDCG@10 [95% CI]" in graded.table
+    other = Workspace(ws.root.parent / "gold-only")
+    gold_only = compare(other, _store(other, _run("bm25", base), _run("rrf", better, relevant=True)))
+    assert "p@1" not in gold_only.paired[0].metrics and "ΔP@1" not in gold_only.table, (
+        "one run has no relevant sets"
+    )
 
 
 def test_pairs_follow_query_ids_not_positions(ws: Workspace) -> None:
