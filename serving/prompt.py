@@ -302,8 +302,14 @@ def read_card(path: str | Path) -> dict[str, Any]:
 
 
 def card_profile(path: str | Path) -> Profile:
-    """The prompt profile the planner at ``path`` (model directory or card) was trained with."""
-    profile: Profile = read_card(path)["profile"]
+    """The prompt profile the planner at ``path`` (model directory or card) was trained with; a planner that is
+    no chat model (its card names an ``arch``, as the MiniLM encoder-decoder's does) has none, and is refused."""
+    card = read_card(path)
+    if card.get("arch") is not None:
+        raise PlannerCardError(f"the planner at {path} is a {card['arch']} model, not a chat model: it has no "
+                               "prompt, and vLLM (prore serve, planner:PATH) cannot run it; evaluate it as "
+                               "seq2seq:PATH")  # fmt: skip
+    profile: Profile = card["profile"]
     return profile
 
 

@@ -517,8 +517,8 @@ def test_prore_serve_prompts_with_the_planner_cards_profile(tmp_path: Any) -> No
 
 @pytest.mark.parametrize(
     "card",
-    ['{"profile": "tiny"}', "[1, 2]", "not json", None],
-    ids=["unknown-profile", "not-object", "not-json", "missing"],
+    ['{"profile": "tiny"}', "[1, 2]", "not json", None, '{"profile": "compact", "arch": "minilm-seq2seq"}'],
+    ids=["unknown-profile", "not-object", "not-json", "missing", "not-a-chat-model"],
 )
 def test_prore_serve_refuses_a_bad_planner_card_in_one_line(
     tmp_path: Any, capsys: pytest.CaptureFixture[str], card: str | None
