@@ -87,7 +87,8 @@ def seq2seq_completions(ctx: MethodContext, path: str, requests: Sequence[str], 
 
     model, enc_tok, tok = _loaded(ctx, path)
     budget = longest_program_chars(ctx.schema, STRUCTURED_LIMITS) if grounded else MAX_TOKENS
-    budget = min(budget, int(model.decoder.config.n_positions) - 1)  # the decoder's learned positions end there
+    # The decoder's learned positions end there.
+    budget = min(budget, int(model.decoder.config.n_positions) - 1)
     out: list[Completion] = []
     for at in range(0, len(requests), BATCH):
         batch = list(requests[at : at + BATCH])
