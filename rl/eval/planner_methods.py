@@ -86,9 +86,15 @@ def planner_name(path: str, constraint: str = "none") -> str:
     >>> planner_name("/ws/runs/sft-ecommerce/final"), planner_name("ckpt", "json")
     ('planner:sft-ecommerce', 'planner-json:ckpt')
     """
+    return method_name(CONSTRAINTS[constraint][0], path)
+
+
+def method_name(family: str, path: str) -> str:
+    """``family:RUN``, the name in reports of a trained model at ``path``: its run directory's name when the path is
+    the run's ``final`` folder, else the folder's own."""
     p = Path(path)
     name = p.parent.name if p.name == "final" and p.parent.name else p.name
-    return f"{CONSTRAINTS[constraint][0]}:{_slug(name)}"
+    return f"{family}:{_slug(name)}"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import Any
 
 from rl.errors import TrainError
 from rl.eval.methods import EvalInstance, MethodContext, MethodSpec, Outcome, register_family
-from rl.eval.planner_methods import MAX_TOKENS, Completion, _slug, column_values, execute
+from rl.eval.planner_methods import MAX_TOKENS, Completion, column_values, execute, method_name
 from rl.train.seq2seq import MAX_REQUEST_TOKENS, encoder_text, load_seq2seq
 from serving.dsl import longest_program_chars
 from serving.dsl.structured import STRUCTURED_LIMITS, constraint_grammar
@@ -37,7 +37,6 @@ class GrammarMask:
         import llguidance.hf
         import llguidance.torch
 
-        self._ll = llguidance
         lltok = llguidance.hf.from_tokenizer(tokenizer)
         self.matchers = [
             llguidance.LLMatcher(lltok, llguidance.LLMatcher.grammar_from_lark(g)) for g in grammars
@@ -123,11 +122,9 @@ def seq2seq_run(path: str, *, grounded: bool) -> Callable[[MethodContext, Sequen
 
 def seq2seq_spec(path: str, *, grounded: bool = False) -> MethodSpec:
     """The spec of a MiniLM encoder-decoder planner saved at ``path``."""
-    p = Path(path)
-    name = p.parent.name if p.name == "final" and p.parent.name else p.name
     family = "seq2seq-grounded" if grounded else "seq2seq"
     how = "the grounded program grammar, by llguidance" if grounded else "free decoding"
-    return MethodSpec(f"{family}:{_slug(name)}", seq2seq_run(path, grounded=grounded),
+    return MethodSpec(method_name(family, path), seq2seq_run(path, grounded=grounded),
                       f"MiniLM encoder-decoder planner at {path} through transformers ({how})")  # fmt: skip
 
 
