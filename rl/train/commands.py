@@ -103,7 +103,11 @@ def _sft(args: argparse.Namespace, cfg: Config) -> int:
                  limit=args.limit, offset=args.offset, extra_rows=extra, seed=args.seed,
                  exemplars=d.exemplars, embedder=cfg.embedder, max_minutes=args.max_minutes,
                  recombine=d.recombine, corpus_workspace=cfg.workspace,
-                 init_embeddings=d.init_embeddings, deepspeed=args.deepspeed)  # fmt: skip
+                 init_embeddings=d.init_embeddings, deepspeed=args.deepspeed,
+                 encoder_trainable_layers=args.encoder_trainable_layers)  # fmt: skip
+    if args.arch != "minilm-seq2seq" and args.encoder_trainable_layers:
+        raise TrainError("--encoder-trainable-layers is the encoder-decoder's (--arch minilm-seq2seq)",
+                         code="train_config")  # fmt: skip
     if args.arch == "minilm-seq2seq":
         from rl.train.seq2seq import run_seq2seq
 
@@ -189,6 +193,9 @@ def register_local(actions: Any) -> None:
                    help="decoder: the Qwen3 decoder-only planner (default; vLLM, prore serve and verl run it); "
                    "minilm-seq2seq: MiniLM's pretrained encoder, frozen, and a small GPT-2 decoder of --size "
                    "(rl/train/seq2seq.py; evaluated as seq2seq:RUN/final through transformers, not vLLM)")  # fmt: skip
+    s.add_argument("--encoder-trainable-layers", type=int, default=0, metavar="N",
+                   help="with --arch minilm-seq2seq: train MiniLM's top N of its 6 layers with the decoder "
+                   "(default 0: the encoder stays frozen)")  # fmt: skip
     s.add_argument(
         "--augment-mutations",
         action="store_true",

@@ -7,11 +7,16 @@ cross-attention writes the program in the project's own cased byte-level tokeniz
 and programs as for the decoder-only planner. transformers' ``EncoderDecoderModel`` joins them (a linear map
 takes MiniLM's 384-wide states to the decoder's width).
 
-MiniLM stays frozen. It was trained on a billion sentence pairs to put paraphrases together, which is what a
-planner must do with wording it never saw, and 11k template requests would mostly teach it to forget that.
-Frozen and in eval mode, it gives each request the same states at every step, so they are computed once
+MiniLM stays frozen by default. It was trained on a billion sentence pairs to put paraphrases together, which
+is what a planner must do with wording it never saw, and 11k template requests would mostly teach it to forget
+that. Frozen and in eval mode, it gives each request the same states at every step, so they are computed once
 before training (the step is the decoder's alone: a few times cheaper than the decoder-only planner's,
 whose step reads the prompt too), and generation recomputes them with the same weights.
+
+``--encoder-trainable-layers N`` trains MiniLM's top ``N`` layers with the decoder (task adaptation, at the
+risk of fitting the templates). The layers below them stay frozen, so their output is still computed once,
+and a step runs the top ``N`` layers on it (:class:`Seq2SeqTrainer`); the saved planner is the whole
+encoder-decoder, which generation runs from the request's tokens as before.
 
 What it costs: the planner is no longer a decoder-only causal LM, so vLLM (and with it ``prore serve``, the
 KServe runtime and verl's rollouts, all of which generate through vLLM) cannot serve it; vLLM 0.32 runs no
@@ -57,8 +62,9 @@ def minilm_encoder() -> tuple[Any, Any]:
     return AutoTokenizer.from_pretrained(path), BertModel.from_pretrained(path, add_pooling_layer=False)
 
 
-def build_seq2seq(size: ModelSize, tokenizer: Any, *, seed: int = 0) -> Any:
-    """MiniLM's encoder, frozen, and a randomly initialized GPT-2 decoder of ``size`` over ``tokenizer``."""
+def build_seq2seq(size: ModelSize, tokenizer: Any, *, seed: int = 0, trainable_layers: int = 0) -> Any:
+    """MiniLM's encoder, frozen but for its top ``trainable_layers`` layers, and a randomly initialized GPT-2
+    decoder of ``size`` over ``tokenizer``."""
     import torch
     from transformers import EncoderDecoderModel, GPT2Config, GPT2LMHeadModel
 
@@ -74,20 +80,49 @@ def build_seq2seq(size: ModelSize, tokenizer: Any, *, seed: int = 0) -> Any:
     model.config.pad_token_id = tokenizer.pad_token_id
     model.config.eos_token_id = tokenizer.eos_token_id
     model.encoder.requires_grad_(False)
+    layers = model.encoder.encoder.layer
+    if not 0 <= trainable_layers <= len(layers):
+        raise TrainError(f"--encoder-trainable-layers must be 0-{len(layers)}, got {trainable_layers}",
+                         code="train_config")  # fmt: skip
+    for layer in layers[len(layers) - trainable_layers :]:
+        layer.requires_grad_(True)
     return model
 
 
+def frozen_depth(model: Any) -> int:
+    """How many of the encoder's layers are frozen: their output is what :func:`encode_requests` computes."""
+    layers = model.encoder.encoder.layer
+    return next((i for i, layer in enumerate(layers) if any(p.requires_grad for p in layer.parameters())),
+                len(layers))  # fmt: skip
+
+
+def top_layers(model: Any, states: Any, mask: Any) -> Any:
+    """The encoder's trainable top layers run on the frozen layers' ``states`` (padded, with ``mask``): the
+    encoder's last hidden state, as ``model.encoder`` would give it from the request's tokens."""
+    layers = model.encoder.encoder.layer[frozen_depth(model) :]
+    if not len(layers):
+        return states
+    attention, _ = model.encoder._create_attention_masks(attention_mask=mask, encoder_attention_mask=None,
+                                                         embedding_output=states, encoder_hidden_states=None,
+                                                         past_key_values=None)  # fmt: skip
+    for layer in layers:
+        states = layer(states, attention_mask=attention)
+    return states
+
+
 def encode_requests(model: Any, enc_tok: Any, texts: Sequence[str], *, batch: int = 64) -> list[Any]:
-    """The frozen encoder's states of each text (its own length, no padding), computed once."""
+    """The frozen layers' states of each text (its own length, no padding), computed once: the encoder's output
+    when it is all frozen, else the input of its first trainable layer."""
     import torch
 
     out: list[Any] = []
+    depth = frozen_depth(model)
     model.encoder.eval()
     with torch.no_grad():
         for i in range(0, len(texts), batch):
             got = enc_tok(list(texts[i : i + batch]), padding=True, truncation=True,
                           max_length=MAX_REQUEST_TOKENS, return_tensors="pt")  # fmt: skip
-            states = model.encoder(**got).last_hidden_state
+            states = model.encoder(**got, output_hidden_states=True).hidden_states[depth]
             out += [s[: int(n)].clone() for s, n in zip(states, got["attention_mask"].sum(1), strict=True)]
     return out
 
@@ -119,7 +154,24 @@ def collate(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         n = int(r["states"].shape[0])
         states[i, :n], mask[i, :n] = r["states"], 1
         labels[i, : len(r["labels"])] = torch.tensor(r["labels"])
-    return {"encoder_outputs": (states,), "attention_mask": mask, "labels": labels}
+    return {"states": states, "attention_mask": mask, "labels": labels}
+
+
+def seq2seq_trainer(**kwargs: Any) -> Any:
+    """A transformers ``Trainer`` for batches of :func:`collate`: the encoder's trainable top layers (if any)
+    run on the frozen layers' states, then the decoder reads them. The model stays the whole
+    ``EncoderDecoderModel``, so checkpoints, the best-model reload and the saved planner are transformers' own."""
+    from transformers import Trainer
+
+    class Seq2SeqTrainer(Trainer):
+        def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
+                         num_items_in_batch: Any = None) -> Any:  # fmt: skip
+            inputs = dict(inputs)
+            states, mask = inputs.pop("states"), inputs["attention_mask"]
+            inputs["encoder_outputs"] = (top_layers(model, states, mask),)
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+
+    return Seq2SeqTrainer(**kwargs)
 
 
 def run_seq2seq(job: SftJob) -> dict[str, Any]:
@@ -127,7 +179,7 @@ def run_seq2seq(job: SftJob) -> dict[str, Any]:
     summary as :func:`rl.train.sft.run_sft` does. Exemplars, recombination, ``init`` and DeepSpeed are the
     decoder-only planner's and are refused here."""
     import torch
-    from transformers import Trainer, TrainingArguments
+    from transformers import TrainingArguments
 
     if job.init is not None or job.exemplars or job.recombine or job.deepspeed or job.extra_rows:
         raise TrainError(f"--arch {ARCH} trains from MiniLM alone: it takes no --init, --exemplars, --recombine "
@@ -138,7 +190,7 @@ def run_seq2seq(job: SftJob) -> dict[str, Any]:
     programs = [i.program for i in train + val]
     tok = run_tokenizer(job.out, None, [i.nl for i in train] + programs, programs, vocab_size=job.vocab_size,
                         max_token_chars=job.max_token_chars, split=job.split)  # fmt: skip
-    model = build_seq2seq(size_named(job.size), tok, seed=job.seed)
+    model = build_seq2seq(size_named(job.size), tok, seed=job.seed, trainable_layers=job.encoder_trainable_layers)
     enc_tok, _ = minilm_encoder()
     t0 = time.perf_counter()
     states = encode_requests(model, enc_tok, [encoder_text(i.domain, i.nl) for i in train + val])
@@ -157,14 +209,14 @@ def run_seq2seq(job: SftJob) -> dict[str, Any]:
                              save_strategy="steps", save_steps=p.eval_steps, save_total_limit=p.save_total_limit,
                              load_best_model_at_end=True, metric_for_best_model="eval_loss", greater_is_better=False,
                              logging_steps=p.logging_steps, remove_unused_columns=False)  # fmt: skip
-    trainer = Trainer(
+    trainer = seq2seq_trainer(
         model=model, args=args, train_dataset=train_rows, eval_dataset=val_rows, data_collator=collate
     )
     result, resume, wall, final = train_to_final(trainer, tok, job)
     enc_tok.save_pretrained(str(final / ENCODER_TOKENIZER))
     best = trainer.state.best_metric
     write_card(final, profile=job.profile, domains=job.domains, algorithm="sft", arch=ARCH, best_eval_loss=best,
-               best_checkpoint=trainer.state.best_model_checkpoint, encoder="all-MiniLM-L6-v2 (frozen)")  # fmt: skip
+               best_checkpoint=trainer.state.best_model_checkpoint, encoder=encoder_card(model))  # fmt: skip
     steps = int(trainer.state.global_step)
     summary: dict[str, Any] = to_jsonable({
         "algorithm": "sft",
@@ -182,6 +234,13 @@ def run_seq2seq(job: SftJob) -> dict[str, Any]:
         "encode_s": round(encode_s, 1),
     })  # fmt: skip
     return summary
+
+
+def encoder_card(model: Any) -> str:
+    """What the planner card says of the encoder: MiniLM, and which of its layers were trained."""
+    layers = len(model.encoder.encoder.layer)
+    trained = layers - frozen_depth(model)
+    return "all-MiniLM-L6-v2 (frozen)" if not trained else f"all-MiniLM-L6-v2 (top {trained} of {layers} layers trained)"
 
 
 def load_seq2seq(path: str | Path) -> tuple[Any, Any, Any]:

@@ -68,6 +68,9 @@ class SftJob:
     """How a new model's token embeddings start: ``random``, ``minilm`` (:mod:`rl.train.warm_start`: each token
     from MiniLM's WordPiece embeddings of its text, tied to the output layer) or ``minilm-untied`` (the same input
     rows, an untied output layer left at random). Ignored with ``init``."""
+    encoder_trainable_layers: int = 0
+    """``--arch minilm-seq2seq`` only: MiniLM's top layers trained with the decoder (:mod:`rl.train.seq2seq`);
+    0 keeps the encoder frozen."""
     deepspeed: str | None = None
     """DeepSpeed ZeRO through accelerate: ``zero2``, ``zero3`` (rl/train/deepspeed) or a JSON config; ``None``
     trains without it. A run not started by a launcher is a world of one (on CPU, DeepSpeed's gloo backend)."""

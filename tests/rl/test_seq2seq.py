@@ -92,3 +92,55 @@ def test_the_seq2seq_planner_takes_none_of_the_decoder_only_options(
     assert main(argv) == EXIT_BAD_INPUT
     assert "error train_config: --arch minilm-seq2seq trains from MiniLM alone" in capsys.readouterr().err
     assert not (tmp_path / "run" / "final").exists()
+    argv = ["--workspace", str(train_bench.root), "train", "sft", *TINY, "--max-steps", "1",
+            "--encoder-trainable-layers", "2", "--out", str(tmp_path / "run")]  # fmt: skip
+    assert main(argv) == EXIT_BAD_INPUT
+    assert "error train_config: --encoder-trainable-layers is the encoder-decoder's" in capsys.readouterr().err
+    argv[-4:] = ["--arch", ARCH, "--encoder-trainable-layers", "7", "--out", str(tmp_path / "run")]
+    assert main(argv) == EXIT_BAD_INPUT
+    assert "error train_config: --encoder-trainable-layers must be 0-6, got 7" in capsys.readouterr().err
+    assert not (tmp_path / "run" / "final").exists()
+
+
+def test_the_top_layers_run_on_the_frozen_layers_states_give_the_encoders_output() -> None:
+    """What a step computes from the precomputed states is what generation computes from the tokens."""
+    import torch
+
+    from rl.train.model import size_named
+    from rl.train.seq2seq import build_seq2seq, encode_requests, frozen_depth, minilm_encoder, top_layers
+    from rl.train.tokenizer import train_tokenizer
+
+    enc_tok, _ = minilm_encoder()
+    tok = train_tokenizer(["SELECT id FROM products WHERE id IN <text_1>"] * 4, vocab_size=300)
+    model = build_seq2seq(size_named("xs"), tok, trainable_layers=2).eval()
+    assert frozen_depth(model) == 4
+    texts = ["email: unread mail from Ann", "ecommerce: Sony or Bose headphones under $200, not the white ones"]
+    states = encode_requests(model, enc_tok, texts)
+    got = enc_tok(texts, padding=True, return_tensors="pt")
+    padded = torch.nn.utils.rnn.pad_sequence(states, batch_first=True)
+    with torch.no_grad():
+        want = model.encoder(**got).last_hidden_state
+        have = top_layers(model, padded, got["attention_mask"])
+    for row, n in enumerate(got["attention_mask"].sum(1)):
+        assert torch.allclose(have[row, :n], want[row, :n], atol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_planner_with_minilms_top_layer_trained_moves_only_that_layer(
+    train_bench: Workspace, tmp_path: Path
+) -> None:
+    import torch
+
+    from rl.train.seq2seq import minilm_encoder
+
+    out = tmp_path / "run"
+    argv = ["--workspace", str(train_bench.root), "train", "sft", *TINY, "--max-steps", "4", "--lr", "3e-3",
+            "--arch", ARCH, "--encoder-trainable-layers", "1", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    assert read_card(out / "final")["encoder"] == "all-MiniLM-L6-v2 (top 1 of 6 layers trained)"
+    model, _, _ = load_seq2seq(out / "final")
+    _, pretrained = minilm_encoder()
+    trained = dict(model.encoder.named_parameters())
+    moved = {name.split(".")[2] for name, before in pretrained.named_parameters()
+             if not torch.equal(trained[name], before)}  # fmt: skip
+    assert moved == {"5"}, moved
