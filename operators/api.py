@@ -33,7 +33,7 @@ PVC_URI = r"^pvc://[a-z0-9]([-a-z0-9]*[a-z0-9])?(/[^\s]*)?$"
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 RTX_4090 = "NVIDIA-GeForce-RTX-4090"
 """The ``nvidia.com/gpu.product`` label GPU feature discovery puts on RTX 4090 nodes."""
-PromptProfile = Literal["full", "short", "compact"]
+PromptProfile = Literal["full", "short", "compact", "request"]
 PROMPT_PROFILES: tuple[str, ...] = get_args(PromptProfile)
 """The prompt builder's profiles (serving.prompt.PROFILES; the operator imports no product package)."""
 PlannerOutput = Literal["json", "grammar", "grounded", "free"]

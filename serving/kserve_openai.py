@@ -98,18 +98,21 @@ def _text(content: Any, index: int) -> str:
     raise ChatError(f"messages[{index}].content is not text")
 
 
+def last_user_text(messages: Any) -> str:
+    """The text of a chat's last user message; :class:`ChatError` when it has none, or not as text."""
+    messages = list(messages)
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, Mapping) and message.get("role") == "user":
+            return _text(message.get("content"), index)
+    raise ChatError("the chat has no user message; its last user message is the request")
+
+
 def chat_request(request: Any) -> PlanIn:
     """The planning request of a chat: its last user message over ``domain`` (default ``ecommerce``)."""
     if request.n not in (None, 1):
         raise ChatError(f"n is {request.n}; the model writes one program per request", "n")
-    messages = list(request.messages)
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if isinstance(message, Mapping) and message.get("role") == "user":
-            query = _text(message.get("content"), index)
-            break
-    else:
-        raise ChatError("the chat has no user message; its last user message is the request")
+    query = last_user_text(request.messages)
     domain = (request.model_extra or {}).get("domain", "ecommerce")
     try:
         return PlanIn.model_validate({"query": query, "domain": domain})
@@ -162,7 +165,7 @@ class ProRetrievalChatModel(ProRetrievalModel, OpenAIGenerativeModel):  # type: 
         content = plan.program.to_json()
         if request.stream:
             options = request.stream_options
-            return _events(
+            return events(
                 rid, model, content, usage if options is not None and options.include_usage else None
             )
         message = ChatMessage(role="assistant", content=content)
@@ -172,7 +175,7 @@ class ProRetrievalChatModel(ProRetrievalModel, OpenAIGenerativeModel):  # type: 
         )  # fmt: skip
 
 
-async def _events(rid: str, model: str, content: str, usage: Any) -> AsyncIterator[str]:
+async def events(rid: str, model: str, content: str, usage: Any) -> AsyncIterator[str]:
     """The streamed answer: the program in one delta, the stop, the usage when asked for, then ``[DONE]``."""
     chunks = [
         ChatCompletionChunk(id=rid, model=model, choices=[

@@ -5,7 +5,7 @@ build their chat messages here (training code reads them through :mod:`rl.prompt
 module), so a model sees the same words at training and at serving time.
 
 A prompt is a system message (what the corpus holds and how a program is written) followed by optional
-demonstrations and the user's request. Three profiles say how much of the language the system message spells out:
+demonstrations and the user's request. Four profiles say how much of the language the system message spells out:
 
 - ``full``: every field with its role, type, description and example values; every rule of DSL v1
   (DESIGN.md section 3), the RPL extensions (``mode``, ``k``, ``rerank``), the functions the SQL may call and
@@ -17,6 +17,9 @@ demonstrations and the user's request. Three profiles say how much of the langua
 - ``compact``: one sentence naming the table and its fields by role, and nothing else. Meant for models trained
   from scratch, which learn the language from the training programs alone: for them the system message is the
   same words on every row of a domain, and under ``short`` it is about 70% of every training chat's tokens.
+- ``request``: no system message; the user message is the request prefixed by its corpus (``email: unread mail
+  from Ann``, :func:`request_text`). What an encoder-decoder planner reads (:mod:`serving.seq2seq`): its encoder
+  is pretrained on sentences, and the corpus is the one thing of the schema it must be told.
 
 A trained model's directory carries its **planner card**, ``planner.json`` (:data:`CARD`), which names the
 profile it was trained with; evaluation (``planner:PATH``) and serving (``prore serve --planner-card``, the
@@ -49,7 +52,7 @@ from indexing.corpora.vocab import email_vocab, product_vocab
 from indexing.schema import CorpusSchema, DType, Role, schema_for
 from serving.dsl import DEFAULT_LIMITS, DslLimits
 
-Profile = Literal["full", "short", "compact"]
+Profile = Literal["full", "short", "compact", "request"]
 PROFILES: tuple[Profile, ...] = get_args(Profile)
 """The prompt profiles; see the module docstring."""
 
@@ -96,7 +99,7 @@ class PromptConfig:
     """How a prompt is built; the defaults are what verl's parquet and the served planner use."""
 
     profile: Profile = "full"
-    """``full``, ``short`` or ``compact`` (see the module docstring)."""
+    """``full``, ``short``, ``compact`` or ``request`` (see the module docstring)."""
     max_examples: int = 4
     """Example values shown per field under ``full``; ``short`` shows at most two."""
     limits: DslLimits = field(default_factory=lambda: DEFAULT_LIMITS)
@@ -115,7 +118,7 @@ def unknown_profile(got: object) -> str:
     """The message of every refusal of a profile name.
 
     >>> unknown_profile("tiny")
-    "unknown prompt profile 'tiny'; choose one of full, short, compact"
+    "unknown prompt profile 'tiny'; choose one of full, short, compact, request"
     """
     return f"unknown prompt profile {got!r}; choose one of {', '.join(PROFILES)}"
 
@@ -223,10 +226,22 @@ def _compact(schema: CorpusSchema) -> str:
     return f"Write a retrieval program over {schema.table}. {fields}."
 
 
+def request_text(domain: str, request: str) -> str:
+    """The user message of the ``request`` profile: the corpus, then the request (one planner serves both).
+
+    >>> request_text("email", "unread mail from Ann")
+    'email: unread mail from Ann'
+    """
+    return f"{domain}: {request}"
+
+
 def system_prompt(domain: str, config: PromptConfig | None = None) -> str:
-    """The system message for requests over the corpus of ``domain`` (``ecommerce`` or ``email``)."""
+    """The system message for requests over the corpus of ``domain`` (``ecommerce`` or ``email``); the
+    ``request`` profile has none."""
     cfg = config or PromptConfig()
     schema = schema_for(domain)
+    if cfg.profile == "request":
+        raise PromptError("the request profile has no system message", code="prompt_profile")
     if cfg.profile == "compact":
         return _compact(schema)
     rules = _core_rules(schema, cfg.limits)
@@ -258,8 +273,13 @@ def messages(
     """Chat messages asking for the program of ``request``: system, then ``shots`` as user/assistant pairs
     of (request, program JSON), then the request. ``config`` wins over ``profile`` when both are given."""
     cfg = config or PromptConfig(profile=profile)
-    out: list[Message] = [{"role": "system", "content": system_prompt(domain, cfg)}]
-    for nl, program in shots:
+    if cfg.profile == "request":
+        out: list[Message] = []
+        asked = [(request_text(domain, nl), program) for nl, program in shots]
+        request = request_text(domain, request)
+    else:
+        out, asked = [{"role": "system", "content": system_prompt(domain, cfg)}], list(shots)
+    for nl, program in asked:
         out += [{"role": "user", "content": nl}, {"role": "assistant", "content": program}]
     out.append({"role": "user", "content": request})
     return out
@@ -303,12 +323,11 @@ def read_card(path: str | Path) -> dict[str, Any]:
 
 def card_profile(path: str | Path) -> Profile:
     """The prompt profile the planner at ``path`` (model directory or card) was trained with; a planner that is
-    no chat model (its card names an ``arch``, as the MiniLM encoder-decoder's does) has none, and is refused."""
+    no decoder-only chat model (its card names an ``arch``, as the MiniLM encoder-decoder's does) reads the
+    ``request`` profile's chat, whatever profile its card names."""
     card = read_card(path)
     if card.get("arch") is not None:
-        raise PlannerCardError(f"the planner at {path} is a {card['arch']} model, not a chat model: it has no "
-                               "prompt, and vLLM (prore serve, planner:PATH) cannot run it; evaluate it as "
-                               "seq2seq:PATH")  # fmt: skip
+        return "request"
     profile: Profile = card["profile"]
     return profile
 

@@ -18,16 +18,18 @@ risk of fitting the templates). The layers below them stay frozen, so their outp
 and a step runs the top ``N`` layers on it (:class:`Seq2SeqTrainer`); the saved planner is the whole
 encoder-decoder, which generation runs from the request's tokens as before.
 
-What it costs: the planner is no longer a decoder-only causal LM, so vLLM (and with it ``prore serve``, the
-KServe runtime and verl's rollouts, all of which generate through vLLM) cannot serve it; vLLM 0.32 runs no
-BERT-to-GPT-2 encoder-decoder. It is evaluated through transformers' ``generate`` (:mod:`rl.eval.seq2seq`).
+What it costs: the planner is no longer a decoder-only causal LM, so vLLM cannot run it (vLLM 0.32 runs no
+BERT-to-GPT-2 encoder-decoder), and neither can verl's rollouts or TRL's GRPO. It generates through
+transformers' ``generate`` (:mod:`serving.seq2seq`): evaluated as ``seq2seq:PATH`` (:mod:`rl.eval.seq2seq_methods`)
+and served by its own OpenAI-compatible model server under KServe (:mod:`serving.kserve_seq2seq`), which
+``prore serve`` and the KServe transformer call as they call vLLM. Its card's prompt profile is ``request``
+(:func:`serving.prompt.request_text`).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from core.errors import require
@@ -35,22 +37,8 @@ from rl.errors import TrainError
 from rl.train.model import ModelSize, parameter_count, size_named
 from rl.train.run import common_args, run_tokenizer, threads, to_jsonable, write_card, write_run
 from rl.train.sft import SftJob, instances, train_to_final
-
-ARCH = "minilm-seq2seq"
-"""The planner card's ``arch`` of this planner (a decoder-only planner's card names none)."""
-ENCODER_TOKENIZER = "encoder_tokenizer"
-"""The folder of a saved planner holding MiniLM's tokenizer (the decoder's is the folder's own)."""
-MAX_REQUEST_TOKENS = 128
-"""Longest request MiniLM reads, in WordPiece tokens (the medium benchmarks' longest is about 60)."""
-
-
-def encoder_text(domain: str, nl: str) -> str:
-    """What the encoder reads: the corpus, then the request (one planner serves both corpora).
-
-    >>> encoder_text("email", "unread mail from Ann")
-    'email: unread mail from Ann'
-    """
-    return f"{domain}: {nl}"
+from serving.prompt import request_text
+from serving.seq2seq import ARCH, ENCODER_TOKENIZER, MAX_REQUEST_TOKENS
 
 
 def minilm_encoder() -> tuple[Any, Any]:
@@ -75,7 +63,7 @@ def build_seq2seq(size: ModelSize, tokenizer: Any, *, seed: int = 0, trainable_l
         n_inner=size.intermediate_size, n_positions=512, add_cross_attention=True,
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id))  # fmt: skip
-    model = EncoderDecoderModel(encoder=encoder, decoder=decoder)
+    model: Any = EncoderDecoderModel(encoder=encoder, decoder=decoder)
     model.config.decoder_start_token_id = tokenizer.bos_token_id
     model.config.pad_token_id = tokenizer.pad_token_id
     model.config.eos_token_id = tokenizer.eos_token_id
@@ -190,10 +178,12 @@ def run_seq2seq(job: SftJob) -> dict[str, Any]:
     programs = [i.program for i in train + val]
     tok = run_tokenizer(job.out, None, [i.nl for i in train] + programs, programs, vocab_size=job.vocab_size,
                         max_token_chars=job.max_token_chars, split=job.split)  # fmt: skip
-    model = build_seq2seq(size_named(job.size), tok, seed=job.seed, trainable_layers=job.encoder_trainable_layers)
+    model = build_seq2seq(
+        size_named(job.size), tok, seed=job.seed, trainable_layers=job.encoder_trainable_layers
+    )
     enc_tok, _ = minilm_encoder()
     t0 = time.perf_counter()
-    states = encode_requests(model, enc_tok, [encoder_text(i.domain, i.nl) for i in train + val])
+    states = encode_requests(model, enc_tok, [request_text(i.domain, i.nl) for i in train + val])
     encode_s = time.perf_counter() - t0
 
     def labels(insts: Sequence[Any]) -> list[list[int]]:
@@ -215,7 +205,7 @@ def run_seq2seq(job: SftJob) -> dict[str, Any]:
     result, resume, wall, final = train_to_final(trainer, tok, job)
     enc_tok.save_pretrained(str(final / ENCODER_TOKENIZER))
     best = trainer.state.best_metric
-    write_card(final, profile=job.profile, domains=job.domains, algorithm="sft", arch=ARCH, best_eval_loss=best,
+    write_card(final, profile="request", domains=job.domains, algorithm="sft", arch=ARCH, best_eval_loss=best,
                best_checkpoint=trainer.state.best_model_checkpoint, encoder=encoder_card(model))  # fmt: skip
     steps = int(trainer.state.global_step)
     summary: dict[str, Any] = to_jsonable({
@@ -240,18 +230,8 @@ def encoder_card(model: Any) -> str:
     """What the planner card says of the encoder: MiniLM, and which of its layers were trained."""
     layers = len(model.encoder.encoder.layer)
     trained = layers - frozen_depth(model)
-    return "all-MiniLM-L6-v2 (frozen)" if not trained else f"all-MiniLM-L6-v2 (top {trained} of {layers} layers trained)"
-
-
-def load_seq2seq(path: str | Path) -> tuple[Any, Any, Any]:
-    """A saved planner of this kind: its model (eval mode), MiniLM's tokenizer and the decoder's tokenizer."""
-    from transformers import AutoTokenizer, EncoderDecoderModel
-
-    from rl.train.tokenizer import load_tokenizer
-
-    p = Path(path)
-    if not (p / ENCODER_TOKENIZER).is_dir():
-        raise TrainError(f"{p} is not a {ARCH} planner (no {ENCODER_TOKENIZER}/)", code="planner_path")
-    model = EncoderDecoderModel.from_pretrained(str(p))
-    model.eval()  # type: ignore[no-untyped-call]
-    return model, AutoTokenizer.from_pretrained(str(p / ENCODER_TOKENIZER)), load_tokenizer(p)
+    return (
+        "all-MiniLM-L6-v2 (frozen)"
+        if not trained
+        else f"all-MiniLM-L6-v2 (top {trained} of {layers} layers trained)"
+    )

@@ -117,7 +117,7 @@ def test_values_reach_their_sections(tmp_path: Path) -> None:
         ({"clickhouse": {"databse": "x"}}, "unknown key clickhouse.databse; known keys: chdb_path, database"),
         (
             {"serving": {"planner": {"profile": "tiny"}}},
-            "serving.planner.profile must be one of full, short, compact",
+            "serving.planner.profile must be one of full, short, compact, request",
         ),
         (
             {"serving": {"planner": {"schema_limits": {"max_nodez": 1}}}},

@@ -140,7 +140,7 @@ def test_a_planner_card_gives_the_profile_unless_a_flag_names_one_too(
             {"PRORE_PLANNER_PROFILE": "tiny"},
             ["config"],
             "error config: environment variable PRORE_PLANNER_PROFILE: serving.planner.profile must be one of full, short, "
-            "compact, got str 'tiny'",
+            "compact, request, got str 'tiny'",
         ),
         (
             {"PRORE_PLANNER_GUIDED_SAMPLES": "17"},
@@ -203,7 +203,7 @@ def test_prore_reward_serve_file_then_flags(tmp_path: Path) -> None:
 def test_the_flags_keep_their_names_and_defaults(capsys: pytest.CaptureFixture[str]) -> None:
     """The options README, the scripts and the chart pass (names, and the defaults their help shows)."""
     for argv, wanted in (
-        (["serve"], ["--planner-url URL", "--planner-model", "--planner-card PATH", "--planner-profile {full,short,compact}",
+        (["serve"], ["--planner-url URL", "--planner-model", "--planner-card PATH", "--planner-profile {full,short,compact,request}",
                      "--planner-output {json,grammar,grounded,free}", "--planner-timeout-s", "--guided-samples N",
                      "--max-concurrent", "--max-nl-chars", "--execute-timeout-s", "--fallback-on-empty",
                      "--no-fallback-on-empty", "--planner-key-env VAR", "--token-env VAR", "(default grounded;",

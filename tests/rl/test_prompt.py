@@ -102,7 +102,7 @@ def test_a_bad_profile_is_one_typed_line() -> None:
         PromptConfig(profile="tiny")  # type: ignore[arg-type]
     assert (
         err.value.one_line()
-        == "error prompt_profile: unknown prompt profile 'tiny'; choose one of full, short, compact"
+        == "error prompt_profile: unknown prompt profile 'tiny'; choose one of full, short, compact, request"
     )
 
 

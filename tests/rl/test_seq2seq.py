@@ -18,8 +18,8 @@ from rl.eval.seq2seq_methods import seq2seq_completions
 from rl.prompt import read_card
 from rl.reward import parse_completion
 from rl.train.logs import read_metrics
-from rl.train.seq2seq import ARCH, ENCODER_TOKENIZER, load_seq2seq
 from serving.dsl.grounding import Grounding
+from serving.seq2seq import ARCH, ENCODER_TOKENIZER, Seq2SeqPlanner
 from tests.rl.train_support import TINY
 
 pytest.importorskip(
@@ -43,10 +43,10 @@ def test_minilm_stays_frozen_and_the_saved_planner_names_its_architecture(seq2se
     from rl.train.seq2seq import minilm_encoder
 
     card = read_card(seq2seq_planner)
-    assert (
-        card["arch"] == ARCH and card["algorithm"] == "sft" and (seq2seq_planner / ENCODER_TOKENIZER).is_dir()
-    )
-    model, enc_tok, tok = load_seq2seq(seq2seq_planner)
+    assert card["arch"] == ARCH and card["algorithm"] == "sft" and card["profile"] == "request"
+    assert (seq2seq_planner / ENCODER_TOKENIZER).is_dir()
+    planner = Seq2SeqPlanner(seq2seq_planner)
+    model, enc_tok, tok = planner.model, planner.encoder_tokenizer, planner.tokenizer
     _, pretrained = minilm_encoder()
     trained = dict(model.encoder.named_parameters())
     for name, before in pretrained.named_parameters():
@@ -95,7 +95,9 @@ def test_the_seq2seq_planner_takes_none_of_the_decoder_only_options(
     argv = ["--workspace", str(train_bench.root), "train", "sft", *TINY, "--max-steps", "1",
             "--encoder-trainable-layers", "2", "--out", str(tmp_path / "run")]  # fmt: skip
     assert main(argv) == EXIT_BAD_INPUT
-    assert "error train_config: --encoder-trainable-layers is the encoder-decoder's" in capsys.readouterr().err
+    assert (
+        "error train_config: --encoder-trainable-layers is the encoder-decoder's" in capsys.readouterr().err
+    )
     argv[-4:] = ["--arch", ARCH, "--encoder-trainable-layers", "7", "--out", str(tmp_path / "run")]
     assert main(argv) == EXIT_BAD_INPUT
     assert "error train_config: --encoder-trainable-layers must be 0-6, got 7" in capsys.readouterr().err
@@ -114,7 +116,10 @@ def test_the_top_layers_run_on_the_frozen_layers_states_give_the_encoders_output
     tok = train_tokenizer(["SELECT id FROM products WHERE id IN <text_1>"] * 4, vocab_size=300)
     model = build_seq2seq(size_named("xs"), tok, trainable_layers=2).eval()
     assert frozen_depth(model) == 4
-    texts = ["email: unread mail from Ann", "ecommerce: Sony or Bose headphones under $200, not the white ones"]
+    texts = [
+        "email: unread mail from Ann",
+        "ecommerce: Sony or Bose headphones under $200, not the white ones",
+    ]
     states = encode_requests(model, enc_tok, texts)
     got = enc_tok(texts, padding=True, return_tensors="pt")
     padded = torch.nn.utils.rnn.pad_sequence(states, batch_first=True)
@@ -138,7 +143,7 @@ def test_a_planner_with_minilms_top_layer_trained_moves_only_that_layer(
             "--arch", ARCH, "--encoder-trainable-layers", "1", "--out", str(out)]  # fmt: skip
     assert main(argv) == 0
     assert read_card(out / "final")["encoder"] == "all-MiniLM-L6-v2 (top 1 of 6 layers trained)"
-    model, _, _ = load_seq2seq(out / "final")
+    model = Seq2SeqPlanner(out / "final").model
     _, pretrained = minilm_encoder()
     trained = dict(model.encoder.named_parameters())
     moved = {name.split(".")[2] for name, before in pretrained.named_parameters()

@@ -513,12 +513,15 @@ def test_prore_serve_prompts_with_the_planner_cards_profile(tmp_path: Any) -> No
         assert planner_from_args(_serve_args(*url, "--planner-card", str(card)), cfg).profile == "compact"  # type: ignore[union-attr]
     assert planner_from_args(_serve_args(*url, "--planner-profile", "short"), cfg).profile == "short"  # type: ignore[union-attr]
     assert planner_from_args(_serve_args("--planner-card", str(model)), cfg) is None  # no planner, no client
+    # an encoder-decoder planner reads the request profile's chat, whatever profile its card names
+    (model / "planner.json").write_text('{"profile": "compact", "arch": "minilm-seq2seq"}')
+    assert planner_from_args(_serve_args(*url, "--planner-card", str(model)), cfg).profile == "request"  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(
     "card",
-    ['{"profile": "tiny"}', "[1, 2]", "not json", None, '{"profile": "compact", "arch": "minilm-seq2seq"}'],
-    ids=["unknown-profile", "not-object", "not-json", "missing", "not-a-chat-model"],
+    ['{"profile": "tiny"}', "[1, 2]", "not json", None],
+    ids=["unknown-profile", "not-object", "not-json", "missing"],
 )
 def test_prore_serve_refuses_a_bad_planner_card_in_one_line(
     tmp_path: Any, capsys: pytest.CaptureFixture[str], card: str | None

@@ -16,11 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import shlex
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,9 +30,8 @@ from indexing.schema import PRODUCTS
 from indexing.stores.server import free_port
 from indexing.workspace import Workspace
 from tests.processes import served
+from tests.serving.serve_support import ROOT, corpus_values, env, prore, readme_commands
 
-ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
 MODEL_DIR = "workspace/runs/sft-both/final"
 """The model directory the README's commands serve (``scripts/demo_train.sh``'s SFT run)."""
 PORTS = {"planner": "8000", "api": "8080"}
@@ -57,12 +53,7 @@ class ServingSteps:
 
 def readme_steps(text: str | None = None) -> ServingSteps:
     """The vLLM server's command and ``prore serve``'s in the one fenced bash block of the README's Serving section."""
-    text = README.read_text() if text is None else text
-    section = text.split("\n## Serving\n", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```bash\n(.*?)```", section, re.S)
-    assert len(blocks) == 1, "the Serving section holds one bash block: the steps this test runs"
-    lines = [line.strip() for line in blocks[0].replace("\\\n", " ").splitlines()]
-    commands = [line for line in lines if line and not line.startswith("#")]
+    commands = readme_commands("Serving", text)
     vllm = [c for c in commands if "vllm.entrypoints.openai.api_server" in c]
     serve = [c for c in commands if c.startswith("prore serve")]
     assert len(vllm) == 1 and len(serve) == 1, commands
@@ -113,20 +104,6 @@ def test_make_demos_serving_step_starts_the_readmes_vllm_server() -> None:
     assert 'VLLM_PORT="${VLLM_PORT:-' + PORTS["planner"] + '}"' in script, "the README's port by default"
 
 
-def _env() -> dict[str, str]:
-    """This process's environment without the project's and vLLM's variables, the virtualenv's scripts first
-    on ``PATH`` (the README's ``python`` and ``prore``)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PRORE_", "VLLM_"))}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    return {**env, "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
-
-
-def _prore(root: Path, *args: str, timeout: float = 600) -> None:
-    done = subprocess.run([sys.executable, "-m", "prore", *args], cwd=root, env=_env(), capture_output=True,
-                          text=True, timeout=timeout)  # fmt: skip
-    assert done.returncode == 0, f"prore {' '.join(args)}: {done.stderr[-3000:]}"
-
-
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A directory whose ``workspace/`` holds both corpora indexed, an ecommerce benchmark and an SFT planner
@@ -135,30 +112,11 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("trl", reason="the planner is trained by TRL: pip install '.[train]'")
     root = tmp_path_factory.mktemp("readme-serving")
     for domain in ("ecommerce", "email"):  # prore serve serves both by default
-        _prore(root, "corpus", "build", domain, "--size", "300")
-        _prore(root, "index", "build", domain, "--embedder", "hashing")
-    _prore(root, "bench", "synth", "ecommerce", "--train", "200", "--test", "10", "--ood", "2", "--quiet")
-    _prore(root, "train", "sft", *TRAIN, "--out", "workspace/runs/sft-ecommerce", timeout=900)
+        prore(root, "corpus", "build", domain, "--size", "300")
+        prore(root, "index", "build", domain, "--embedder", "hashing")
+    prore(root, "bench", "synth", "ecommerce", "--train", "200", "--test", "10", "--ood", "2", "--quiet")
+    prore(root, "train", "sft", *TRAIN, "--out", "workspace/runs/sft-ecommerce", timeout=900)
     return root
-
-
-def corpus_values(workspace: Path, domain: str) -> dict[str, tuple[str, ...]]:
-    """The distinct values of ``domain``'s string columns, read from its corpus files (what ``prore serve``
-    reads from the index built from them)."""
-    import pandas as pd
-
-    from indexing.schema import schema_for
-    from serving.dsl.grounding import MAX_VALUES, value_columns
-
-    frame = pd.concat(
-        [pd.read_parquet(f) for f in sorted((workspace / "corpora" / domain).glob("v*/part-*.parquet"))]
-    )
-    out = {}
-    for name in value_columns(schema_for(domain)):
-        found = tuple(sorted({str(v) for v in frame[name].dropna() if str(v).strip()}))
-        if len(found) <= MAX_VALUES:
-            out[name] = found
-    return out
 
 
 @dataclass(frozen=True)
@@ -183,9 +141,9 @@ def readme_servers(trained: Path) -> Iterator[Served]:
 
     with (
         served(bash(steps.vllm), planner_url + "/models", trained / "vllm.log", what="the README's vLLM server",
-               timeout_s=600, env=_env(), poll_s=1, cwd=trained),
+               timeout_s=600, env=env(), poll_s=1, cwd=trained),
         served(bash(steps.serve), api_url + "/healthz", trained / "serve.log", what="the README's prore serve",
-               timeout_s=300, env=_env(), cwd=trained),
+               timeout_s=300, env=env(), cwd=trained),
     ):  # fmt: skip
         yield Served(trained, model_dir, planner_url, api_url)
 

