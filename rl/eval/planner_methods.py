@@ -363,19 +363,24 @@ def vote(outcomes: Sequence[Outcome]) -> Outcome | None:
     return None if at is None else outcomes[at]
 
 
-def planner_run(
-    path: str, decoding: Decoding = Decoding()
-) -> Callable[[MethodContext, Sequence[EvalInstance], int], list[Outcome]]:
-    """The method function of ``planner:PATH`` (``planner-json:`` and ``planner-grammar:`` by ``decoding.constraint``)."""
+Greedy = Callable[[MethodContext, Sequence[str]], list[Completion]]
+"""A planner's greedy completion for each request."""
+Sampler = Callable[[MethodContext, Sequence[str], int, float], list[list[Completion]]]
+"""A planner's ``n`` sampled completions at ``temperature`` for each request."""
+
+
+def guided_run(greedy: Greedy, sampler: Sampler, decoding: Decoding) -> Callable[[MethodContext, Sequence[EvalInstance], int], list[Outcome]]:  # fmt: skip
+    """The method function of a planner that decodes by ``greedy``, then, under ``decoding``, by execution-guided
+    samples from ``sampler`` and a fallback for what stays empty (:class:`Decoding`): ``planner:`` through vLLM
+    and ``seq2seq:`` through transformers alike."""
 
     def run(ctx: MethodContext, batch: Sequence[EvalInstance], k: int) -> list[Outcome]:
         requests = [i.nl for i in batch]
-        outcomes = execute(ctx, planner_completions(ctx, path, requests, constraint=decoding.constraint), k)
+        outcomes = execute(ctx, greedy(ctx, requests), k)
         retry = [i for i, o in enumerate(outcomes) if not o.ids]
         if decoding.samples and retry:
             n = decoding.samples
-            drawn = generate(ctx, path, [requests[i] for i in retry], constraint=decoding.constraint, n=n,
-                             temperature=decoding.temperature)  # fmt: skip
+            drawn = sampler(ctx, [requests[i] for i in retry], n, decoding.temperature)
             tried = execute(ctx, [c for group in drawn for c in group], k)
             for j, i in enumerate(retry):
                 outcomes[i] = vote(tried[j * n : (j + 1) * n]) or outcomes[i]
@@ -389,15 +394,35 @@ def planner_run(
     return run
 
 
-def planner_spec(arg: str, *, constraint: str = "none") -> MethodSpec:
-    """The spec of a trained planner: ``arg`` is a model directory with its tokenizer, optionally followed
-    by decoding options (:func:`parse_decoding`)."""
-    path, decoding = parse_decoding(arg, constraint=constraint)
-    what = CONSTRAINTS[constraint][1]
+def planner_run(
+    path: str, decoding: Decoding = Decoding()
+) -> Callable[[MethodContext, Sequence[EvalInstance], int], list[Outcome]]:
+    """The method function of ``planner:PATH`` (``planner-json:`` and ``planner-grammar:`` by ``decoding.constraint``)."""
+    c = decoding.constraint
+    return guided_run(lambda ctx, requests: planner_completions(ctx, path, requests, constraint=c),
+                      lambda ctx, requests, n, t: generate(ctx, path, requests, constraint=c, n=n, temperature=t),
+                      decoding)  # fmt: skip
+
+
+def decoding_words(decoding: Decoding) -> str:
+    """What a method's description adds for ``decoding``'s second pass and fallback.
+
+    >>> decoding_words(Decoding(samples=8, fallback="rrf"))
+    ', execution-guided with 8 samples at temperature 0.7, rrf answering what it leaves empty'
+    """
+    what = ""
     if decoding.samples:
         what += f", execution-guided with {decoding.samples} samples at temperature {decoding.temperature:g}"
     if decoding.fallback:
         what += f", {decoding.fallback} answering what it leaves empty"
+    return what
+
+
+def planner_spec(arg: str, *, constraint: str = "none") -> MethodSpec:
+    """The spec of a trained planner: ``arg`` is a model directory with its tokenizer, optionally followed
+    by decoding options (:func:`parse_decoding`)."""
+    path, decoding = parse_decoding(arg, constraint=constraint)
+    what = CONSTRAINTS[constraint][1] + decoding_words(decoding)
     return MethodSpec(planner_name(path, constraint) + decoding.suffix, planner_run(path, decoding),
                       f"trained planner at {path} through vLLM ({what})")  # fmt: skip
 

@@ -14,7 +14,7 @@ from rl.datasets import load_split
 from rl.eval.methods import MethodContext, get_method
 from rl.eval.report import FAILURES
 from rl.eval.runner import evaluate
-from rl.eval.seq2seq_methods import seq2seq_completions
+from rl.eval.seq2seq_methods import seq2seq_completions, seq2seq_samples
 from rl.prompt import read_card
 from rl.reward import parse_completion
 from rl.train.logs import read_metrics
@@ -72,6 +72,13 @@ def test_seq2seq_methods_generate_execute_and_score(seq2seq_planner: Path, small
             family == "seq2seq-grounded"
         ):  # what the grammar admits validates, and every phrase is the request's
             assert not [e for e in errors if e.startswith("validation ")], errors
+    # planner:'s decoding options: execution-guided samples for what ranks nothing, then a fallback
+    spec = get_method(f"seq2seq-grounded:{seq2seq_planner}?samples=3&fallback=rrf")
+    assert spec.name == "seq2seq-grounded:run-eg3-fb-rrf"
+    run = evaluate(small_index_cfg, "ecommerce", spec, instances, progress=False)
+    assert len(run.results) == len(instances) and all(r.ids for r in run.results), (
+        "rrf answers what stays empty"
+    )
     requests = [i.nl for i in instances]
     ctx = MethodContext(small_index_cfg, "ecommerce")
     try:
@@ -82,6 +89,14 @@ def test_seq2seq_methods_generate_execute_and_score(seq2seq_planner: Path, small
         parsed = parse_completion(c.text)
         if parsed.program is not None:
             assert all(e.query in Grounding.of(nl).spans for e in parsed.program.retrieval_list), (nl, c.text)
+    ctx = MethodContext(small_index_cfg, "ecommerce")
+    try:
+        drawn = seq2seq_samples(ctx, str(seq2seq_planner), requests[:3], grounded=True, n=4, temperature=1.0)
+        again = seq2seq_samples(ctx, str(seq2seq_planner), requests[:3], grounded=True, n=4, temperature=1.0)
+    finally:
+        ctx.close()
+    assert [len(group) for group in drawn] == [4, 4, 4]
+    assert drawn == again, "the samples are seeded by their batch"
 
 
 def test_the_seq2seq_planner_takes_none_of_the_decoder_only_options(
