@@ -117,7 +117,17 @@ class Seq2SeqPlanner:
         if not (p / ENCODER_TOKENIZER).is_dir():
             raise Seq2SeqError(f"{p} is not a {ARCH} planner (no {ENCODER_TOKENIZER}/)", code="planner_path")
         self.path = p
-        self.model: Any = EncoderDecoderModel.from_pretrained(str(p))
+        from transformers.utils import logging as hf_logging
+
+        # transformers builds MiniLM's BERT with a pooler the planner never had (the encoder was made without
+        # one), reports its weights missing and initializes them at random; the pooler is unused, so it goes.
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+        try:
+            self.model: Any = EncoderDecoderModel.from_pretrained(str(p))
+        finally:
+            hf_logging.set_verbosity(verbosity)
+        self.model.encoder.pooler = None
         self.model.eval()  # type: ignore[no-untyped-call]
         self.encoder_tokenizer = AutoTokenizer.from_pretrained(str(p / ENCODER_TOKENIZER))
         self.tokenizer = AutoTokenizer.from_pretrained(str(p))

@@ -133,7 +133,9 @@ def _rl(args: argparse.Namespace, cfg: Config) -> int:
                 limit=args.limit, offset=args.offset, seed=args.seed, vocab_size=d.vocab_size,
                 max_token_chars=d.max_token_chars, split=d.split,
                 bench_workspace=Path(args.bench) if args.bench else None)  # fmt: skip
-    _print_summary(run_rl(job), out)
+    from rl.train.seq2seq_rl import is_seq2seq, run_seq2seq_rl
+
+    _print_summary(run_seq2seq_rl(job) if is_seq2seq(job.init) else run_rl(job), out)
     return 0
 
 

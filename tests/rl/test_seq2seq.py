@@ -164,3 +164,36 @@ def test_a_planner_with_minilms_top_layer_trained_moves_only_that_layer(
     moved = {name.split(".")[2] for name, before in pretrained.named_parameters()
              if not torch.equal(trained[name], before)}  # fmt: skip
     assert moved == {"5"}, moved
+
+
+@pytest.mark.slow
+def test_dapo_trains_the_encoder_decoder_planners_decoder_on_the_layered_reward(
+    seq2seq_planner: Path, small_index_cfg: Config, train_bench: Workspace, tmp_path: Path
+) -> None:
+    import torch
+
+    out = tmp_path / "dapo"
+    argv = ["--workspace", str(small_index_cfg.workspace), "--embedder", "minilm", "train", "dapo",
+            "--init", str(seq2seq_planner), "--bench", str(train_bench.root), "--domain", "ecommerce",
+            "--max-steps", "2", "--prompts-per-step", "2", "--num-generations", "4", "--lr", "1e-3",
+            "--logging-steps", "1", "--save-steps", "2", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    records = [r for r in read_metrics(out) if "reward" in r]
+    assert [r["step"] for r in records] == [1, 2]
+    assert all(0 <= r["reward"] <= 4 and r["grad_norm"] > 0 for r in records), records
+    card = read_card(out / "final")
+    assert card["arch"] == ARCH and card["algorithm"] == "dapo" and card["profile"] == "request"
+    before, after = Seq2SeqPlanner(seq2seq_planner).model, Seq2SeqPlanner(out / "final").model
+    moved = {
+        n.split(".")[0]
+        for n, w in after.named_parameters()
+        if not torch.equal(w, dict(before.named_parameters())[n])
+    }
+    assert moved == {"decoder", "enc_to_dec_proj"}, moved  # MiniLM stays as it was
+    argv[argv.index("--out") :] = [
+        "--reward-url",
+        "http://127.0.0.1:9",
+        "--out",
+        str(tmp_path / "remote"),
+    ]
+    assert main(argv) == EXIT_BAD_INPUT
