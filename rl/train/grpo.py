@@ -173,11 +173,7 @@ def run_rl(job: RlJob) -> dict[str, Any]:
         funcs: list[Any] = list(reward.funcs())
         trainer = GRPOTrainer(model=model, reward_funcs=funcs, args=args,
                               train_dataset=to_dataset(rows), processing_class=tok)  # fmt: skip
-        logs.install_callbacks(trainer, job.out)
-        resume = logs.resume_point(job.out)
-        t0 = time.perf_counter()
-        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
-        wall = time.perf_counter() - t0
+        _, resume, wall = logs.train_resumably(trainer, job.out)
     finally:
         if scorer is not None:
             scorer.close()

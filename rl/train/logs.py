@@ -197,3 +197,15 @@ def iter_steps(records: list[dict[str, Any]], key: str) -> Iterator[tuple[int, f
     for r in records:
         if key in r and isinstance(r[key], int | float):
             yield int(r["step"]), float(r[key])
+
+
+def train_resumably(
+    trainer: Any, out: Path, max_seconds: float | None = None
+) -> tuple[Any, Path | None, float]:
+    """Run ``trainer`` with the run's logs (:func:`install_callbacks`), from the latest checkpoint of an interrupted
+    run in ``out`` (:func:`resume_point`): the train result, the checkpoint resumed from and the seconds it took."""
+    install_callbacks(trainer, out, max_seconds)
+    resume = resume_point(out)
+    t0 = time.perf_counter()
+    result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
+    return result, resume, time.perf_counter() - t0

@@ -213,11 +213,7 @@ def run_seq2seq_rl(job: RlJob) -> dict[str, Any]:
                                    data_collator=lambda batch: batch)  # fmt: skip
         trainer.setup_rl(planner, reward, grammars, group=p.num_generations, temperature=p.temperature,
                          max_tokens=p.max_completion_length, loss_type=p.loss_type)  # fmt: skip
-        logs.install_callbacks(trainer, job.out)
-        resume = logs.resume_point(job.out)
-        t0 = time.perf_counter()
-        trainer.train(resume_from_checkpoint=str(resume) if resume else None)
-        wall = time.perf_counter() - t0
+        _, resume, wall = logs.train_resumably(trainer, job.out)
     finally:
         scorer.close()
     final = job.out / FINAL

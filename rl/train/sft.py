@@ -195,11 +195,9 @@ def train_to_final(trainer: Any, tok: Any, job: SftJob) -> tuple[Any, Path | Non
     """Run ``trainer`` (with the run's logs and wall-clock budget; from the latest checkpoint of an interrupted
     run) and save its best model and ``tok`` to ``out/final``: the train result, the checkpoint resumed from,
     the seconds of training and the final folder."""
-    logs.install_callbacks(trainer, job.out, job.max_minutes * 60 if job.max_minutes is not None else None)
-    resume = logs.resume_point(job.out)
-    t0 = time.perf_counter()
-    result = trainer.train(resume_from_checkpoint=str(resume) if resume else None)
-    wall = time.perf_counter() - t0
+    result, resume, wall = logs.train_resumably(
+        trainer, job.out, job.max_minutes * 60 if job.max_minutes is not None else None
+    )
     final = job.out / FINAL
     trainer.save_model(str(final))
     tok.save_pretrained(str(final))

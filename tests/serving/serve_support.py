@@ -25,6 +25,19 @@ def readme_commands(heading: str, text: str | None = None) -> list[str]:
     return [" ".join(line.split()) for line in lines if line and not line.startswith("#")]
 
 
+def substitute(command: str, model_dirs: tuple[str, str], ports: dict[str, tuple[str, int]]) -> str:
+    """``command`` with the README's model directory and ports replaced (``(readme's, test's)`` pairs), and nothing
+    else.
+
+    >>> substitute("prore serve --port 8080 --planner-card w/final", ("w/final", "/m"), {"api": ("8080", 4321)})
+    'prore serve --port 4321 --planner-card /m'
+    """
+    out = command.replace(*model_dirs)
+    for readme, port in ports.values():
+        out = re.sub(rf"(?<=[ :]){readme}\b", str(port), out)
+    return out
+
+
 def env() -> dict[str, str]:
     """This process's environment without the project's and vLLM's variables, the virtualenv's scripts first
     on ``PATH`` (the README's ``python`` and ``prore``)."""

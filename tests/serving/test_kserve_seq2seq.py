@@ -5,7 +5,6 @@ minilm-seq2seq``; and its OpenAI chat route asked directly, for what ``prore ser
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from indexing.schema import PRODUCTS
 from indexing.stores.server import free_port
 from indexing.workspace import Workspace
 from tests.processes import served
+from tests.serving import serve_support
 from tests.serving.serve_support import corpus_values, env, prore, readme_commands
 
 pytest.importorskip("kserve", reason="the model server is KServe's: pip install '.[kserve]'")
@@ -45,10 +45,7 @@ def readme_lines() -> tuple[str, str]:
 
 def substitute(command: str, model_dir: str, ports: dict[str, int]) -> str:
     """``command`` with the README's model directory and ports replaced, and nothing else."""
-    out = command.replace(MODEL_DIR, model_dir)
-    for name, port in PORTS.items():
-        out = re.sub(rf"(?<=[ :]){port}\b", str(ports[name]), out)
-    return out
+    return serve_support.substitute(command, (MODEL_DIR, model_dir), {n: (PORTS[n], ports[n]) for n in PORTS})
 
 
 def test_the_readmes_lines_serve_the_card_with_prore_serves_defaults() -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from indexing.schema import PRODUCTS
 from indexing.stores.server import free_port
 from indexing.workspace import Workspace
 from tests.processes import served
+from tests.serving import serve_support
 from tests.serving.serve_support import ROOT, corpus_values, env, prore, readme_commands
 
 MODEL_DIR = "workspace/runs/sft-both/final"
@@ -62,10 +62,7 @@ def readme_steps(text: str | None = None) -> ServingSteps:
 
 def substitute(command: str, model_dir: str, ports: dict[str, int]) -> str:
     """``command`` with the README's model directory and ports replaced, and nothing else."""
-    out = command.replace(MODEL_DIR, model_dir)
-    for name, port in PORTS.items():
-        out = re.sub(rf"(?<=[ :]){port}\b", str(ports[name]), out)
-    return out
+    return serve_support.substitute(command, (MODEL_DIR, model_dir), {n: (PORTS[n], ports[n]) for n in PORTS})
 
 
 def test_the_readmes_serving_steps_pass_what_the_planner_needs() -> None:
