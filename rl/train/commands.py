@@ -25,7 +25,7 @@ from indexing.schema import DOMAINS, schema_for
 from indexing.workspace import Workspace
 from rl.errors import TrainError
 from rl.reward import ACCURACY_MODES
-from rl.train.config import Defaults, RlParams, SftParams, load_defaults
+from rl.train.config import ENCODER_LR, Defaults, RlParams, SftParams, load_defaults
 from rl.train.model import SIZES
 
 
@@ -104,7 +104,7 @@ def _sft(args: argparse.Namespace, cfg: Config) -> int:
                  exemplars=d.exemplars, embedder=cfg.embedder, max_minutes=args.max_minutes,
                  recombine=d.recombine, corpus_workspace=cfg.workspace,
                  init_embeddings=d.init_embeddings, deepspeed=args.deepspeed,
-                 encoder_trainable_layers=args.encoder_trainable_layers)  # fmt: skip
+                 encoder_trainable_layers=args.encoder_trainable_layers, encoder_lr=args.encoder_lr)  # fmt: skip
     if args.arch != "minilm-seq2seq" and args.encoder_trainable_layers:
         raise TrainError("--encoder-trainable-layers is the encoder-decoder's (--arch minilm-seq2seq)",
                          code="train_config")  # fmt: skip
@@ -198,6 +198,9 @@ def register_local(actions: Any) -> None:
     s.add_argument("--encoder-trainable-layers", type=int, default=0, metavar="N",
                    help="with --arch minilm-seq2seq: train MiniLM's top N of its 6 layers with the decoder "
                    "(default 0: the encoder stays frozen)")  # fmt: skip
+    s.add_argument("--encoder-lr", type=float, default=ENCODER_LR, metavar="LR",
+                   help=f"with --encoder-trainable-layers: their learning rate (default {ENCODER_LR:g}, a BERT "
+                   "fine-tuning rate; --lr is the decoder's)")  # fmt: skip
     s.add_argument(
         "--augment-mutations",
         action="store_true",

@@ -34,6 +34,7 @@ from typing import Any
 
 from core.errors import require
 from rl.errors import TrainError
+from rl.train.config import ENCODER_LR
 from rl.train.model import ModelSize, parameter_count, size_named
 from rl.train.run import common_args, run_tokenizer, threads, to_jsonable, write_card, write_run
 from rl.train.sft import SftJob, instances, train_to_final
@@ -145,13 +146,32 @@ def collate(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {"states": states, "attention_mask": mask, "labels": labels}
 
 
-def seq2seq_trainer(**kwargs: Any) -> Any:
+def seq2seq_trainer(*, encoder_lr: float = ENCODER_LR, **kwargs: Any) -> Any:
     """A transformers ``Trainer`` for batches of :func:`collate`: the encoder's trainable top layers (if any)
-    run on the frozen layers' states, then the decoder reads them. The model stays the whole
-    ``EncoderDecoderModel``, so checkpoints, the best-model reload and the saved planner are transformers' own."""
+    run on the frozen layers' states, then the decoder reads them; those layers learn at ``encoder_lr``, the
+    rest at the arguments' rate. The model stays the whole ``EncoderDecoderModel``, so checkpoints, the
+    best-model reload and the saved planner are transformers' own."""
     from transformers import Trainer
 
     class Seq2SeqTrainer(Trainer):
+        def create_optimizer(self, model: Any = None) -> Any:
+            """transformers' optimizer, with the encoder's trainable parameters moved to groups of their own at
+            ``encoder_lr`` (the same decay split); the schedule then scales every group alike."""
+            optimizer = super().create_optimizer(model)
+            whole: Any = self.model
+            encoder = {id(w) for w in whole.encoder.parameters()}
+            moved = []
+            for group in optimizer.param_groups:
+                mine = [w for w in group["params"] if id(w) in encoder]
+                if mine:
+                    group["params"] = [w for w in group["params"] if id(w) not in encoder]
+                    moved.append({**{k: v for k, v in group.items() if k != "params"}, "params": mine,
+                                  "lr": encoder_lr})  # fmt: skip
+            optimizer.param_groups[:] = [g for g in optimizer.param_groups if g["params"]]
+            for group in moved:
+                optimizer.add_param_group(group)
+            return optimizer
+
         def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
                          num_items_in_batch: Any = None) -> Any:  # fmt: skip
             inputs = dict(inputs)
@@ -200,7 +220,12 @@ def run_seq2seq(job: SftJob) -> dict[str, Any]:
                              load_best_model_at_end=True, metric_for_best_model="eval_loss", greater_is_better=False,
                              logging_steps=p.logging_steps, remove_unused_columns=False)  # fmt: skip
     trainer = seq2seq_trainer(
-        model=model, args=args, train_dataset=train_rows, eval_dataset=val_rows, data_collator=collate
+        model=model,
+        args=args,
+        train_dataset=train_rows,
+        eval_dataset=val_rows,
+        data_collator=collate,
+        encoder_lr=job.encoder_lr,
     )
     result, resume, wall, final = train_to_final(trainer, tok, job)
     enc_tok.save_pretrained(str(final / ENCODER_TOKENIZER))

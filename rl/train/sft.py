@@ -20,7 +20,7 @@ from rl.datasets.store import Instance
 from rl.errors import TrainError
 from rl.prompt import Profile
 from rl.train import logs
-from rl.train.config import SftParams, load_defaults
+from rl.train.config import ENCODER_LR, SftParams, load_defaults
 from rl.train.data import exemplar_shots, load_instances, sft_row, split_train_val, to_dataset, window
 from rl.train.model import build_model, load_model, parameter_count, size_named
 from rl.train.run import FINAL, common_args, run_tokenizer, threads, to_jsonable, write_card, write_run
@@ -71,6 +71,8 @@ class SftJob:
     encoder_trainable_layers: int = 0
     """``--arch minilm-seq2seq`` only: MiniLM's top layers trained with the decoder (:mod:`rl.train.seq2seq`);
     0 keeps the encoder frozen."""
+    encoder_lr: float = ENCODER_LR
+    """``--arch minilm-seq2seq`` only: the learning rate of MiniLM's trainable layers."""
     deepspeed: str | None = None
     """DeepSpeed ZeRO through accelerate: ``zero2``, ``zero3`` (rl/train/deepspeed) or a JSON config; ``None``
     trains without it. A run not started by a launcher is a world of one (on CPU, DeepSpeed's gloo backend)."""

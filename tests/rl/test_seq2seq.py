@@ -197,3 +197,26 @@ def test_dapo_trains_the_encoder_decoder_planners_decoder_on_the_layered_reward(
         str(tmp_path / "remote"),
     ]
     assert main(argv) == EXIT_BAD_INPUT
+
+
+def test_minilms_trainable_layers_learn_at_their_own_rate(tmp_path: Path) -> None:
+    from transformers import TrainingArguments
+
+    from rl.train.model import size_named
+    from rl.train.seq2seq import build_seq2seq, seq2seq_trainer
+    from rl.train.tokenizer import train_tokenizer
+
+    tok = train_tokenizer(["SELECT id FROM products WHERE id IN <text_1>"] * 4, vocab_size=300)
+    model = build_seq2seq(size_named("xs"), tok, trainable_layers=1)
+    args = TrainingArguments(output_dir=str(tmp_path), learning_rate=1e-3, weight_decay=0.01, report_to=[])
+    optimizer = seq2seq_trainer(model=model, args=args, encoder_lr=2e-5).create_optimizer()
+    rate = {id(w): g["lr"] for g in optimizer.param_groups for w in g["params"]}
+    for name, w in model.named_parameters():
+        if name.startswith("encoder.encoder.layer.5."):
+            assert rate[id(w)] == 2e-5, name
+        elif name.startswith("encoder."):
+            assert id(w) not in rate, name  # frozen: not optimized at all
+        else:
+            assert rate[id(w)] == 1e-3, name
+    decays = {g["weight_decay"] for g in optimizer.param_groups if g["lr"] == 2e-5}
+    assert decays == {0.0, 0.01}, "the encoder's groups keep transformers' decay split"
