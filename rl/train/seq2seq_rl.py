@@ -234,7 +234,7 @@ def run_seq2seq_rl(job: RlJob) -> dict[str, Any]:
         "steps": steps,
         "resumed_from": str(resume) if resume else None,
         "prompts": len(rows),
-        "filter": stats,
+        "filter": dataclasses.asdict(stats) if stats else None,
         "wall_s": round(wall, 1),
         "s_per_step": round(wall / max(1, steps), 2),
         "reward_last10": round(sum(r["reward"] for r in last) / len(last), 4) if last else None,
