@@ -157,16 +157,18 @@ class Seq2SeqPlanner:
         tok = self.tokenizer
         got = self.encoder_tokenizer(list(texts), padding=True, truncation=True, max_length=MAX_REQUEST_TOKENS,
                                      return_tensors="pt")  # fmt: skip
+        # Greedy decoding writes one program; several greedy "samples" are copies of it.
+        drawn = samples if temperature > 0 else 1
         processors = LogitsProcessorList()
         if grammars is not None:
-            processors.append(GrammarMask(tok, [g for g in grammars for _ in range(samples)]))
+            processors.append(GrammarMask(tok, [g for g in grammars for _ in range(drawn)]))
         sampling: dict[str, Any] = {"do_sample": False}
         if temperature > 0:
             sampling = {"do_sample": True, "temperature": temperature, "top_k": 0}
         with self._lock, torch.no_grad():
             if seed is not None:
                 torch.manual_seed(seed)
-            ids = self.model.generate(**got, max_new_tokens=budget, num_beams=1, num_return_sequences=samples,
+            ids = self.model.generate(**got, max_new_tokens=budget, num_beams=1, num_return_sequences=drawn,
                                       logits_processor=processors, decoder_start_token_id=tok.bos_token_id,
                                       eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, **sampling)  # fmt: skip
         rows: list[Generated] = []
@@ -175,4 +177,4 @@ class Seq2SeqPlanner:
             finished = tok.eos_token_id in tokens
             kept = tokens[: tokens.index(tok.eos_token_id)] if finished else tokens
             rows.append(Generated(str(tok.decode(kept, skip_special_tokens=True)), len(kept), finished))
-        return [rows[i : i + samples] for i in range(0, len(rows), samples)]
+        return [rows[i : i + drawn] * (samples // drawn) for i in range(0, len(rows), drawn)]

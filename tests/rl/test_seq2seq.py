@@ -97,6 +97,13 @@ def test_seq2seq_methods_generate_execute_and_score(seq2seq_planner: Path, small
         ctx.close()
     assert [len(group) for group in drawn] == [4, 4, 4]
     assert drawn == again, "the samples are seeded by their batch"
+    ctx = MethodContext(small_index_cfg, "ecommerce")
+    try:
+        greedy = seq2seq_samples(ctx, str(seq2seq_planner), requests[:2], grounded=True, n=3, temperature=0.0)
+    finally:
+        ctx.close()
+    assert [len(set(group)) for group in greedy] == [1, 1] and [len(group) for group in greedy] == [3, 3]
+    assert [group[0] for group in greedy] == completions[:2], "greedy samples are the greedy completion"
 
 
 def test_the_seq2seq_planner_takes_none_of_the_decoder_only_options(
