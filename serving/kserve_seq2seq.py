@@ -13,7 +13,7 @@ transformer send to vLLM, so both call it as they call vLLM:
   decoder's positions) and ``seed`` are honoured; ``"stream": true`` answers as server-sent events, the program
   in one delta.
 
-A chat it cannot read (no user message, ``n`` > 1 with ``stream``, a JSON-schema output, which needs vLLM's
+A chat it cannot read (no user message, ``n`` over 16 or over 1 with ``stream``, a JSON-schema output, which needs vLLM's
 xgrammar) is a 400 whose ``type`` is ``bad_chat``; a grammar llguidance cannot compile, a 400 of type
 ``planner_grammar``. Requests are generated one at a time per process (generation uses every core); scale
 out with replicas.
@@ -56,8 +56,11 @@ from kserve.protocol.rest.openai.types import (  # type: ignore[import-untyped]
     UsageInfo,
 )
 
+from serving.planner import MAX_GUIDED_SAMPLES
 from serving.seq2seq import Seq2SeqError, Seq2SeqPlanner
 
+MAX_SAMPLES = MAX_GUIDED_SAMPLES
+"""Most programs one request may ask for (``n``): what ``prore serve``'s execution-guided decoding asks at most."""
 MODEL_NAME = "planner"
 """The model's name where ``--model_name`` is not given (KServe gives the InferenceService's name)."""
 
@@ -65,6 +68,8 @@ MODEL_NAME = "planner"
 def sampling(request: Any, max_tokens: int) -> dict[str, Any]:
     """The generation arguments of a chat-completions request; :class:`ChatError` for what is not served."""
     n = request.n or 1
+    if n > MAX_SAMPLES:
+        raise ChatError(f"n is {n}; at most {MAX_SAMPLES} programs per request", "n")
     if request.stream and n > 1:
         raise ChatError(f"n is {n}; a streamed answer carries one program", "n")
     structured = request.structured_outputs

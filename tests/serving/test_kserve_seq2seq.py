@@ -151,6 +151,7 @@ def test_the_chat_route_samples_under_a_grammar_and_refuses_what_it_cannot_serve
         ({"model": model, "messages": [{"role": "system", "content": "x"}]}, "bad_chat"),
         ({"model": model, "messages": messages, "response_format": {"type": "json_object"}}, "bad_chat"),
         ({"model": model, "messages": messages, "n": 2, "stream": True}, "bad_chat"),
+        ({"model": model, "messages": messages, "n": 17, "temperature": 1.0}, "bad_chat"),
         ({"model": model, "messages": messages, "structured_outputs": {"grammar": "root ::= ("}}, "planner_grammar"),
     ]  # fmt: skip
     for bad, code in refused:
