@@ -8,7 +8,9 @@ import json
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +34,16 @@ def _status(cfg: Config, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     assert main(["--workspace", str(cfg.workspace), "stores", "status", "--json"]) == 0
     out: dict[str, Any] = json.loads(capsys.readouterr().out)
     return out
+
+
+def _stop(pid: int, within_s: float = 10.0) -> None:
+    """SIGSTOP ``pid`` and return once the kernel shows it stopped (state ``T``): on a loaded machine the
+    stop reaches a many-threaded server a moment after ``kill`` returns."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + within_s
+    while (state := Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]) != "T":
+        assert time.monotonic() < deadline, f"the server (pid {pid}) is still in state {state!r} after SIGSTOP"
+        time.sleep(0.05)
 
 
 def _search_until_it_fails(
@@ -91,7 +103,7 @@ def test_a_server_that_goes_away_is_unavailable_and_the_store_reconnects(
             assert len(first) == 16 and all(len(hits) == 5 for hits in first)
 
             # A server that stops answering: each request gives up after timeout_s.
-            os.kill(state["pid"], signal.SIGSTOP)
+            _stop(state["pid"])
             try:
                 with pytest.raises(StoreUnavailable) as hung:
                     index.dense_search("title", queries, 5)
