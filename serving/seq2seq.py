@@ -99,11 +99,18 @@ class GrammarMask:
 
 @dataclass(frozen=True)
 class Generated:
-    """One generated program: its text, and the tokens it used (``finished``: it ended before the budget)."""
+    """One generated program: its text, the decoder's token ids it was sampled as (without the end token),
+    and ``finished``: it ended before the budget. RL scores exactly these ids: decoding and tokenizing the text
+    again need not give them back."""
 
     text: str
-    tokens: int
+    ids: tuple[int, ...]
     finished: bool
+
+    @property
+    def tokens(self) -> int:
+        """How many tokens the program used."""
+        return len(self.ids)
 
 
 class Seq2SeqPlanner:
@@ -176,5 +183,5 @@ class Seq2SeqPlanner:
             tokens = [int(t) for t in row[1:]]
             finished = tok.eos_token_id in tokens
             kept = tokens[: tokens.index(tok.eos_token_id)] if finished else tokens
-            rows.append(Generated(str(tok.decode(kept, skip_special_tokens=True)), len(kept), finished))
+            rows.append(Generated(str(tok.decode(kept, skip_special_tokens=True)), tuple(kept), finished))
         return [rows[i : i + drawn] * (samples // drawn) for i in range(0, len(rows), drawn)]

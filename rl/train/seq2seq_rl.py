@@ -115,8 +115,7 @@ def _trainer_class() -> Any:
             adv = torch.tensor(advantages(rewards, self.group))
             tok = self.planner.tokenizer
             enc = self.planner.encoder_tokenizer(texts, padding=True, truncation=True, return_tensors="pt")
-            ids = [tok(g.text, add_special_tokens=False)["input_ids"] + ([tok.eos_token_id] if g.finished else [])
-                   for g in samples]  # fmt: skip
+            ids = [[*g.ids, *([tok.eos_token_id] if g.finished else [])] for g in samples]
             width = max(1, max(len(i) for i in ids))
             labels = torch.full((len(ids), width), -100, dtype=torch.long)
             for n, row in enumerate(ids):

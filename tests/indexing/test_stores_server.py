@@ -42,7 +42,9 @@ def _stop(pid: int, within_s: float = 10.0) -> None:
     os.kill(pid, signal.SIGSTOP)
     deadline = time.monotonic() + within_s
     while (state := Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]) != "T":
-        assert time.monotonic() < deadline, f"the server (pid {pid}) is still in state {state!r} after SIGSTOP"
+        assert time.monotonic() < deadline, (
+            f"the server (pid {pid}) is still in state {state!r} after SIGSTOP"
+        )
         time.sleep(0.05)
 
 

@@ -106,6 +106,21 @@ def test_seq2seq_methods_generate_execute_and_score(seq2seq_planner: Path, small
     assert [group[0] for group in greedy] == completions[:2], "greedy samples are the greedy completion"
 
 
+def test_each_generation_carries_the_token_ids_it_was_sampled_as(seq2seq_planner: Path) -> None:
+    """RL scores the ids a sample was drawn as, so they must be the generation's own: its text decodes from
+    them, ``tokens`` counts them, and a program cut at the budget is unfinished with exactly the budget's ids."""
+    planner = Seq2SeqPlanner(seq2seq_planner)
+    texts = ["ecommerce: Sony headphones in black", "email: mail from alice about the budget"]
+    tok = planner.tokenizer
+    for got in planner.generate(texts, max_tokens=24, samples=3, temperature=1.0, seed=7):
+        for g in got:
+            assert g.tokens == len(g.ids) <= 24 and tok.eos_token_id not in g.ids
+            assert tok.decode(list(g.ids), skip_special_tokens=True) == g.text
+            assert g.finished or g.tokens == 24
+    cut = planner.generate(texts[:1], max_tokens=2, samples=2, temperature=1.0, seed=7)[0]
+    assert all(g.tokens == 2 if not g.finished else g.tokens < 2 for g in cut), cut
+
+
 def test_the_seq2seq_planner_takes_none_of_the_decoder_only_options(
     train_bench: Workspace, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
