@@ -31,7 +31,7 @@ from rl.errors import TrainError
 from rl.train import logs
 from rl.train.data import load_instances, split_train_val, window
 from rl.train.grpo import RlJob
-from rl.train.prompt_filter import filter_rows
+from rl.train.prompt_filter import FILTER_FILE, filter_key, filter_rows, record_filter, row_key, saved_filter
 from rl.train.rewards import LayeredReward, in_process, reward_config
 from rl.train.run import FINAL, common_args, threads, to_jsonable, write_card, write_run
 from serving.dsl.grounding import read_column_values
@@ -179,8 +179,8 @@ def run_seq2seq_rl(job: RlJob) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     for domain in job.domains:
         train, _ = split_train_val(load_instances(ws, [domain], "train"))
-        rows += [{"nl": i.nl, "domain": i.domain, "gold_id": i.gold_id, "relevant": list(i.relevant_ids)}
-                 for i in window(train, offset=job.offset, limit=job.limit)]  # fmt: skip
+        rows += [{"qid": i.qid, "nl": i.nl, "domain": i.domain, "gold_id": i.gold_id,
+                  "relevant": list(i.relevant_ids)} for i in window(train, offset=job.offset, limit=job.limit)]  # fmt: skip
     planner = Seq2SeqPlanner(job.init)
     model = planner.model
     model.encoder.requires_grad_(False)
@@ -197,9 +197,21 @@ def run_seq2seq_rl(job: RlJob) -> dict[str, Any]:
         t0 = time.perf_counter()
         stats = None
         if p.filter_prompts:
-            rows, stats = _filter(planner, rows, grammars, reward, p)
-            stats = dataclasses.replace(stats, seconds=round(time.perf_counter() - t0, 1))
-            print(f"prompt filter ({p.filter_on}): kept {len(rows)} prompts ({stats})")
+            # The filter samples with fixed seeds, so its outcome depends on this key alone, not on --seed: a
+            # resumed run, or another seed's run given the same prompt_filter.json, trains on the same prompts.
+            key = filter_key(job.init, rows, samples=p.num_generations, temperature=p.temperature,
+                             max_tokens=p.max_completion_length, target=job.reward_target, on=p.filter_on,
+                             execution_credit=p.execution_credit)  # fmt: skip
+            kept = saved_filter(job.out, key)
+            if kept is None:
+                rows, stats = _filter(planner, rows, grammars, reward, p)
+                stats = dataclasses.replace(stats, seconds=round(time.perf_counter() - t0, 1))
+                record_filter(job.out, key, rows, stats)
+            else:
+                pool = len(rows)
+                rows = [r for r in rows if row_key(r) in kept]
+                print(f"prompt filter ({p.filter_on}): kept {len(rows)} of {pool} prompts, as recorded in "
+                      f"{job.out / FILTER_FILE} for this model and pool")  # fmt: skip
             if len(rows) < p.prompts_per_step:
                 raise TrainError(f"the prompt filter kept {len(rows)} prompts, fewer than one step's "
                                  f"{p.prompts_per_step}: sample more (--limit) or train without --filter-prompts",

@@ -221,6 +221,31 @@ def test_dapo_trains_the_encoder_decoder_planners_decoder_on_the_layered_reward(
     assert main(argv) == EXIT_BAD_INPUT
 
 
+def test_the_prompt_filter_is_recorded_and_another_seeds_run_reuses_it(
+    seq2seq_planner: Path, small_index_cfg: Config, train_bench: Workspace, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    import json
+    import shutil
+
+    def dapo(out: Path, seed: int) -> int:
+        return main(["--workspace", str(small_index_cfg.workspace), "--embedder", "minilm", "train", "dapo",
+                     "--init", str(seq2seq_planner), "--bench", str(train_bench.root), "--domain", "ecommerce",
+                     "--limit", "6", "--filter-prompts", "--max-steps", "1", "--prompts-per-step", "2",
+                     "--num-generations", "4", "--seed", str(seed), "--out", str(out)])  # fmt: skip
+
+    first = dapo(tmp_path / "s0", 0)
+    record = json.loads((tmp_path / "s0" / "prompt_filter.json").read_text())
+    assert record["stats"]["pool"] == 6 and len(record["kept"]) == record["stats"]["kept"] <= 6
+    assert all(k.startswith("ecommerce/") for k in record["kept"])
+    capsys.readouterr()
+    (tmp_path / "s1").mkdir()
+    shutil.copy(tmp_path / "s0" / "prompt_filter.json", tmp_path / "s1")
+    assert dapo(tmp_path / "s1", 1) == first  # the same prompts: trained on, or too few for a step both times
+    said = capsys.readouterr()
+    assert f"kept {len(record['kept'])} of 6 prompts, as recorded in" in said.out + said.err
+
+
 def test_minilms_trainable_layers_learn_at_their_own_rate(tmp_path: Path) -> None:
     from transformers import TrainingArguments
 
