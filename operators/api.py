@@ -36,6 +36,9 @@ RTX_4090 = "NVIDIA-GeForce-RTX-4090"
 PromptProfile = Literal["full", "short", "compact", "request"]
 PROMPT_PROFILES: tuple[str, ...] = get_args(PromptProfile)
 """The prompt builder's profiles (serving.prompt.PROFILES; the operator imports no product package)."""
+PlannerRuntime = Literal["vllm", "seq2seq"]
+PLANNER_RUNTIMES: tuple[str, ...] = get_args(PlannerRuntime)
+"""What serves the planner: vLLM (a decoder-only checkpoint) or the project's encoder-decoder model server."""
 PlannerOutput = Literal["json", "grammar", "grounded", "free"]
 PLANNER_OUTPUTS: tuple[str, ...] = get_args(PlannerOutput)
 """How the transformer constrains the planner's decoding (serving.planner.OUTPUTS)."""
@@ -139,6 +142,9 @@ class Autoscaling:
     max_replicas: int = spec_field("Most predictor replicas.", default=4, minimum=1)
     metric: str = spec_field("Prometheus metric of vLLM's queue.", default="vllm:num_requests_waiting",
                              min_length=1)  # fmt: skip
+    cpu_utilization: int = spec_field(
+        "Average CPU use (percent of the request) that triggers a scale-up of a seq2seq predictor, which "
+        "generates on its CPUs and has no queue metric.", default=70, minimum=1, maximum=100)  # fmt: skip
     target: float = spec_field(
         "Waiting requests per replica that trigger a scale-up.", default=8.0, minimum=0
     )
@@ -191,10 +197,16 @@ class RetrievalTrainingJobSpec:
 @with_config(SPEC)
 @dataclass(frozen=True)
 class PlannerServiceSpec:
-    """Serve a trained planner: a KServe InferenceService on vLLM, autoscaled on its queue."""
+    """Serve a trained planner: a KServe InferenceService on vLLM, autoscaled on its queue (or, for an
+    encoder-decoder planner, the project's model server on CPU nodes, autoscaled on CPU)."""
 
     model: str = spec_field("Model directory: hf://ORG/NAME, pvc://CLAIM/PATH or s3://BUCKET/PATH.",
                             pattern=STORAGE_URI)  # fmt: skip
+    runtime: PlannerRuntime = spec_field(
+        "What serves the model: vllm (KServe's Hugging Face server on vLLM, GPU nodes: a decoder-only planner) "
+        "or seq2seq (python -m serving.kserve_seq2seq in the transformer's image, CPU nodes: a planner whose "
+        "planner.json names arch minilm-seq2seq; it reads promptProfile request and decodes under grammar, "
+        "grounded or free).", default="vllm")  # fmt: skip
     served_model_name: str = spec_field("Model name of the OpenAI-compatible API.",
                                         default="proretrieval-planner", pattern=DNS_LABEL)  # fmt: skip
     gpu_type: str = spec_field("GPU node label value of the predictor.", default=RTX_4090, min_length=1)

@@ -72,6 +72,13 @@ def planner_spec(ps: dict[str, Any]) -> PlannerServiceSpec:
     spec = load(PlannerServiceSpec, ps.get("spec"), "spec")
     if spec.autoscaling.min_replicas > spec.autoscaling.max_replicas:
         raise SpecError("minReplicas is above maxReplicas", path="spec.autoscaling")
+    if (spec.runtime == "seq2seq") != (spec.prompt_profile == "request"):
+        raise SpecError("promptProfile request is the encoder-decoder planner's, and runtime seq2seq reads only "
+                        f"it (got runtime {spec.runtime} with promptProfile {spec.prompt_profile})",
+                        path="spec.promptProfile")  # fmt: skip
+    if spec.runtime == "seq2seq" and spec.planner_output == "json":
+        raise SpecError("runtime seq2seq decodes under a grammar (plannerOutput grammar or grounded) or free, "
+                        "not under the JSON schema", path="spec.plannerOutput")  # fmt: skip
     return spec
 
 
@@ -97,9 +104,9 @@ def inference_service(ps: dict[str, Any], settings: OperatorSettings | None = No
         "serving.kserve.io/autoscalerClass": "external",
         "serving.kserve.io/enable-prometheus-scraping": "true",
     }
+    bounds = {"minReplicas": spec.autoscaling.min_replicas, "maxReplicas": spec.autoscaling.max_replicas}
     predictor: dict[str, Any] = {
-        "minReplicas": spec.autoscaling.min_replicas,
-        "maxReplicas": spec.autoscaling.max_replicas,
+        **bounds,
         **_gpu_placement(spec, settings),
         "model": {
             "modelFormat": {"name": "huggingface"},
@@ -113,11 +120,64 @@ def inference_service(ps: dict[str, Any], settings: OperatorSettings | None = No
             "resources": {"requests": dict(gpus), "limits": dict(gpus)},
         },
     }
+    if spec.runtime == "seq2seq":
+        predictor = {**bounds, "containers": [_seq2seq_predictor(spec, settings)],
+                     "volumes": [{"name": "tmp", "emptyDir": {}}]}  # fmt: skip
     out: dict[str, Any] = {"apiVersion": ISVC_API_VERSION, "kind": "InferenceService", "metadata": meta,
                            "spec": {"predictor": predictor}}  # fmt: skip
     if spec.transformer:
         out["spec"]["transformer"] = _transformer(spec, settings)
     return out
+
+
+SEQ2SEQ_COMMAND = ("python", "-m", "serving.kserve_seq2seq")
+"""The encoder-decoder planner's model server (KServe's ModelServer with one OpenAI chat model)."""
+KSERVE_MODEL_DIR = "/mnt/models"
+"""Where KServe's storage initializer puts a custom container's ``STORAGE_URI``."""
+
+
+def _probes() -> dict[str, Any]:
+    # KServe's ModelServer routes: /v2/health/ready answers 503 until every model is ready.
+    return {
+        "readinessProbe": {
+            "httpGet": {"path": "/v2/health/ready", "port": KSERVE_HTTP_PORT},
+            "periodSeconds": 10,
+        },
+        "livenessProbe": {
+            "httpGet": {"path": "/v2/health/live", "port": KSERVE_HTTP_PORT},
+            "periodSeconds": 20,
+        },
+    }
+
+
+def _security_context() -> dict[str, Any]:
+    """The project's own containers run as the chart's services do: non-root, on a read-only root filesystem."""
+    return {"runAsNonRoot": True, "readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]}}  # fmt: skip
+
+
+def _seq2seq_predictor(spec: PlannerServiceSpec, settings: OperatorSettings) -> dict[str, Any]:
+    """The encoder-decoder planner's predictor: a custom container (the transformer's image) that KServe's
+    storage initializer gives the model at :data:`KSERVE_MODEL_DIR` (from ``STORAGE_URI``), on CPU nodes."""
+    cpu = {"cpu": "2", "memory": "4Gi"}
+    return {
+        "name": "kserve-container",
+        "image": spec.transformer_image or settings.transformer_image,
+        "command": list(SEQ2SEQ_COMMAND),
+        "args": [
+            f"--model_dir={KSERVE_MODEL_DIR}",
+            f"--model_name={spec.served_model_name}",
+            f"--http_port={KSERVE_HTTP_PORT}",
+        ],
+        "env": [{"name": "STORAGE_URI", "value": spec.model}]
+        + [{"name": k, "value": v} for k, v in TRANSFORMER_ENV.items()]
+        + [{"name": "OMP_NUM_THREADS", "value": cpu["cpu"]}],
+        "ports": [{"name": "http", "containerPort": KSERVE_HTTP_PORT, "protocol": "TCP"}],
+        **_probes(),
+        "resources": {"requests": dict(cpu), "limits": dict(cpu)},
+        "securityContext": _security_context(),
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+    }
 
 
 def transformer_args(spec: PlannerServiceSpec, settings: OperatorSettings) -> list[str]:
@@ -162,9 +222,6 @@ def credential_env(settings: OperatorSettings) -> list[dict[str, Any]]:
 
 
 def _transformer(spec: PlannerServiceSpec, settings: OperatorSettings) -> dict[str, Any]:
-    # KServe's ModelServer routes: /v2/health/ready answers 503 until every model is ready.
-    ready = {"httpGet": {"path": "/v2/health/ready", "port": KSERVE_HTTP_PORT}, "periodSeconds": 10}
-    live = {"httpGet": {"path": "/v2/health/live", "port": KSERVE_HTTP_PORT}, "periodSeconds": 20}
     return {
         "minReplicas": 1,
         "maxReplicas": spec.autoscaling.max_replicas,
@@ -175,11 +232,9 @@ def _transformer(spec: PlannerServiceSpec, settings: OperatorSettings) -> dict[s
             "args": transformer_args(spec, settings),
             "env": [{"name": k, "value": v} for k, v in TRANSFORMER_ENV.items()] + credential_env(settings),
             "ports": [{"name": "http", "containerPort": KSERVE_HTTP_PORT, "protocol": "TCP"}],
-            "readinessProbe": ready,
-            "livenessProbe": live,
+            **_probes(),
             "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}},
-            "securityContext": {"runAsNonRoot": True, "readOnlyRootFilesystem": True,
-                                "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+            "securityContext": _security_context(),
             "volumeMounts": [{"name": "workspace", "mountPath": settings.workspace_mount},
                              {"name": "tmp", "mountPath": "/tmp"}],
         }],
@@ -195,10 +250,18 @@ def queue_query(ps: dict[str, Any], spec: PlannerServiceSpec) -> str:
 
 
 def scaled_object(ps: dict[str, Any], settings: OperatorSettings | None = None) -> dict[str, Any]:
-    """The KEDA ScaledObject that scales the predictor on vLLM's queue."""
+    """The KEDA ScaledObject that scales the predictor on vLLM's queue (a seq2seq predictor: on its CPU use)."""
     settings = settings or OperatorSettings()
     spec = planner_spec(ps)
     a = spec.autoscaling
+    trigger: dict[str, Any] = {
+        "type": "prometheus",
+        "metricType": "AverageValue",
+        "metadata": {"serverAddress": a.prometheus_address or settings.prometheus_address,
+                     "query": queue_query(ps, spec), "threshold": f"{a.target:g}"},
+    }  # fmt: skip
+    if spec.runtime == "seq2seq":  # no queue metric: the model server generates on its own CPUs
+        trigger = {"type": "cpu", "metricType": "Utilization", "metadata": {"value": str(a.cpu_utilization)}}
     return {
         "apiVersion": KEDA_API_VERSION,
         "kind": "ScaledObject",
@@ -209,15 +272,7 @@ def scaled_object(ps: dict[str, Any], settings: OperatorSettings | None = None) 
             "maxReplicaCount": a.max_replicas,
             "pollingInterval": a.polling_interval_seconds,
             "cooldownPeriod": a.cooldown_seconds,
-            "triggers": [{
-                "type": "prometheus",
-                "metricType": "AverageValue",
-                "metadata": {
-                    "serverAddress": a.prometheus_address or settings.prometheus_address,
-                    "query": queue_query(ps, spec),
-                    "threshold": f"{a.target:g}",
-                },
-            }],
+            "triggers": [trigger],
         },
     }  # fmt: skip
 

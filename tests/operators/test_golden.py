@@ -21,6 +21,7 @@ CASES = {
     "dapo-email": EXAMPLES / "dapo-email.yaml",
     "sft-ecommerce": DATA / "sft-ecommerce.yaml",
     "planner-service": EXAMPLES / "planner-service.yaml",
+    "planner-service-seq2seq": EXAMPLES / "planner-service-seq2seq.yaml",
 }
 
 

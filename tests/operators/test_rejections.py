@@ -95,6 +95,31 @@ def test_planner_service_rejections() -> None:
     assert errors_of(ps) == ["spec: 'model' is a required property"]
 
 
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ({"runtime": "seq2seq", "plannerOutput": "grounded"},
+         r"spec\.promptProfile: promptProfile request is the encoder-decoder planner's.*runtime seq2seq with "
+         r"promptProfile full"),
+        ({"promptProfile": "request"}, r"spec\.promptProfile: .*runtime vllm with promptProfile request"),
+        ({"runtime": "seq2seq", "promptProfile": "request"},
+         r"spec\.plannerOutput: runtime seq2seq decodes under a grammar .* not under the JSON schema"),
+    ],
+)  # fmt: skip
+def test_a_seq2seq_planner_service_must_read_the_request_profile_under_a_grammar(
+    spec: dict[str, Any], says: str
+) -> None:
+    """The encoder-decoder's model server reads only the request profile and refuses the JSON schema (400
+    ``bad_chat``): a PlannerService that would fall back on every request is refused when it is applied."""
+    ps = {"apiVersion": "proretrieval.io/v1alpha1", "kind": "PlannerService", "metadata": {"name": "p"},
+          "spec": {"model": "pvc://c/m", **spec}}  # fmt: skip
+    assert errors_of(ps) == []  # each field is valid alone: the operator checks them together
+    with pytest.raises(SpecError, match=says):
+        planner_spec(ps)
+    ps["spec"]["runtime"] = "tgi"
+    assert errors_of(ps) == ["spec.runtime: 'tgi' is not one of ['vllm', 'seq2seq']"]
+
+
 def test_render_refuses_other_kinds() -> None:
     with pytest.raises(SpecError, match=r"expected apiVersion proretrieval\.io/v1alpha1, got 'v1'"):
         render_documents("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")

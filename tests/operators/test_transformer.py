@@ -117,6 +117,36 @@ def test_the_transformer_constrains_decoding_as_the_service_says() -> None:
         assert planner_settings(args, config(args)).output == wanted
 
 
+def test_a_seq2seq_predictor_is_the_projects_model_server_which_the_transformer_asks() -> None:
+    """``runtime: seq2seq``: the predictor is ``python -m serving.kserve_seq2seq`` (its own parser reads the
+    rendered arguments), the model is the storage initializer's ``/mnt/models`` (``STORAGE_URI``), no GPU, and the
+    transformer asks it for the served model under the request profile and the grounded grammar."""
+    from serving.kserve_seq2seq import arg_parser
+
+    ps, isvc = _endpoint(PLANNER_SERVICE.with_name("planner-service-seq2seq.yaml"))
+    validate(isvc)
+    predictor = isvc["spec"]["predictor"]
+    assert "model" not in predictor and "nodeSelector" not in predictor
+    (container,) = predictor["containers"]
+    assert container["name"] == "kserve-container"  # the one KServe's storage initializer serves
+    assert container["command"] == ["python", "-m", "serving.kserve_seq2seq"]
+    args = arg_parser().parse_args(container["args"])  # exits 2 on an argument it does not know
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert args.model_dir == "/mnt/models" and env["STORAGE_URI"].startswith("pvc://")
+    assert args.http_port == KSERVE_HTTP_PORT == container["ports"][0]["containerPort"]
+    assert not any("gpu" in k for k in container["resources"]["limits"])
+    transformer = parse_args(kserve_appended(isvc["spec"]["transformer"]["containers"][0]["args"], isvc,
+                                             predictor_name(ps)))  # fmt: skip
+    planner = planner_settings(transformer, config(transformer))
+    assert planner.model == args.model_name and (planner.profile, planner.output) == ("request", "grounded")
+    assert planner.url.endswith(f"-predictor.{isvc['metadata']['namespace']}{HF_OPENAI_PATH}")
+    scaled = next(d for d in render_documents(PLANNER_SERVICE.with_name("planner-service-seq2seq.yaml").read_text())
+                  if d["kind"] == "ScaledObject")  # fmt: skip
+    assert scaled["spec"]["triggers"] == [
+        {"type": "cpu", "metricType": "Utilization", "metadata": {"value": "70"}}
+    ]
+
+
 def test_the_transformer_serves_the_mounted_workspace() -> None:
     _, isvc = _endpoint()
     spec = isvc["spec"]["transformer"]
