@@ -18,6 +18,12 @@
 #   trains DAPO only on prompts whose samples from the SFT model earn differing rewards (`--filter-prompts`).
 # PROFILE=paper: one planner per domain with the defaults file's full recipe (3 SFT epochs, 200 GRPO and
 #   200 DAPO steps); hours on 2 cores.
+# ARCH (medium: minilm-seq2seq; demo and paper: decoder) picks the planner. minilm-seq2seq is the best planner
+#   measured (README: Training the planner): MiniLM's frozen encoder with a small decoder, SFT_STEPS (default
+#   6000) steps, then DAPO from it on the prompt filter's share of the first RL_LIMIT (default 500) requests per domain
+#   (RL_STEPS, default 150, at lr 5e-5); both evaluated under the grounded grammar (`seq2seq-grounded:`, the
+#   decoding prore serve uses) on test, OOD and the human split. It serves through its own model server
+#   (README: The encoder-decoder planner), not vLLM. ARCH=decoder keeps the decoder-only recipe below.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PRORE=".venv/bin/prore --config ${DEMO_CONFIG:-scripts/demo.yaml}"
@@ -36,6 +42,15 @@ case "$PROFILE" in
           GUIDED="${GUIDED_SAMPLES:-8}"; GRAMMAR="${GRAMMAR:-1}"; FILTER="${FILTER:-1}"; FREE="${FREE:-1}" ;;
   *) echo "error profile: unknown PROFILE=$PROFILE (demo|medium|paper)" >&2; exit 2 ;;
 esac
+ARCH="${ARCH:-$([ "$PROFILE" = medium ] && echo minilm-seq2seq || echo decoder)}"
+case "$ARCH" in
+  decoder) ;;
+  minilm-seq2seq)
+    SFT=(--arch minilm-seq2seq --max-steps "${SFT_STEPS:-6000}" --eval-steps 1000)
+    RL=(--max-steps "${RL_STEPS:-150}" --lr 5e-5 --save-steps 50); LIMIT=(--limit "${RL_LIMIT:-500}"); ALGOS="dapo"
+    FILTER="${FILTER:-1}"; SPLITS="$SPLITS human" ;;
+  *) echo "error arch: unknown ARCH=$ARCH (decoder|minilm-seq2seq)" >&2; exit 2 ;;
+esac
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
@@ -52,10 +67,20 @@ for set in "${SETS[@]}"; do
     if [ "$a" = dapo ] && [ "$FILTER" = 1 ]; then filter=(--filter-prompts); fi
     $PRORE train "$a" "${on[@]}" --init "$RUNS/sft-$name/final" "${RL[@]}" "${LIMIT[@]}" "${filter[@]}" --out "$RUNS/$a-$name"
   done
-  $PRORE train plot "$RUNS/sft-$name" "$RUNS"/{grpo,dapo}-"$name" --out "$RUNS/curves-$name.png"
+  $PRORE train plot "$RUNS/sft-$name" $(for a in $ALGOS; do echo "$RUNS/$a-$name"; done) --out "$RUNS/curves-$name.png"
   for d in "${domains[@]}"; do
     for split in $SPLITS; do
       step "evaluate $d: the planners next to the baselines ($split split)"
+      if [ "$ARCH" = minilm-seq2seq ]; then  # the grounded grammar, as prore serve decodes
+        if [ "$split" = human ]; then  # the baselines beside them (demo.sh runs them on test and OOD)
+          for m in bm25 self-query; do $PRORE eval "$d" --method "$m" --split human --quiet; done
+        fi
+        for run in sft $ALGOS; do
+          $PRORE eval "$d" --method "seq2seq-grounded:$RUNS/$run-$name/final" --split "$split" --quiet
+        done
+        $PRORE eval compare --domain "$d" --split "$split"
+        continue
+      fi
       if [ "$FREE" = 1 ]; then  # free decoding of every run
         for run in sft $ALGOS; do
           $PRORE eval "$d" --method "planner:$RUNS/$run-$name/final" --split "$split" --quiet
