@@ -10,7 +10,13 @@ benchmark builds the grammar mask of real test-split requests both ways, side by
   with ``copies=n``, what it does now);
 
 and times ``generate`` itself at the same ``n`` (sampled at temperature 0.7), to show what share of a
-request the difference is. Prints a table; writes ``bench/results/seq2seq_generate.json``.
+request the difference is.
+
+Then the model server's batching (:class:`serving.kserve_seq2seq.Batcher`): ``--concurrency`` greedy requests
+in flight at once under their grounded grammars, as ``prore serve`` sends them, one at a time
+(``--max_batch 1``) against batched (``--max_batch 8``, 5 ms wait), side by side: requests per second and the
+ratio, and whether every program is the one the request gets alone. Prints tables; writes
+``bench/results/seq2seq_generate.json``.
 
     python bench/seq2seq_generate.py --model RUN/final --workspace W [--domain ecommerce] [--requests 16]
 """
@@ -46,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--samples", default=",".join(map(str, SAMPLES)), help="values of n (default 1,4,8,16)"
     )
+    parser.add_argument("--concurrency", type=int, default=8, help="requests in flight in the batching table")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
 
@@ -97,10 +104,50 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         print(f"{n:>3} | {row['mask_per_row_ms']:>15} | {row['mask_once_ms']:>12} | {row['ratio']:>13}x | "
               f"{row['generate_ms']:>11} | {100 * row['saved_share']:>17.1f}%")  # fmt: skip
+    batching = _batching(
+        planner, [request_text(args.domain, nl) for nl in requests], grammars, args.concurrency
+    )
     path = write_results(args.out, {"machine": machine(), "model": str(args.model), "domain": args.domain,
-                                    "requests": len(requests), "medians": "per request", "rows": rows})  # fmt: skip
+                                    "requests": len(requests), "medians": "per request", "rows": rows,
+                                    "batching": batching})  # fmt: skip
     print(f"wrote {path}")
     return 0
+
+
+def _batching(planner: Any, texts: list[str], grammars: list[str], concurrency: int) -> list[dict[str, Any]]:
+    """Greedy requests, ``concurrency`` in flight, through the model server's batcher at max_batch 1 and 8."""
+    import asyncio
+
+    from serving.kserve_seq2seq import Batcher
+
+    alone = [planner.generate([t], grammars=[g], max_tokens=planner.max_tokens)[0][0].text
+             for t, g in zip(texts, grammars, strict=True)]  # fmt: skip
+
+    async def load(batcher: Batcher) -> tuple[float, list[str]]:
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one(t: str, g: str) -> str:
+            async with gate:
+                [got] = await batcher.generate(t, g, samples=1, temperature=0.0, seed=None,
+                                               max_tokens=planner.max_tokens)  # fmt: skip
+                return str(got.text)
+
+        start = time.perf_counter()
+        texts_ = await asyncio.gather(*(one(t, g) for t, g in zip(texts, grammars, strict=True)))
+        return time.perf_counter() - start, list(texts_)
+
+    out: list[dict[str, Any]] = []
+    print(f"\n{len(texts)} greedy requests, {concurrency} in flight | {'req/s':>6} | {'x one at a time':>15} | "
+          "same programs as alone")  # fmt: skip
+    for max_batch in (1, 8):
+        seconds, got = asyncio.run(load(Batcher(planner, max_batch=max_batch)))
+        row = {"max_batch": max_batch, "seconds": round(seconds, 2), "requests_per_s": round(len(texts) / seconds, 2),
+               "same_as_alone": sum(a == b for a, b in zip(got, alone, strict=True))}  # fmt: skip
+        row["ratio"] = round(row["requests_per_s"] / out[0]["requests_per_s"], 2) if out else 1.0
+        out.append(row)
+        print(f"{'max_batch ' + str(max_batch):>38} | {row['requests_per_s']:>6} | {row['ratio']:>14}x | "
+              f"{row['same_as_alone']} of {len(texts)}")  # fmt: skip
+    return out
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -157,3 +158,53 @@ def test_the_chat_route_samples_under_a_grammar_and_refuses_what_it_cannot_serve
     for bad, code in refused:
         r = httpx.post(chat, json=bad, timeout=60)
         assert r.status_code == 400 and r.json()["error"]["type"] == code, r.text
+    metrics = httpx.get(readme_servers.planner_url.removesuffix("/openai/v1") + "/metrics", timeout=30).text
+    assert "planner_batch_requests_count" in metrics  # KServe's /metrics, with the batch sizes
+
+
+@pytest.mark.slow
+@pytest.mark.server
+@pytest.mark.timeout(1800)
+def test_requests_that_arrive_together_are_generated_together_and_answer_as_alone(
+    readme_servers: Served,
+) -> None:
+    """The model server's :class:`~serving.kserve_seq2seq.Batcher`: requests that arrive within its wait and
+    ask for the same decoding are one ``generate`` call, and each gets the programs it would get alone; a
+    request whose grammar does not compile fails alone, not its batch."""
+    import asyncio
+
+    from prometheus_client import REGISTRY
+
+    from serving.dsl.structured import STRUCTURED_LIMITS, constraint_grammar
+    from serving.kserve_seq2seq import Batcher
+    from serving.prompt import request_text
+    from serving.seq2seq import Seq2SeqError, Seq2SeqPlanner
+
+    planner = Seq2SeqPlanner(readme_servers.root / MODEL_DIR)
+    texts = [request_text("ecommerce", r) for r in ("wireless headphones under $200", "a white desk lamp",
+                                                     "sturdy hiking backpack", "fast charging power bank")]  # fmt: skip
+    grammar = constraint_grammar(PRODUCTS, "grammar", STRUCTURED_LIMITS)
+    alone = [planner.generate([t], grammars=[grammar], max_tokens=200)[0][0].text for t in texts]
+
+    def batches_above(size: int) -> float:
+        every = REGISTRY.get_sample_value("planner_batch_requests_count") or 0.0
+        return every - (
+            REGISTRY.get_sample_value("planner_batch_requests_bucket", {"le": f"{size:.1f}"}) or 0.0
+        )
+
+    async def together(batcher: Batcher, grammars: list[str]) -> list[Any]:
+        asked = [batcher.generate(t, g, samples=1, temperature=0.0, seed=None, max_tokens=200)
+                 for t, g in zip(texts, grammars, strict=False)]  # fmt: skip
+        return await asyncio.gather(*asked, return_exceptions=True)
+
+    before = batches_above(3)
+    got = asyncio.run(together(Batcher(planner, max_batch=8, wait_ms=500), [grammar] * 4))
+    assert [g[0].text for g in got] == alone
+    assert batches_above(3) == before + 1, "the four were one batch"
+    got = asyncio.run(
+        together(Batcher(planner, max_batch=8, wait_ms=500), [grammar, "root ::= (", grammar, grammar])
+    )
+    assert isinstance(got[1], Seq2SeqError) and got[1].code == "planner_grammar"
+    assert [got[i][0].text for i in (0, 2, 3)] == [alone[i] for i in (0, 2, 3)]
+    got = asyncio.run(together(Batcher(planner, max_batch=1), [grammar] * 4))  # one at a time
+    assert [g[0].text for g in got] == alone and batches_above(3) == before + 2
