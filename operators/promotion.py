@@ -2,7 +2,10 @@
 a KEDA ScaledObject and a ServiceMonitor (pure functions).
 
 - **InferenceService** (KServe 0.20, ``Standard`` deployment mode): the predictor is KServe's Hugging Face
-  server with the vLLM backend (OpenAI-compatible, under ``/openai/v1``) on GPU nodes; the project's
+  server with the vLLM backend (OpenAI-compatible, under ``/openai/v1``) on GPU nodes, or, for ``runtime:
+  seq2seq``, the encoder-decoder planner's model server (``python -m serving.kserve_seq2seq``, the same routes)
+  as a custom container on CPU nodes, its model put at ``/mnt/models`` by KServe's storage initializer from
+  ``STORAGE_URI``; the project's
   ``kserve.Model`` (``python -m serving.kserve``: NL in, program, candidates and ranked results out) is the
   transformer in front of it, over the workspace's indexes (in the stores the settings name, else the
   workspace's embedded ones). KServe wires the two: it appends
@@ -14,7 +17,7 @@ a KEDA ScaledObject and a ServiceMonitor (pure functions).
   ScaledObject owns the predictor's replica count.
 - **ScaledObject**: scales the predictor Deployment (``<name>-predictor``) between the bounds on
   vLLM's waiting requests (``vllm:num_requests_waiting``), summed over the model's replicas, read from
-  Prometheus.
+  Prometheus; a seq2seq predictor, which has no queue metric, on its CPU use (KEDA's ``cpu`` trigger).
 - **ServiceMonitor**: has Prometheus scrape the predictor's ``/metrics``, where that metric comes from.
 """
 
