@@ -111,12 +111,13 @@ def test_a_seq2seq_planner_service_must_read_the_request_profile_under_a_grammar
 ) -> None:
     """The encoder-decoder's model server reads only the request profile and refuses the JSON schema (400
     ``bad_chat``): a PlannerService that would fall back on every request is refused when it is applied."""
+    fields: dict[str, Any] = {"model": "pvc://c/m", **spec}
     ps = {"apiVersion": "proretrieval.io/v1alpha1", "kind": "PlannerService", "metadata": {"name": "p"},
-          "spec": {"model": "pvc://c/m", **spec}}  # fmt: skip
+          "spec": fields}  # fmt: skip
     assert errors_of(ps) == []  # each field is valid alone: the operator checks them together
     with pytest.raises(SpecError, match=says):
         planner_spec(ps)
-    ps["spec"]["runtime"] = "tgi"
+    fields["runtime"] = "tgi"
     assert errors_of(ps) == ["spec.runtime: 'tgi' is not one of ['vllm', 'seq2seq']"]
 
 
