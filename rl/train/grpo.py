@@ -24,11 +24,10 @@ from rl.train.config import RlParams, load_defaults
 from rl.train.data import exemplar_shots, load_instances, rl_row, split_train_val, to_dataset, window
 from rl.train.model import build_model, load_model, parameter_count, size_named
 from rl.train.prompt_filter import (
-    FILTER_FILE,
     filter_key,
     filter_rows,
     record_filter,
-    row_key,
+    recorded_rows,
     sample,
     saved_filter,
 )
@@ -162,10 +161,7 @@ def run_rl(job: RlJob) -> dict[str, Any]:
             record_filter(job.out, key, picked, stats)
             rows = picked
         elif kept is not None:
-            pool = len(rows)
-            rows = [r for r in rows if row_key(r) in kept]
-            print(f"prompt filter ({p.filter_on}): kept {len(rows)} of {pool} prompts, as recorded in "
-                  f"{job.out / FILTER_FILE} for this model and pool")  # fmt: skip
+            rows = recorded_rows(rows, kept, job.out, p.filter_on)
         if p.filter_prompts and len(rows) < p.prompts_per_step:
             raise TrainError(f"the prompt filter kept {len(rows)} prompts, fewer than one step's "
                              f"{p.prompts_per_step}: sample more (--limit) or train without --filter-prompts",

@@ -187,6 +187,14 @@ def saved_filter(out: Path, key: dict[str, Any]) -> set[str] | None:
     return set(saved["kept"]) if saved.get("key") == key else None
 
 
+def recorded_rows(rows: Sequence[dict[str, Any]], kept: set[str], out: Path, on: str) -> list[dict[str, Any]]:
+    """The ``rows`` a filter recorded in ``out`` kept (:func:`saved_filter`), said in one line."""
+    picked = [r for r in rows if row_key(r) in kept]
+    print(f"prompt filter ({on}): kept {len(picked)} of {len(rows)} prompts, as recorded in {out / FILTER_FILE} "
+          "for this model and pool")  # fmt: skip
+    return picked
+
+
 def record_filter(out: Path, key: dict[str, Any], kept: Sequence[dict[str, Any]], stats: FilterStats) -> None:
     """Write the filter's outcome to ``out``'s :data:`FILTER_FILE` and say it in one line."""
     atomic_write_json(

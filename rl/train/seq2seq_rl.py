@@ -31,7 +31,7 @@ from rl.errors import TrainError
 from rl.train import logs
 from rl.train.data import load_instances, split_train_val, window
 from rl.train.grpo import RlJob
-from rl.train.prompt_filter import FILTER_FILE, filter_key, filter_rows, record_filter, row_key, saved_filter
+from rl.train.prompt_filter import filter_key, filter_rows, record_filter, recorded_rows, saved_filter
 from rl.train.rewards import LayeredReward, in_process, reward_config
 from rl.train.run import FINAL, common_args, threads, to_jsonable, write_card, write_run
 from serving.dsl.grounding import read_column_values
@@ -208,10 +208,7 @@ def run_seq2seq_rl(job: RlJob) -> dict[str, Any]:
                 stats = dataclasses.replace(stats, seconds=round(time.perf_counter() - t0, 1))
                 record_filter(job.out, key, rows, stats)
             else:
-                pool = len(rows)
-                rows = [r for r in rows if row_key(r) in kept]
-                print(f"prompt filter ({p.filter_on}): kept {len(rows)} of {pool} prompts, as recorded in "
-                      f"{job.out / FILTER_FILE} for this model and pool")  # fmt: skip
+                rows = recorded_rows(rows, kept, job.out, p.filter_on)
             if len(rows) < p.prompts_per_step:
                 raise TrainError(f"the prompt filter kept {len(rows)} prompts, fewer than one step's "
                                  f"{p.prompts_per_step}: sample more (--limit) or train without --filter-prompts",
