@@ -100,7 +100,6 @@ def inference_service(ps: dict[str, Any], settings: OperatorSettings | None = No
     settings = settings or OperatorSettings()
     spec = planner_spec(ps)
     name = str(ps["metadata"]["name"])
-    gpus = {"cpu": "4", "memory": "32Gi", settings.gpu_resource: spec.gpus}
     meta = child_metadata(ps, name, component="planner-endpoint")
     meta["annotations"] = {
         "serving.kserve.io/deploymentMode": "Standard",
@@ -108,7 +107,28 @@ def inference_service(ps: dict[str, Any], settings: OperatorSettings | None = No
         "serving.kserve.io/enable-prometheus-scraping": "true",
     }
     bounds = {"minReplicas": spec.autoscaling.min_replicas, "maxReplicas": spec.autoscaling.max_replicas}
-    predictor: dict[str, Any] = {
+    predictor: dict[str, Any] = (
+        {
+            **bounds,
+            "containers": [_seq2seq_predictor(spec, settings)],
+            "volumes": [{"name": "tmp", "emptyDir": {}}],
+        }
+        if spec.runtime == "seq2seq"
+        else _vllm_predictor(spec, settings, bounds)
+    )
+    out: dict[str, Any] = {"apiVersion": ISVC_API_VERSION, "kind": "InferenceService", "metadata": meta,
+                           "spec": {"predictor": predictor}}  # fmt: skip
+    if spec.transformer:
+        out["spec"]["transformer"] = _transformer(spec, settings)
+    return out
+
+
+def _vllm_predictor(
+    spec: PlannerServiceSpec, settings: OperatorSettings, bounds: dict[str, int]
+) -> dict[str, Any]:
+    """KServe's Hugging Face server on vLLM, on GPU nodes."""
+    gpus = {"cpu": "4", "memory": "32Gi", settings.gpu_resource: spec.gpus}
+    return {
         **bounds,
         **_gpu_placement(spec, settings),
         "model": {
@@ -123,14 +143,6 @@ def inference_service(ps: dict[str, Any], settings: OperatorSettings | None = No
             "resources": {"requests": dict(gpus), "limits": dict(gpus)},
         },
     }
-    if spec.runtime == "seq2seq":
-        predictor = {**bounds, "containers": [_seq2seq_predictor(spec, settings)],
-                     "volumes": [{"name": "tmp", "emptyDir": {}}]}  # fmt: skip
-    out: dict[str, Any] = {"apiVersion": ISVC_API_VERSION, "kind": "InferenceService", "metadata": meta,
-                           "spec": {"predictor": predictor}}  # fmt: skip
-    if spec.transformer:
-        out["spec"]["transformer"] = _transformer(spec, settings)
-    return out
 
 
 SEQ2SEQ_COMMAND = ("python", "-m", "serving.kserve_seq2seq")
@@ -139,48 +151,43 @@ KSERVE_MODEL_DIR = "/mnt/models"
 """Where KServe's storage initializer puts a custom container's ``STORAGE_URI``."""
 
 
-def _probes() -> dict[str, Any]:
-    # KServe's ModelServer routes: /v2/health/ready answers 503 until every model is ready.
+def _kserve_container(spec: PlannerServiceSpec, settings: OperatorSettings, *, command: list[str], args: list[str],
+                      env: list[dict[str, Any]], resources: dict[str, Any],
+                      mounts: list[dict[str, str]]) -> dict[str, Any]:  # fmt: skip
+    """One of the project's containers under KServe's ModelServer (the transformer, or the seq2seq predictor): the
+    transformer's image, KServe's HTTP port and health routes (``/v2/health/ready`` answers 503 until every model
+    is ready), non-root on a read-only root filesystem, as the chart's services run."""
     return {
-        "readinessProbe": {
-            "httpGet": {"path": "/v2/health/ready", "port": KSERVE_HTTP_PORT},
-            "periodSeconds": 10,
-        },
-        "livenessProbe": {
-            "httpGet": {"path": "/v2/health/live", "port": KSERVE_HTTP_PORT},
-            "periodSeconds": 20,
-        },
-    }
+        "name": "kserve-container",
+        "image": spec.transformer_image or settings.transformer_image,
+        "command": command,
+        "args": args,
+        "env": env,
+        "ports": [{"name": "http", "containerPort": KSERVE_HTTP_PORT, "protocol": "TCP"}],
+        "readinessProbe": {"httpGet": {"path": "/v2/health/ready", "port": KSERVE_HTTP_PORT}, "periodSeconds": 10},
+        "livenessProbe": {"httpGet": {"path": "/v2/health/live", "port": KSERVE_HTTP_PORT}, "periodSeconds": 20},
+        "resources": resources,
+        "securityContext": {"runAsNonRoot": True, "readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False,
+                            "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": mounts,
+    }  # fmt: skip
 
 
-def _security_context() -> dict[str, Any]:
-    """The project's own containers run as the chart's services do: non-root, on a read-only root filesystem."""
-    return {"runAsNonRoot": True, "readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]}}  # fmt: skip
+def _env(values: dict[str, str]) -> list[dict[str, str]]:
+    return [{"name": k, "value": v} for k, v in values.items()]
 
 
 def _seq2seq_predictor(spec: PlannerServiceSpec, settings: OperatorSettings) -> dict[str, Any]:
     """The encoder-decoder planner's predictor: a custom container (the transformer's image) that KServe's
     storage initializer gives the model at :data:`KSERVE_MODEL_DIR` (from ``STORAGE_URI``), on CPU nodes."""
     cpu = {"cpu": "2", "memory": "4Gi"}
-    return {
-        "name": "kserve-container",
-        "image": spec.transformer_image or settings.transformer_image,
-        "command": list(SEQ2SEQ_COMMAND),
-        "args": [
-            f"--model_dir={KSERVE_MODEL_DIR}",
-            f"--model_name={spec.served_model_name}",
-            f"--http_port={KSERVE_HTTP_PORT}",
-        ],
-        "env": [{"name": "STORAGE_URI", "value": spec.model}]
-        + [{"name": k, "value": v} for k, v in TRANSFORMER_ENV.items()]
-        + [{"name": "OMP_NUM_THREADS", "value": cpu["cpu"]}],
-        "ports": [{"name": "http", "containerPort": KSERVE_HTTP_PORT, "protocol": "TCP"}],
-        **_probes(),
-        "resources": {"requests": dict(cpu), "limits": dict(cpu)},
-        "securityContext": _security_context(),
-        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
-    }
+    return _kserve_container(
+        spec, settings, command=list(SEQ2SEQ_COMMAND),
+        args=[f"--model_dir={KSERVE_MODEL_DIR}", f"--model_name={spec.served_model_name}",
+              f"--http_port={KSERVE_HTTP_PORT}"],
+        env=_env({"STORAGE_URI": spec.model, **TRANSFORMER_ENV, "OMP_NUM_THREADS": cpu["cpu"]}),
+        resources={"requests": dict(cpu), "limits": dict(cpu)}, mounts=[{"name": "tmp", "mountPath": "/tmp"}],
+    )  # fmt: skip
 
 
 def transformer_args(spec: PlannerServiceSpec, settings: OperatorSettings) -> list[str]:
@@ -228,19 +235,12 @@ def _transformer(spec: PlannerServiceSpec, settings: OperatorSettings) -> dict[s
     return {
         "minReplicas": 1,
         "maxReplicas": spec.autoscaling.max_replicas,
-        "containers": [{
-            "name": "kserve-container",
-            "image": spec.transformer_image or settings.transformer_image,
-            "command": list(settings.transformer_command),
-            "args": transformer_args(spec, settings),
-            "env": [{"name": k, "value": v} for k, v in TRANSFORMER_ENV.items()] + credential_env(settings),
-            "ports": [{"name": "http", "containerPort": KSERVE_HTTP_PORT, "protocol": "TCP"}],
-            **_probes(),
-            "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}},
-            "securityContext": _security_context(),
-            "volumeMounts": [{"name": "workspace", "mountPath": settings.workspace_mount},
-                             {"name": "tmp", "mountPath": "/tmp"}],
-        }],
+        "containers": [_kserve_container(
+            spec, settings, command=list(settings.transformer_command), args=transformer_args(spec, settings),
+            env=_env(TRANSFORMER_ENV) + credential_env(settings),
+            resources={"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}},
+            mounts=[{"name": "workspace", "mountPath": settings.workspace_mount}, {"name": "tmp", "mountPath": "/tmp"}],
+        )],
         "volumes": [{"name": "workspace", "persistentVolumeClaim": {"claimName": settings.workspace_claim}},
                     {"name": "tmp", "emptyDir": {}}],
     }  # fmt: skip
@@ -257,14 +257,14 @@ def scaled_object(ps: dict[str, Any], settings: OperatorSettings | None = None) 
     settings = settings or OperatorSettings()
     spec = planner_spec(ps)
     a = spec.autoscaling
-    trigger: dict[str, Any] = {
-        "type": "prometheus",
-        "metricType": "AverageValue",
-        "metadata": {"serverAddress": a.prometheus_address or settings.prometheus_address,
-                     "query": queue_query(ps, spec), "threshold": f"{a.target:g}"},
-    }  # fmt: skip
-    if spec.runtime == "seq2seq":  # no queue metric: the model server generates on its own CPUs
-        trigger = {"type": "cpu", "metricType": "Utilization", "metadata": {"value": str(a.cpu_utilization)}}
+    trigger: dict[str, Any] = (
+        # no queue metric: the model server generates on its own CPUs
+        {"type": "cpu", "metricType": "Utilization", "metadata": {"value": str(a.cpu_utilization)}}
+        if spec.runtime == "seq2seq"
+        else {"type": "prometheus", "metricType": "AverageValue",
+              "metadata": {"serverAddress": a.prometheus_address or settings.prometheus_address,
+                           "query": queue_query(ps, spec), "threshold": f"{a.target:g}"}}
+    )  # fmt: skip
     return {
         "apiVersion": KEDA_API_VERSION,
         "kind": "ScaledObject",
