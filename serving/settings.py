@@ -126,6 +126,10 @@ class SqlSettings:
     short (ClickHouse's ``max_query_size`` counts literals, not bound values)."""
 
 
+FUSE_PARTNERS: tuple[str, ...] = ("none", "self-query")
+"""What the query API may fuse the planner's programs with (:attr:`ApiSettings.fuse`)."""
+
+
 @dataclass(frozen=True)
 class ApiSettings:
     """Limits and deadlines of the query API (``prore serve``, :mod:`serving.api`): the ``serving.api`` section.
@@ -156,6 +160,15 @@ class ApiSettings:
     ``planner-grounded:PATH?fallback=rrf`` (README, "Training the planner"): on unseen wording a quarter to a
     half of the programs match nothing, and the fallback lifts the ecommerce human split's P@1 from 0.200 to
     0.305. False answers with the empty result (``"source": "planner"``, no rows)."""
+    fuse: str = "none"
+    """``self-query``: every search's answer fuses the planner's programs (its program and, with
+    ``serving.planner.guided_samples``, that many samples, drawn for every search) with the self-querying
+    retriever's ranking (:mod:`serving.self_query`) by weighted reciprocal rank, the retriever weighted as all
+    the planner's programs together (``"fusion"`` in the answer). A search none of whose programs runs goes to
+    the fallback. Measured as the evaluation's ``seq2seq-grounded:RUN?samples=8&fuse=self-query`` (README,
+    "Training the planner"): on held-out wording it is above both the planner and self-query alone; it costs
+    the samples and one filtered dense search per text field on every search. ``none``: the planner's program
+    answers alone."""
     token: str | None = None
     """Bearer token ``/v1/*`` requires; None: no check (the loopback demo). ``prore serve --token-env VAR``
     reads it from the environment variable ``VAR`` instead of a file."""
@@ -174,6 +187,9 @@ class ApiSettings:
                 raise ConfigError(
                     f"serving.api.{name} must be positive, got {getattr(self, name)!r}", code="bad_limit"
                 )
+        if self.fuse not in FUSE_PARTNERS:
+            raise ConfigError(f"serving.api.fuse must be one of {', '.join(FUSE_PARTNERS)}, got {self.fuse!r}",
+                              code="bad_fuse")  # fmt: skip
         if self.doc_cache_rows < 0:
             raise ConfigError(
                 f"serving.api.doc_cache_rows must be 0 or more, got {self.doc_cache_rows}", code="bad_limit"

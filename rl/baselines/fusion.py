@@ -20,21 +20,12 @@ from collections.abc import Sequence
 from indexing.stores.base import Hit
 from rl.eval.methods import EvalInstance, MethodContext, Outcome, register_method
 from serving.engine.ranking import rrf_fuse
-
-FIELD_DEPTH_FACTOR = 2
-"""Each field (and each fused method) contributes its top ``2 * k`` before fusion: a document just
-below the cut in several lists can still make the fused top ``k``. Deeper lists cost Milvus time
-in proportion (about a millisecond per returned hit on Milvus Lite) for little change in the top."""
+from serving.self_query import FIELD_DEPTH_FACTOR, fuse_fields
+from serving.self_query import dense_rankings as fused_dense
 
 
 def _depth(k: int) -> int:
     return FIELD_DEPTH_FACTOR * k
-
-
-def fuse_fields(per_field: Sequence[Sequence[Sequence[Hit]]], k: int) -> list[list[Hit]]:
-    """Per query, the RRF of that query's hit list from each field: ``per_field[f][q]`` -> ``out[q]``."""
-    n = len(per_field[0]) if per_field else 0
-    return [rrf_fuse([lists[q] for lists in per_field], k) for q in range(n)]
 
 
 def bm25_rankings(
@@ -49,16 +40,9 @@ def bm25_rankings(
 def dense_rankings(
     ctx: MethodContext, queries: Sequence[str], k: int, *, filter: str | None = None, depth: int | None = None
 ) -> list[list[Hit]]:
-    """Dense search on every text field (top ``depth``, default ``2 * k``), fused per query, top ``k``.
-
-    ``filter`` is a Milvus boolean expression applied inside each search.
-    """
-    index = ctx.index
-    per_field = [
-        index.dense_search(f, list(queries), depth or _depth(k), filter=filter)
-        for f in ctx.schema.text_fields
-    ]
-    return fuse_fields(per_field, k)
+    """Dense search on every text field (top ``depth``, default ``2 * k``), fused per query, top ``k``
+    (:func:`serving.self_query.dense_rankings`); ``filter`` is a Milvus boolean expression applied inside each search."""
+    return fused_dense(ctx.index, ctx.schema, queries, k, filter=filter, depth=depth)
 
 
 def _ids(rankings: Sequence[Sequence[Hit]]) -> list[Outcome]:

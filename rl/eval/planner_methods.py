@@ -39,7 +39,7 @@ from rl.prompt import Message, card_profile, messages
 from serving.dsl import Program, longest_program_chars
 from serving.dsl.grounding import read_column_values
 from serving.dsl.structured import STRUCTURED_LIMITS, constraint_grammar, program_json_grammar
-from serving.engine.results import consensus
+from serving.engine.results import consensus, fuse
 from serving.exemplars import ExemplarIndex, open_for_planner, shots_for
 
 MAX_TOKENS = 256
@@ -306,6 +306,13 @@ class Decoding:
     the BM25+dense fusion ``prore serve`` falls back to). The planner's answer is never replaced otherwise;
     the pair is a system, named apart (``planner:RUN-fb-rrf``), and its execution rate counts the
     fallback's answers."""
+    fuse: str | None = None
+    """A method fused with the planner for every request (``self-query``: what the query API's
+    ``serving.api.fuse`` does). The greedy program and, with ``samples``, that many samples (drawn for every
+    request, not only the failed ones) run in one ``execute_many``; their rankings and the method's are fused
+    by weighted reciprocal rank (:func:`serving.engine.results.fuse`), the method weighted as all the
+    planner's programs together (``samples + 1``), so neither side outvotes the other. A request none of
+    whose programs runs keeps its failure, for ``fallback``. Named apart: ``planner:RUN-eg8-fuse-self-query``."""
 
     def __post_init__(self) -> None:
         if self.constraint not in CONSTRAINTS:
@@ -322,23 +329,29 @@ class Decoding:
         if self.fallback is not None and self.fallback not in FALLBACKS:
             raise TrainError(f"planner fallback must be one of {', '.join(FALLBACKS)}, got {self.fallback!r}",
                              code="planner_option")  # fmt: skip
+        if self.fuse is not None and self.fuse not in FALLBACKS:
+            raise TrainError(f"planner fuse must be one of {', '.join(FALLBACKS)}, got {self.fuse!r}",
+                             code="planner_option")  # fmt: skip
 
     @property
     def suffix(self) -> str:
-        """What the method's name adds: ``-eg8`` (``-eg8-t0.9`` at another temperature), ``-fb-rrf``, or nothing."""
+        """What the method's name adds: ``-eg8`` (``-eg8-t0.9`` at another temperature), ``-fuse-self-query``,
+        ``-fb-rrf``, or nothing."""
         out = ""
         if self.samples:
             out = f"-eg{self.samples}" + (
                 "" if self.temperature == GUIDED_TEMPERATURE else f"-t{self.temperature:g}"
             )
+        out += f"-fuse-{self.fuse}" if self.fuse else ""
         return out + (f"-fb-{self.fallback}" if self.fallback else "")
 
 
 def parse_decoding(arg: str, *, constraint: str = "none") -> tuple[str, Decoding]:
-    """The path and decoding of a ``planner:`` argument: ``PATH`` or ``PATH?samples=8[&temperature=0.7]``.
+    """The path and decoding of a ``planner:`` argument: ``PATH`` or
+    ``PATH?samples=8[&temperature=0.7][&fuse=self-query][&fallback=rrf]``.
 
     >>> parse_decoding("runs/sft/final?samples=8")
-    ('runs/sft/final', Decoding(constraint='none', samples=8, temperature=0.7, fallback=None))
+    ('runs/sft/final', Decoding(constraint='none', samples=8, temperature=0.7, fallback=None, fuse=None))
     """
     from urllib.parse import parse_qsl
 
@@ -347,11 +360,12 @@ def parse_decoding(arg: str, *, constraint: str = "none") -> tuple[str, Decoding
         return path, Decoding(constraint)
     try:
         options = dict(parse_qsl(query, strict_parsing=True))
-        unknown = set(options) - {"samples", "temperature", "fallback"}
+        unknown = set(options) - {"samples", "temperature", "fallback", "fuse"}
         if unknown:
-            raise ValueError(f"unknown option {sorted(unknown)[0]!r} (samples, temperature, fallback)")
+            raise ValueError(f"unknown option {sorted(unknown)[0]!r} (samples, temperature, fallback, fuse)")
         decoding = Decoding(constraint, int(options.get("samples", 0)),
-                            float(options.get("temperature", GUIDED_TEMPERATURE)), options.get("fallback"))  # fmt: skip
+                            float(options.get("temperature", GUIDED_TEMPERATURE)), options.get("fallback"),
+                            options.get("fuse"))  # fmt: skip
     except ValueError as exc:
         raise TrainError(f"bad planner options {query!r}: {exc}", code="planner_option") from exc
     return path, decoding
@@ -378,7 +392,9 @@ def guided_run(greedy: Greedy, sampler: Sampler, decoding: Decoding) -> Callable
         requests = [i.nl for i in batch]
         outcomes = execute(ctx, greedy(ctx, requests), k)
         retry = [i for i, o in enumerate(outcomes) if not o.ids]
-        if decoding.samples and retry:
+        if decoding.fuse:
+            outcomes = fused(ctx, batch, outcomes, k)
+        elif decoding.samples and retry:
             n = decoding.samples
             drawn = sampler(ctx, [requests[i] for i in retry], n, decoding.temperature)
             tried = execute(ctx, [c for group in drawn for c in group], k)
@@ -390,6 +406,24 @@ def guided_run(greedy: Greedy, sampler: Sampler, decoding: Decoding) -> Callable
             for i, got in zip(empty, answered, strict=True):
                 outcomes[i] = got
         return outcomes
+
+    def fused(
+        ctx: MethodContext, batch: Sequence[EvalInstance], first: list[Outcome], k: int
+    ) -> list[Outcome]:
+        assert decoding.fuse is not None
+        n = decoding.samples
+        drawn = sampler(ctx, [i.nl for i in batch], n, decoding.temperature) if n else [[] for _ in batch]
+        tried = execute(ctx, [c for group in drawn for c in group], k)
+        partner = get_method(decoding.fuse).run(ctx, batch, k)
+        out = []
+        for j, (greedy_outcome, other) in enumerate(zip(first, partner, strict=True)):
+            programs = [greedy_outcome, *tried[j * n : (j + 1) * n]]
+            if not any(o.ok for o in programs):
+                out.append(greedy_outcome)
+                continue
+            ranked = fuse([o.ids for o in programs] + [other.ids], [1.0] * (n + 1) + [float(n + 1)], k)
+            out.append(Outcome.ranked([doc for doc, _ in ranked]))
+        return out
 
     return run
 
@@ -413,6 +447,8 @@ def decoding_words(decoding: Decoding) -> str:
     what = ""
     if decoding.samples:
         what += f", execution-guided with {decoding.samples} samples at temperature {decoding.temperature:g}"
+    if decoding.fuse:
+        what += f", fused with {decoding.fuse} by weighted RRF"
     if decoding.fallback:
         what += f", {decoding.fallback} answering what it leaves empty"
     return what

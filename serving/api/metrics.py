@@ -20,7 +20,7 @@ class ApiMetrics:
             p + "request_seconds", "Request latency by route", ["route"], registry=self.registry
         )
         self.stages = Histogram(
-            p + "stage_seconds", "Latency by stage (plan, engine, fetch, fallback, guided, guided_engine)", ["stage"], registry=self.registry,
+            p + "stage_seconds", "Latency by stage (plan, engine, fetch, fallback, guided, guided_engine, fused_engine)", ["stage"], registry=self.registry,
             buckets=(0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10),
         )  # fmt: skip
         self.fallbacks = Counter(
@@ -31,6 +31,9 @@ class ApiMetrics:
         )
         self.guided = Counter(p + "guided_total", "Execution-guided second passes, by outcome (answered: a sample ran; "
                               "failed: none did, the fallback answered)", ["outcome"], registry=self.registry)  # fmt: skip
+        self.fused = Counter(p + "fused_total", "Searches answered by fusing the planner's programs with the "
+                             "self-querying retriever, by outcome (answered; failed: no program ran, the "
+                             "fallback answered)", ["outcome"], registry=self.registry)  # fmt: skip
         self.rejections = Counter(
             p + "rejections_total", "Requests refused, by reason", ["reason"], registry=self.registry
         )

@@ -71,6 +71,26 @@ class GuidedOut(BaseModel):
     """Samples whose ranking is the one answered."""
 
 
+class FusionOut(BaseModel):
+    """How a fused answer was made (``serving.api.fuse``): the planner's programs and the self-querying
+    retriever, fused by weighted reciprocal rank."""
+
+    programs: int
+    """Planner programs asked for: the program and its samples."""
+    ran: int
+    """Programs that ran (one of them is the answer's ``program``)."""
+    partner: str
+    """The retriever fused with them (``self-query``)."""
+    weight: float
+    """The retriever's weight; each program weighs 1."""
+    filter: str | None
+    """The Milvus filter the retriever parsed from the request."""
+    semantic_query: str
+    """What the retriever searched for under that filter."""
+    partner_ids: list[str]
+    """The retriever's own ranking."""
+
+
 class SearchOut(BaseModel):
     request_id: str
     domain: str
@@ -80,6 +100,9 @@ class SearchOut(BaseModel):
     guided: GuidedOut | None = None
     """Set when the planner's first program failed and a sampled one answered (``repairs`` then holds
     ``execution_guided``)."""
+    fusion: FusionOut | None = None
+    """Set when the results fuse the planner's programs with the self-querying retriever (``repairs`` then
+    holds ``fused``); ``program`` is the planner's first program that ran."""
     program: dict[str, Any]
     planner_program: dict[str, Any] | None = None
     """What the planner wrote first when it failed (it parsed but did not run), under the fallback or a

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import time
 import unicodedata
@@ -32,13 +33,14 @@ from cachetools import LRUCache
 from core.errors import ProReError
 from indexing.schema import Role, schema_for
 from serving.api.metrics import ApiMetrics
-from serving.api.schemas import ExecuteIn, FallbackOut, GuidedOut, SearchIn
+from serving.api.schemas import ExecuteIn, FallbackOut, FusionOut, GuidedOut, SearchIn
 from serving.dsl import DslError, Program, Retrieval, parse_program
 from serving.dsl.grounding import read_column_values
 from serving.engine import Engine, ExecutionResult
-from serving.engine.results import candidate_name, consensus
+from serving.engine.results import candidate_name, consensus, fuse
 from serving.http.limit import InflightLimit
 from serving.planner import Plan, Planner, PlannerError, PlannerSettings
+from serving.self_query import SelfQuery, SelfQueryPlan
 from serving.settings import ApiSettings
 
 MAIN_TEXT: Mapping[str, str] = {"ecommerce": "description", "email": "body"}
@@ -101,6 +103,7 @@ class QueryService:
         """Requests under ``/v1/`` in flight; the query API's envelope takes a slot per request."""
         self.metrics = ApiMetrics(lambda: self.limit.count)
         self._executors = {d: ThreadPoolExecutor(1, thread_name_prefix=f"engine-{d}") for d in self.engines}
+        self._self_query: dict[str, SelfQuery] = {}
         self._docs: LRUCache[tuple[str, tuple[str, ...], str], dict[str, Any]] = LRUCache(
             settings.doc_cache_rows
         )
@@ -222,7 +225,7 @@ class QueryService:
         self, request_id: str, domain: str, program: Program, k: int, fields: Sequence[str], timings: dict[str, float],
         *, source: str, query: str | None = None, fallback: FallbackOut | None = None,
         planner_program: Program | None = None, repairs: Sequence[str] = (), result: ExecutionResult | None = None,
-        guided: GuidedOut | None = None,
+        guided: GuidedOut | None = None, fusion: FusionOut | None = None,
     ) -> dict[str, Any]:  # fmt: skip
         if result is None:
             t = time.perf_counter()
@@ -254,6 +257,7 @@ class QueryService:
             "source": source,
             "fallback": fallback.model_dump() if fallback else None,
             "guided": guided.model_dump() if guided else None,
+            "fusion": fusion.model_dump() if fusion else None,
             "program": json.loads(program.to_json()),
             "planner_program": json.loads(planner_program.to_json()) if planner_program is not None else None,
             "repairs": list(repairs),
@@ -272,6 +276,15 @@ class QueryService:
         start = time.perf_counter()
         reason: FallbackOut
         written: Program | None = None
+        if self.fuses():
+            fused = await self.fused_search(body.domain, body.query, body.k, timings)
+            if not isinstance(fused, FallbackOut):
+                plan, result, fusion = fused
+                return await self.answer(
+                    request_id, body.domain, plan.program, body.k, fields, timings, source="planner",
+                    query=body.query, repairs=(*plan.repairs, "fused"), result=result, fusion=fusion,
+                )  # fmt: skip
+            return await self.fall_back(request_id, body, fields, timings, fused, None)
         try:
             plan = await self.plan(body.domain, body.query)
         except PlannerError as exc:
@@ -313,6 +326,13 @@ class QueryService:
                     request_id, body.domain, plan.program, body.k, fields, timings, source="planner", query=body.query,
                     planner_program=written, repairs=(*plan.repairs, "execution_guided"), result=result, guided=guided,
                 )  # fmt: skip
+        return await self.fall_back(request_id, body, fields, timings, reason, written)
+
+    async def fall_back(
+        self, request_id: str, body: SearchIn, fields: Sequence[str], timings: dict[str, float], reason: FallbackOut,
+        written: Program | None,
+    ) -> dict[str, Any]:  # fmt: skip
+        """The fallback's answer to a search the planner did not answer, for ``reason``."""
         self.metrics.fallbacks.labels(reason.reason).inc()
         program = fallback_program(body.domain, body.query)
         t = time.perf_counter()
@@ -343,6 +363,77 @@ class QueryService:
         return reason.reason.startswith("planner_output_") or (
             reason.reason.startswith("program_") and reason.reason != "program_timeout"
         )
+
+    def fuses(self) -> bool:
+        """Whether searches fuse the planner's programs with the self-querying retriever (``serving.api.fuse``)."""
+        return self.settings.fuse != "none" and self.planner is not None
+
+    def self_query(self, domain: str) -> SelfQuery:
+        """``domain``'s self-querying retriever (its vocabulary read on first use, on the engine's thread)."""
+        if domain not in self._self_query:
+            engine = self.engine_of(domain)
+            self._self_query[domain] = SelfQuery(engine.handle, engine.schema)
+        return self._self_query[domain]
+
+    async def fused_search(
+        self, domain: str, query: str, k: int, timings: dict[str, float]
+    ) -> tuple[Plan, ExecutionResult, FusionOut] | FallbackOut:
+        """The planner's program and ``guided_samples`` samples, run in one ``execute_many`` beside the
+        self-querying retriever's search (on the engine's thread, within the execution deadline), their
+        rankings fused by weighted RRF (:func:`serving.engine.results.fuse`; the retriever weighs as much as
+        all the programs asked for). Returns the first program that ran, with the fused ids and scores in
+        place of its own, or the reason to fall back when no program ran."""
+        assert self.planner is not None and self.planner_settings is not None
+        start = time.perf_counter()
+        plans: list[Plan] = []
+        reason = FallbackOut(reason="program_none_ran", detail="no program of the planner's ran")
+        try:
+            plans.append(await self.plan(domain, query))
+        except PlannerError as exc:
+            reason = FallbackOut(reason=exc.code, detail=" ".join(exc.message.split()))
+        asked = 1 + self.planner_settings.guided_samples
+        if asked > 1:
+            with contextlib.suppress(PlannerError):
+                plans += await self.planner.samples(domain, query, timeout_s=self.settings.plan_deadline_s)
+        timings["plan_ms"] = (time.perf_counter() - start) * 1000
+        if not plans:
+            self.metrics.fused.labels("failed").inc()
+            return reason
+        engine, retriever = self.engine_of(domain), self.self_query(domain)
+
+        def run() -> tuple[list[Any], Any, SelfQueryPlan | None]:
+            results = engine.execute_many([p.program for p in plans], k)
+            try:
+                return results, retriever.rankings([query], k)[0], retriever.plan(query)
+            except ProReError as exc:  # the retriever's store failed: the programs still answer
+                return results, exc, None
+
+        t = time.perf_counter()
+        try:
+            results, partner, parsed = await self._on_engine(domain, run, self.settings.execute_deadline_s,
+                                                             "fused_engine")  # fmt: skip
+        except TimeoutError:
+            results, partner, parsed = [], [], None
+            reason = FallbackOut(reason="program_timeout",
+                                 detail=f"the programs did not finish within {self.settings.execute_deadline_s:g} s")  # fmt: skip
+        timings["engine_ms"] = (time.perf_counter() - t) * 1000
+        ran = [i for i, r in enumerate(results) if isinstance(r, ExecutionResult)]
+        if not ran:
+            first = next((r for r in results if isinstance(r, ProReError)), None)
+            if first is not None:
+                reason = FallbackOut(reason=f"program_{first.code}", detail=" ".join(first.message.split()))
+            self.metrics.fused.labels("failed").inc()
+            return reason
+        partner_ids = [doc for doc, _ in partner] if isinstance(partner, list) else None
+        rankings = [r.ids if isinstance(r, ExecutionResult) else None for r in results]
+        fused = fuse([*rankings, partner_ids], [1.0] * len(results) + [float(asked)], k)
+        shown: ExecutionResult = results[ran[0]]
+        result = dataclasses.replace(shown, ids=tuple(d for d, _ in fused), scores=tuple(v for _, v in fused))
+        self.metrics.fused.labels("answered").inc()
+        fusion = FusionOut(programs=asked, ran=len(ran), partner=self.settings.fuse, weight=float(asked),
+                           filter=parsed.filter if parsed else None, semantic_query=parsed.query if parsed else "",
+                           partner_ids=partner_ids or [])  # fmt: skip
+        return plans[ran[0]], result, fusion
 
     async def guided_pass(
         self, domain: str, query: str, k: int, reason: FallbackOut, timings: dict[str, float]

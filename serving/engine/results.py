@@ -10,6 +10,7 @@ from typing import Any
 from core.errors import ProReError
 from indexing.stores.clickhouse import QueryLimits
 from serving.dsl.program import Retrieval, placeholder_name
+from serving.engine.ranking import rrf_term
 
 STAGES: tuple[str, ...] = ("validate", "embed", "ann", "sparse", "rerank", "sql", "rank", "total")
 """Stages reported in :attr:`ExecutionResult.timings`, in pipeline order."""
@@ -95,6 +96,29 @@ class ExecutionResult:
             "sql": self.sql,
             "timings": {stage: round(ms, 3) for stage, ms in self.timings.items()},
         }
+
+
+def fuse(
+    rankings: Sequence[Sequence[str] | None], weights: Sequence[float], k: int
+) -> list[tuple[str, float]]:
+    """Weighted reciprocal-rank fusion of result rankings, top ``k`` with their fused scores: each id scores
+    ``sum(weight / (RRF_K + rank))`` over the rankings that hold it (the ranking contract's RRF term,
+    :func:`serving.engine.ranking.rrf_term`); a tie goes to the id seen first, reading the rankings in order.
+    A ranking that is None (its program failed) or empty adds nothing. The query API's fusion of the
+    planner's programs with the self-querying retriever, and the evaluation's ``&fuse=`` option.
+
+    >>> fuse([["a", "b"], None, ["b", "c"]], [1.0, 1.0, 1.0], 2)
+    [('b', 0.03252247488101534), ('a', 0.01639344262295082)]
+    >>> [doc for doc, _ in fuse([["a", "b"], ["c"]], [1.0, 2.0], 3)]
+    ['c', 'a', 'b']
+    """
+    if len(rankings) != len(weights):
+        raise ValueError(f"{len(rankings)} rankings for {len(weights)} weights")
+    scores: dict[str, float] = {}
+    for ranking, weight in zip(rankings, weights, strict=True):
+        for rank, doc in enumerate(ranking or (), 1):
+            scores[doc] = scores.get(doc, 0.0) + weight * rrf_term(rank)
+    return sorted(scores.items(), key=lambda item: -item[1])[: max(k, 0)]
 
 
 def consensus(rankings: Sequence[Sequence[str] | None]) -> int | None:

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from indexing.config import Config
-from rl.baselines.query_parser import Condition
-from rl.baselines.self_query import load_vocabulary, milvus_filter, vocabulary_fields
 from rl.eval.errors import OracleMismatch
 from rl.eval.methods import MethodContext, get_method
 from rl.eval.runner import evaluate
 from serving.dsl import parse_program
+from serving.query_parser import Condition
+from serving.self_query import load_vocabulary, milvus_filter, vocabulary_fields
 from tests.rl.eval_support import Inst
 
 K = 10
@@ -139,7 +139,7 @@ def _epoch(d: date) -> int:
 
 def test_self_query_filter_restricts_milvus_results(ctx: MethodContext) -> None:
     from rl.baselines.fusion import dense_rankings
-    from rl.baselines.query_parser import parse_query
+    from serving.query_parser import parse_query
 
     table = ctx.index.table
     brand, median_price = _rows(
@@ -172,7 +172,7 @@ def test_self_query_filter_restricts_milvus_results(ctx: MethodContext) -> None:
 
 def test_self_query_email_flags_and_domain(email_ctx: MethodContext) -> None:
     from rl.baselines.fusion import dense_rankings
-    from rl.baselines.query_parser import parse_query
+    from serving.query_parser import parse_query
 
     table = email_ctx.index.table
     domain = _rows(

@@ -31,6 +31,7 @@ from rl.eval.planner_methods import (
     execute,
     few_shot_messages,
     generate,
+    guided_run,
     parse_decoding,
     pick_exemplars,
     planner_completions,
@@ -42,6 +43,8 @@ from rl.eval.runner import QueryResult, evaluate, modality_group
 from rl.reward import parse_completion
 from serving.dsl.grounding import Grounding
 from serving.dsl.structured import STRUCTURED_LIMITS
+from serving.engine.results import fuse
+from tests.rl.eval_support import Inst
 from tests.rl.train_support import train_tiny_sft
 from tests.serving.planner_support import PLANNER_NAME
 
@@ -194,6 +197,7 @@ def test_vote_keeps_the_ranking_most_samples_agree_on() -> None:
         "ckpt?beam=2",
         "ckpt?samples",
         "ckpt?fallback=oracle",
+        "ckpt?fuse=oracle",
     ],
 )
 def test_bad_planner_options_fail_in_one_line(arg: str) -> None:
@@ -208,6 +212,38 @@ def test_planner_options_name_the_method_apart() -> None:
     assert get_method("planner:runs/sft/final?samples=8").name == "planner:sft-eg8"
     assert get_method("planner:runs/sft/final?samples=8&temperature=1").name == "planner:sft-eg8-t1"
     assert get_method("planner-grounded:runs/sft/final?fallback=rrf").name == "planner-grounded:sft-fb-rrf"
+    fused = get_method("planner-grounded:runs/sft/final?samples=8&fuse=self-query&fallback=rrf")
+    assert fused.name == "planner-grounded:sft-eg8-fuse-self-query-fb-rrf"
+    assert "fused with self-query by weighted RRF" in fused.description
+
+
+def test_fusion_ranks_every_program_and_the_partner_by_weighted_rrf(small_index_cfg: Config) -> None:
+    """``&fuse=self-query``: the greedy program and its samples run for every request and their rankings are
+    fused with self-query's, self-query weighing as much as all the programs; a request none of whose programs
+    runs keeps its failure for the fallback."""
+    good = json.dumps({"sql": "SELECT id FROM products WHERE price < 200 AND id IN <text_1>",
+                       "retrieval_list": [{"type": "text", "field": "review", "query": "great noise cancelling"}]})  # fmt: skip
+    cheap = good.replace("price < 200", "price < 50")
+    script = {"headphones under 200": (good, [cheap, "not a program"]), "anything": ("no", ["nope", "none"])}
+    run = guided_run(lambda ctx, requests: [Completion(script[r][0]) for r in requests],
+                     lambda ctx, requests, n, t: [[Completion(c) for c in script[r][1][:n]] for r in requests],
+                     Decoding(samples=2, fuse="self-query"))  # fmt: skip
+    instances = [Inst(f"q{i}", nl, "", "P00000", "L1", ("text",)) for i, nl in enumerate(script)]
+    ctx = MethodContext(small_index_cfg, "ecommerce")
+    try:
+        got = run(ctx, instances, 10)
+        programs = execute(ctx, [good, cheap, "not a program"], 10)
+        partner = get_method("self-query").run(ctx, instances, 10)
+    finally:
+        ctx.close()
+    expected = fuse([o.ids for o in programs] + [partner[0].ids], [1.0, 1.0, 1.0, 3.0], 10)
+    assert got[0].ids == tuple(doc for doc, _ in expected) and got[0].ids
+    assert partner[0].ids and partner[0].ids[0] in got[0].ids, (
+        "self-query's first outweighs any one program's"
+    )
+    assert got[1].ids is None and got[1].layer == "format", (
+        "no program ran: the failure stays, for the fallback"
+    )
 
 
 def test_structured_grammar_admits_no_raw_control_character() -> None:

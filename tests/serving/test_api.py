@@ -13,12 +13,11 @@ import httpx
 import pytest
 
 from indexing.config import Config
-from serving.api.app import create_app
 from serving.api.service import fallback_program
 from serving.engine import Engine
-from serving.http.server import ServerThread
 from serving.planner import PlannerSettings
 from serving.settings import ApiSettings
+from tests.serving.api_support import Api, metric
 from tests.serving.planner_support import ScriptedPlanner
 
 GOOD_SQL = "SELECT id FROM products WHERE price < 200 AND id IN <text_1>"
@@ -43,19 +42,6 @@ def engines(small_index_cfg: Config) -> Iterator[dict[str, Engine]]:
     yield opened
     for e in opened.values():
         e.close()
-
-
-class Api:
-    def __init__(
-        self, engines: dict[str, Engine], planner: PlannerSettings | None, settings: ApiSettings
-    ) -> None:
-        self.server = ServerThread(create_app(engines, planner, settings)).start()
-        self.url = self.server.url
-        self.client = httpx.Client(base_url=self.url, timeout=60)
-
-    def close(self) -> None:
-        self.client.close()
-        self.server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -131,16 +117,6 @@ def test_repeated_results_come_with_the_same_fields(scripted_api: Api) -> None:
     ]
 
 
-def _metric(api: Api, name: str, **labels: str) -> float:
-    from prometheus_client.parser import text_string_to_metric_families
-
-    for family in text_string_to_metric_families(api.client.get("/metrics").text):
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                return float(sample.value)
-    return 0.0
-
-
 def test_a_failed_program_is_answered_by_the_samples_most_agree_on(
     guided_api: Api, scripted_planner: ScriptedPlanner
 ) -> None:
@@ -149,7 +125,7 @@ def test_a_failed_program_is_answered_by_the_samples_most_agree_on(
     other = {**GOOD, "sql": GOOD_SQL.replace("price < 200", "price < 50")}
     scripted_planner.completion = json.dumps({**GOOD, "sql": GOOD_SQL.replace("<text_1>", "<text_2>")})
     scripted_planner.samples = ["not a program", json.dumps(GOOD), json.dumps(other), json.dumps(GOOD)]
-    answered = _metric(guided_api, "proretrieval_api_guided_total", outcome="answered")
+    answered = metric(guided_api, "proretrieval_api_guided_total", outcome="answered")
     r = _search(guided_api, k=5)
     assert r.status_code == 200, r.text
     body = r.json()
@@ -163,17 +139,17 @@ def test_a_failed_program_is_answered_by_the_samples_most_agree_on(
     first, second = scripted_planner.bodies
     assert "n" not in first and (second["n"], second["temperature"]) == (4, 0.7) and "seed" not in second
     assert "guided_ms" in body["timings"]
-    assert _metric(guided_api, "proretrieval_api_guided_total", outcome="answered") == answered + 1
+    assert metric(guided_api, "proretrieval_api_guided_total", outcome="answered") == answered + 1
 
 
 def test_when_no_sample_runs_the_fallback_answers(guided_api: Api, scripted_planner: ScriptedPlanner) -> None:
     scripted_planner.completion = "no program here"
     scripted_planner.samples = ["still none", json.dumps({**GOOD, "sql": "SELECT id FROM products WHERE"})]
-    failed = _metric(guided_api, "proretrieval_api_guided_total", outcome="failed")
+    failed = metric(guided_api, "proretrieval_api_guided_total", outcome="failed")
     body = _search(guided_api, k=5).json()
     assert body["source"] == "fallback" and body["guided"] is None
     assert body["fallback"]["reason"].startswith("planner_output_") and scripted_planner.calls == 2
-    assert _metric(guided_api, "proretrieval_api_guided_total", outcome="failed") == failed + 1
+    assert metric(guided_api, "proretrieval_api_guided_total", outcome="failed") == failed + 1
 
 
 def test_an_unreachable_planner_gets_no_second_pass(
@@ -196,11 +172,11 @@ def test_a_program_that_matches_nothing_is_answered_by_the_fallback(
 
     assert not engines["ecommerce"].execute(parse_program(json.dumps(EMPTY)), 5).ids
     scripted_planner.completion = json.dumps(EMPTY)
-    before = _metric(scripted_api, "proretrieval_api_fallbacks_total", reason="program_empty")
+    before = metric(scripted_api, "proretrieval_api_fallbacks_total", reason="program_empty")
     body = _search(scripted_api, k=5).json()
     assert body["source"] == "fallback" and body["fallback"]["reason"] == "program_empty"
     assert body["planner_program"]["sql"] == EMPTY["sql"] and body["results"]
-    assert _metric(scripted_api, "proretrieval_api_fallbacks_total", reason="program_empty") == before + 1
+    assert metric(scripted_api, "proretrieval_api_fallbacks_total", reason="program_empty") == before + 1
 
 
 def test_an_empty_program_gets_the_guided_pass_first(

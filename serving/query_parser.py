@@ -1,4 +1,4 @@
-"""The rule-based query parser of the self-querying baseline.
+"""The rule-based query parser of the self-querying retriever (:mod:`serving.self_query`).
 
 It does what LangChain's self-querying retriever asks an LLM to do, with rules instead: pull
 key-value filters out of a natural-language request, using the corpus schema and the vocabulary of

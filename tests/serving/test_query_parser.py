@@ -7,7 +7,7 @@ from datetime import date
 import pytest
 
 from indexing.schema import EMAILS, PRODUCTS, DType
-from rl.baselines.query_parser import Condition, Vocabulary, parse_query
+from serving.query_parser import Condition, Vocabulary, parse_query
 
 PRODUCT_VOCAB = Vocabulary(
     {

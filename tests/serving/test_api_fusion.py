@@ -1,0 +1,95 @@
+"""The query API fusing the planner's programs with the self-querying retriever (``serving.api.fuse``):
+every search runs the planner's program and its samples beside the retriever, and answers with their
+weighted reciprocal-rank fusion; a search none of whose programs runs goes to the fallback."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from core.errors import ConfigError
+from indexing.config import Config
+from serving.dsl import parse_program
+from serving.engine import Engine
+from serving.engine.results import fuse
+from serving.planner import PlannerSettings
+from serving.self_query import SelfQuery
+from serving.settings import ApiSettings
+from tests.serving.api_support import Api, metric
+from tests.serving.planner_support import ScriptedPlanner
+
+GOOD_SQL = "SELECT id FROM products WHERE price < 200 AND id IN <text_1>"
+GOOD = {
+    "sql": GOOD_SQL,
+    "retrieval_list": [{"type": "text", "field": "review", "query": "great noise cancelling"}],
+}
+CHEAP = {**GOOD, "sql": GOOD_SQL.replace("price < 200", "price < 50")}
+QUERY = "wireless headphones under $200"
+
+
+@pytest.fixture(scope="module")
+def engines(small_index_cfg: Config) -> Iterator[dict[str, Engine]]:
+    opened = {d: Engine.open(small_index_cfg, d) for d in ("ecommerce", "email")}
+    yield opened
+    for e in opened.values():
+        e.close()
+
+
+@pytest.fixture(scope="module")
+def fused_api(engines: dict[str, Engine], scripted_planner_server: ScriptedPlanner) -> Iterator[Api]:
+    planner = PlannerSettings(url=scripted_planner_server.url, model="m", retries=0, breaker_reset_s=0.01,
+                              guided_samples=2)  # fmt: skip
+    api = Api(engines, planner, ApiSettings(warmup=False, fuse="self-query"))
+    yield api
+    api.close()
+
+
+def test_a_search_answers_with_the_programs_and_self_query_fused(
+    fused_api: Api, engines: dict[str, Engine], scripted_planner: ScriptedPlanner
+) -> None:
+    scripted_planner.completion = json.dumps(GOOD)
+    scripted_planner.samples = [json.dumps(CHEAP), "not a program"]
+    answered = metric(fused_api, "proretrieval_api_fused_total", outcome="answered")
+    r = fused_api.client.post("/v1/search", json={"query": QUERY, "k": 10})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["source"] == "planner" and body["fallback"] is None and "fused" in body["repairs"]
+    assert body["program"]["sql"] == GOOD["sql"], "the answer shows the planner's first program that ran"
+    fusion = body["fusion"]
+    assert (fusion["programs"], fusion["ran"], fusion["weight"], fusion["partner"]) == (
+        3,
+        2,
+        3.0,
+        "self-query",
+    )
+    assert "price < 200" in fusion["filter"] and fusion["partner_ids"]
+    # The same fusion computed here from the engine and the retriever directly.
+    engine = engines["ecommerce"]
+    programs = [engine.execute(parse_program(json.dumps(p)), 10).ids for p in (GOOD, CHEAP)]
+    partner = SelfQuery(engine.handle, engine.schema).rankings([QUERY], 10)[0]
+    assert isinstance(partner, list) and [doc for doc, _ in partner] == fusion["partner_ids"]
+    expected = fuse([*programs, None, fusion["partner_ids"]], [1.0, 1.0, 1.0, 3.0], 10)
+    assert [(x["id"], x["score"]) for x in body["results"]] == [(d, pytest.approx(v)) for d, v in expected]
+    assert fusion["partner_ids"][0] in [x["id"] for x in body["results"]]
+    first, second = scripted_planner.bodies
+    assert "n" not in first and second["n"] == 2, "the samples are drawn for every search"
+    assert {"plan_ms", "engine_ms", "fetch_ms"} <= set(body["timings"])
+    assert metric(fused_api, "proretrieval_api_fused_total", outcome="answered") == answered + 1
+
+
+def test_when_no_program_runs_the_fallback_answers(fused_api: Api, scripted_planner: ScriptedPlanner) -> None:
+    scripted_planner.completion = "no program here"
+    scripted_planner.samples = ["still none"]
+    failed = metric(fused_api, "proretrieval_api_fused_total", outcome="failed")
+    body = fused_api.client.post("/v1/search", json={"query": QUERY, "k": 5}).json()
+    assert body["source"] == "fallback" and body["fusion"] is None and body["results"]
+    assert body["fallback"]["reason"].startswith("planner_output_"), "the program's own failure is the reason"
+    assert metric(fused_api, "proretrieval_api_fused_total", outcome="failed") == failed + 1
+
+
+def test_an_unknown_fusion_partner_is_a_one_line_config_error() -> None:
+    with pytest.raises(ConfigError) as info:
+        ApiSettings(fuse="bm25")
+    assert str(info.value) == "serving.api.fuse must be one of none, self-query, got 'bm25'"
