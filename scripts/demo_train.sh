@@ -22,8 +22,10 @@
 #   measured (README: Training the planner): MiniLM's frozen encoder with a small decoder, SFT_STEPS (default
 #   6000) steps, then DAPO from it on the prompt filter's share of the first RL_LIMIT (default 500) requests per domain
 #   (RL_STEPS, default 150, at lr 5e-5); both evaluated under the grounded grammar (`seq2seq-grounded:`, the
-#   decoding prore serve uses) on test, OOD and the human split, and the DAPO planner once more with
-#   GUIDED_SAMPLES execution-guided samples and self-query answering what it leaves empty. It serves through its own model server
+#   decoding prore serve uses) on test, OOD and the human split, and the DAPO planner once more as the best system
+#   measured: its program and GUIDED_SAMPLES samples fused with self-query, the rrf fallback answering a request
+#   none of whose programs runs (`?samples=N&fuse=self-query&fallback=rrf`, what `prore serve --fuse self-query
+#   --guided-samples N` does). It serves through its own model server
 #   (README: The encoder-decoder planner), not vLLM. ARCH=decoder keeps the decoder-only recipe below.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -79,9 +81,9 @@ for set in "${SETS[@]}"; do
         for run in sft $ALGOS; do
           $PRORE eval "$d" --method "seq2seq-grounded:$RUNS/$run-$name/final" --split "$split" --quiet
         done
-        if [ "$GUIDED" -gt 0 ]; then  # the best system measured: execution-guided samples, then self-query
+        if [ "$GUIDED" -gt 0 ]; then  # the best system measured: the programs fused with self-query
           last="${ALGOS##* }"
-          $PRORE eval "$d" --method "seq2seq-grounded:$RUNS/$last-$name/final?samples=$GUIDED&fallback=self-query" \
+          $PRORE eval "$d" --method "seq2seq-grounded:$RUNS/$last-$name/final?samples=$GUIDED&fuse=self-query&fallback=rrf" \
             --split "$split" --quiet
         fi
         $PRORE eval compare --domain "$d" --split "$split"

@@ -55,6 +55,7 @@ def test_the_readmes_lines_serve_the_card_with_prore_serves_defaults() -> None:
     assert f"--planner-card {MODEL_DIR}" in serve
     assert f"--planner-url http://127.0.0.1:{PORTS['planner']}/openai/v1" in serve
     assert "--planner-output" not in serve, "prore serve's default output, grounded, is seq2seq-grounded:'s"
+    assert "--guided-samples 8 --fuse self-query" in serve, "the system measured best on unseen wording"
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,9 @@ def test_prore_serve_answers_from_the_encoder_decoder_planner_as_evaluation_deco
     assert httpx.get(s.api_url + "/readyz", timeout=30).status_code == 200
     for got in answers:
         assert got["source"] == "planner", (got["fallback"], (s.root / "serve-s2s.log").read_text()[-2000:])
+        assert "fused" in got["repairs"] and got["fusion"]["programs"] == 9 and got["fusion"]["ran"] >= 1
+        if got["fusion"]["partner_ids"]:  # self-query's first outweighs any one program's document
+            assert got["fusion"]["partner_ids"][0] in [x["id"] for x in got["results"]]
 
     # seq2seq-grounded: on the same checkpoint writes the same programs, from the corpus files' column values
     # (prore serve holds the index: chDB lets one process open it).
