@@ -42,7 +42,7 @@ from core.settings import Section
 from indexing.config import Config
 from indexing.schema import PRODUCTS, SCHEMAS, CorpusSchema, schema_for_table
 from serving.planner import OUTPUTS, PlannerSettings
-from serving.settings import FUSE_PARTNERS, SECTION, ServingSettings
+from serving.settings import FUSE_GATES, FUSE_PARTNERS, SECTION, ServingSettings
 
 if TYPE_CHECKING:
     from serving.dsl.program import Program
@@ -104,6 +104,7 @@ SERVE_FLAGS: Flags[ServingSettings] = Flags(
     Flag("api.execute_deadline_s", "--execute-timeout-s"),
     "api.fallback_on_empty",
     Flag("api.fuse", "--fuse", choices=FUSE_PARTNERS),
+    Flag("api.fuse_gate", "--fuse-gate", choices=FUSE_GATES),
     exclusive=[("planner.card", "planner.profile")],
 )
 """The flags of ``prore serve`` that set the ``serving`` section's ``planner`` and ``api``."""

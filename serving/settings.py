@@ -128,6 +128,8 @@ class SqlSettings:
 
 FUSE_PARTNERS: tuple[str, ...] = ("none", "self-query")
 """What the query API may fuse the planner's programs with (:attr:`ApiSettings.fuse`)."""
+FUSE_GATES: tuple[str, ...] = ("none", "unanimous")
+"""When a fusing query API lets the planner answer alone (:attr:`ApiSettings.fuse_gate`)."""
 
 
 @dataclass(frozen=True)
@@ -169,6 +171,11 @@ class ApiSettings:
     "Training the planner"): on held-out wording it is above both the planner and self-query alone; it costs
     the samples and one filtered dense search per text field on every search. ``none``: the planner's program
     answers alone."""
+    fuse_gate: str = "none"
+    """``unanimous``: under ``fuse``, a search whose programs all rank the same (every one ran, and they agree)
+    is answered by the planner's ranking alone (``"fusion": {"unanimous": true}``); only the others are fused.
+    It keeps the training templates' gold where the planner is certain (test Hit@1) and gives up some of the
+    fusion's gain on unseen wording (README, "Training the planner"). ``none``: every search is fused."""
     token: str | None = None
     """Bearer token ``/v1/*`` requires; None: no check (the loopback demo). ``prore serve --token-env VAR``
     reads it from the environment variable ``VAR`` instead of a file."""
@@ -189,6 +196,9 @@ class ApiSettings:
                 )
         if self.fuse not in FUSE_PARTNERS:
             raise ConfigError(f"serving.api.fuse must be one of {', '.join(FUSE_PARTNERS)}, got {self.fuse!r}",
+                              code="bad_fuse")  # fmt: skip
+        if self.fuse_gate not in FUSE_GATES:
+            raise ConfigError(f"serving.api.fuse_gate must be one of {', '.join(FUSE_GATES)}, got {self.fuse_gate!r}",
                               code="bad_fuse")  # fmt: skip
         if self.doc_cache_rows < 0:
             raise ConfigError(

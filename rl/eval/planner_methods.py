@@ -39,7 +39,7 @@ from rl.prompt import Message, card_profile, messages
 from serving.dsl import Program, longest_program_chars
 from serving.dsl.grounding import read_column_values
 from serving.dsl.structured import STRUCTURED_LIMITS, constraint_grammar, program_json_grammar
-from serving.engine.results import consensus, fuse
+from serving.engine.results import consensus, fuse, unanimous
 from serving.exemplars import ExemplarIndex, open_for_planner, shots_for
 
 MAX_TOKENS = 256
@@ -273,6 +273,8 @@ def planner_completions(ctx: MethodContext, path: str, requests: Sequence[str], 
 
 FALLBACKS: tuple[str, ...] = ("rrf", "bm25", "dense", "self-query")
 """Methods a planner may fall back to (``?fallback=``): baselines that read no gold."""
+GATES: tuple[str, ...] = ("unanimous",)
+"""When a fused planner answers alone (``&gate=``, :attr:`Decoding.gate`)."""
 GUIDED_TEMPERATURE = 0.7
 """Sampling temperature of execution-guided decoding's second pass (:class:`Decoding`)."""
 MAX_SAMPLES = 64
@@ -313,6 +315,11 @@ class Decoding:
     by weighted reciprocal rank (:func:`serving.engine.results.fuse`), the method weighted as all the
     planner's programs together (``samples + 1``), so neither side outvotes the other. A request none of
     whose programs runs keeps its failure, for ``fallback``. Named apart: ``planner:RUN-eg8-fuse-self-query``."""
+    gate: str | None = None
+    """``unanimous``: a request whose programs all rank the same (every one ran, and they agree:
+    :func:`serving.engine.results.unanimous`) is answered by the planner alone, and only the others are fused
+    (``serving.api.fuse_gate``). The planner is then trusted where it is certain, which keeps the training
+    templates' gold (test Hit@1), and second-guessed where it is not. Needs ``fuse``; ``-unanimous`` in the name."""
 
     def __post_init__(self) -> None:
         if self.constraint not in CONSTRAINTS:
@@ -329,6 +336,9 @@ class Decoding:
         if self.fallback is not None and self.fallback not in FALLBACKS:
             raise TrainError(f"planner fallback must be one of {', '.join(FALLBACKS)}, got {self.fallback!r}",
                              code="planner_option")  # fmt: skip
+        if self.gate is not None and (self.gate not in GATES or self.fuse is None):
+            raise TrainError(f"planner gate must be one of {', '.join(GATES)}, with fuse, got {self.gate!r}",
+                             code="planner_option")  # fmt: skip
         if self.fuse is not None and self.fuse not in FALLBACKS:
             raise TrainError(f"planner fuse must be one of {', '.join(FALLBACKS)}, got {self.fuse!r}",
                              code="planner_option")  # fmt: skip
@@ -342,16 +352,16 @@ class Decoding:
             out = f"-eg{self.samples}" + (
                 "" if self.temperature == GUIDED_TEMPERATURE else f"-t{self.temperature:g}"
             )
-        out += f"-fuse-{self.fuse}" if self.fuse else ""
+        out += (f"-fuse-{self.fuse}" if self.fuse else "") + (f"-{self.gate}" if self.gate else "")
         return out + (f"-fb-{self.fallback}" if self.fallback else "")
 
 
 def parse_decoding(arg: str, *, constraint: str = "none") -> tuple[str, Decoding]:
     """The path and decoding of a ``planner:`` argument: ``PATH`` or
-    ``PATH?samples=8[&temperature=0.7][&fuse=self-query][&fallback=rrf]``.
+    ``PATH?samples=8[&temperature=0.7][&fuse=self-query[&gate=unanimous]][&fallback=rrf]``.
 
     >>> parse_decoding("runs/sft/final?samples=8")
-    ('runs/sft/final', Decoding(constraint='none', samples=8, temperature=0.7, fallback=None, fuse=None))
+    ('runs/sft/final', Decoding(constraint='none', samples=8, temperature=0.7, fallback=None, fuse=None, gate=None))
     """
     from urllib.parse import parse_qsl
 
@@ -360,12 +370,14 @@ def parse_decoding(arg: str, *, constraint: str = "none") -> tuple[str, Decoding
         return path, Decoding(constraint)
     try:
         options = dict(parse_qsl(query, strict_parsing=True))
-        unknown = set(options) - {"samples", "temperature", "fallback", "fuse"}
+        unknown = set(options) - {"samples", "temperature", "fallback", "fuse", "gate"}
         if unknown:
-            raise ValueError(f"unknown option {sorted(unknown)[0]!r} (samples, temperature, fallback, fuse)")
+            raise ValueError(
+                f"unknown option {sorted(unknown)[0]!r} (samples, temperature, fallback, fuse, gate)"
+            )
         decoding = Decoding(constraint, int(options.get("samples", 0)),
                             float(options.get("temperature", GUIDED_TEMPERATURE)), options.get("fallback"),
-                            options.get("fuse"))  # fmt: skip
+                            options.get("fuse"), options.get("gate"))  # fmt: skip
     except ValueError as exc:
         raise TrainError(f"bad planner options {query!r}: {exc}", code="planner_option") from exc
     return path, decoding
@@ -421,6 +433,9 @@ def guided_run(greedy: Greedy, sampler: Sampler, decoding: Decoding) -> Callable
             if not any(o.ok for o in programs):
                 out.append(greedy_outcome)
                 continue
+            if decoding.gate == "unanimous" and unanimous([o.ids for o in programs]):
+                out.append(greedy_outcome)
+                continue
             ranked = fuse([o.ids for o in programs] + [other.ids], [1.0] * (n + 1) + [float(n + 1)], k)
             out.append(Outcome.ranked([doc for doc, _ in ranked]))
         return out
@@ -448,7 +463,9 @@ def decoding_words(decoding: Decoding) -> str:
     if decoding.samples:
         what += f", execution-guided with {decoding.samples} samples at temperature {decoding.temperature:g}"
     if decoding.fuse:
-        what += f", fused with {decoding.fuse} by weighted RRF"
+        what += f", fused with {decoding.fuse} by weighted RRF" + (
+            " unless its programs are unanimous" if decoding.gate else ""
+        )
     if decoding.fallback:
         what += f", {decoding.fallback} answering what it leaves empty"
     return what

@@ -89,6 +89,9 @@ class FusionOut(BaseModel):
     """What the retriever searched for under that filter."""
     partner_ids: list[str]
     """The retriever's own ranking."""
+    unanimous: bool = False
+    """The programs all ranked the same and ``serving.api.fuse_gate`` is ``unanimous``: the planner's ranking
+    answered alone (the results are the program's own)."""
 
 
 class SearchOut(BaseModel):

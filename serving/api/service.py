@@ -37,7 +37,7 @@ from serving.api.schemas import ExecuteIn, FallbackOut, FusionOut, GuidedOut, Se
 from serving.dsl import DslError, Program, Retrieval, parse_program
 from serving.dsl.grounding import read_column_values
 from serving.engine import Engine, ExecutionResult
-from serving.engine.results import candidate_name, consensus, fuse
+from serving.engine.results import candidate_name, consensus, fuse, unanimous
 from serving.http.limit import InflightLimit
 from serving.planner import Plan, Planner, PlannerError, PlannerSettings
 from serving.self_query import SelfQuery, SelfQueryPlan
@@ -282,7 +282,8 @@ class QueryService:
                 plan, result, fusion = fused
                 return await self.answer(
                     request_id, body.domain, plan.program, body.k, fields, timings, source="planner",
-                    query=body.query, repairs=(*plan.repairs, "fused"), result=result, fusion=fusion,
+                    query=body.query, repairs=(*plan.repairs, *(() if fusion.unanimous else ("fused",))), result=result,
+                    fusion=fusion,
                 )  # fmt: skip
             return await self.fall_back(request_id, body, fields, timings, fused, None)
         try:
@@ -426,13 +427,19 @@ class QueryService:
             return reason
         partner_ids = [doc for doc, _ in partner] if isinstance(partner, list) else None
         rankings = [r.ids if isinstance(r, ExecutionResult) else None for r in results]
-        fused = fuse([*rankings, partner_ids], [1.0] * len(results) + [float(asked)], k)
         shown: ExecutionResult = results[ran[0]]
-        result = dataclasses.replace(shown, ids=tuple(d for d, _ in fused), scores=tuple(v for _, v in fused))
+        alone = self.settings.fuse_gate == "unanimous" and len(results) == asked and unanimous(rankings)
+        if alone:
+            result = shown
+        else:
+            fused = fuse([*rankings, partner_ids], [1.0] * len(results) + [float(asked)], k)
+            result = dataclasses.replace(
+                shown, ids=tuple(d for d, _ in fused), scores=tuple(v for _, v in fused)
+            )
         self.metrics.fused.labels("answered").inc()
         fusion = FusionOut(programs=asked, ran=len(ran), partner=self.settings.fuse, weight=float(asked),
                            filter=parsed.filter if parsed else None, semantic_query=parsed.query if parsed else "",
-                           partner_ids=partner_ids or [])  # fmt: skip
+                           partner_ids=partner_ids or [], unanimous=alone)  # fmt: skip
         return plans[ran[0]], result, fusion
 
     async def guided_pass(

@@ -121,6 +121,17 @@ def fuse(
     return sorted(scores.items(), key=lambda item: -item[1])[: max(k, 0)]
 
 
+def unanimous(rankings: Sequence[Sequence[str] | None]) -> bool:
+    """Whether every ranking is there, ranks something, and is the same as the others: the planner's programs
+    all agreeing, which the fusion gate ``unanimous`` trusts alone (``serving.api.fuse_gate``).
+
+    >>> unanimous([["a", "b"], ["a", "b"]]), unanimous([["a"], ["b"]]), unanimous([["a"], None]), unanimous([[]])
+    (True, False, False, False)
+    """
+    first = tuple(rankings[0] or ()) if rankings else ()
+    return bool(first) and all(r is not None and tuple(r) == first for r in rankings)
+
+
 def consensus(rankings: Sequence[Sequence[str] | None]) -> int | None:
     """The index of the ranking most of ``rankings`` agree on, among those that rank something (a tie
     goes to the earliest), or None when none does: self-consistency by execution result, the pick of

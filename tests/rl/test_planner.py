@@ -198,6 +198,8 @@ def test_vote_keeps_the_ranking_most_samples_agree_on() -> None:
         "ckpt?samples",
         "ckpt?fallback=oracle",
         "ckpt?fuse=oracle",
+        "ckpt?gate=unanimous",
+        "ckpt?fuse=self-query&gate=majority",
     ],
 )
 def test_bad_planner_options_fail_in_one_line(arg: str) -> None:
@@ -215,6 +217,9 @@ def test_planner_options_name_the_method_apart() -> None:
     fused = get_method("planner-grounded:runs/sft/final?samples=8&fuse=self-query&fallback=rrf")
     assert fused.name == "planner-grounded:sft-eg8-fuse-self-query-fb-rrf"
     assert "fused with self-query by weighted RRF" in fused.description
+    gated = get_method("planner-grounded:runs/sft/final?samples=8&fuse=self-query&gate=unanimous")
+    assert gated.name == "planner-grounded:sft-eg8-fuse-self-query-unanimous"
+    assert gated.description.endswith("unless its programs are unanimous)")
 
 
 def test_fusion_ranks_every_program_and_the_partner_by_weighted_rrf(small_index_cfg: Config) -> None:

@@ -89,7 +89,33 @@ def test_when_no_program_runs_the_fallback_answers(fused_api: Api, scripted_plan
     assert metric(fused_api, "proretrieval_api_fused_total", outcome="failed") == failed + 1
 
 
-def test_an_unknown_fusion_partner_is_a_one_line_config_error() -> None:
+def test_under_the_unanimous_gate_programs_that_agree_answer_alone(
+    engines: dict[str, Engine], scripted_planner_server: ScriptedPlanner, scripted_planner: ScriptedPlanner
+) -> None:
+    planner = PlannerSettings(url=scripted_planner_server.url, model="m", retries=0, guided_samples=2)
+    api = Api(engines, planner, ApiSettings(warmup=False, fuse="self-query", fuse_gate="unanimous"))
+    try:
+        scripted_planner.completion = json.dumps(GOOD)
+        scripted_planner.samples = [json.dumps(GOOD)]
+        body = api.client.post("/v1/search", json={"query": QUERY, "k": 10}).json()
+        own = engines["ecommerce"].execute(parse_program(json.dumps(GOOD)), 10)
+        assert body["source"] == "planner" and body["fusion"]["unanimous"] and "fused" not in body["repairs"]
+        assert [x["id"] for x in body["results"]] == list(own.ids), "the program's own ranking"
+        scripted_planner.samples = [json.dumps(GOOD), json.dumps(CHEAP)]
+        body = api.client.post("/v1/search", json={"query": QUERY, "k": 10}).json()
+        assert not body["fusion"]["unanimous"] and "fused" in body["repairs"], "one sample disagrees: fused"
+    finally:
+        api.close()
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"fuse": "bm25"}, "serving.api.fuse must be one of none, self-query, got 'bm25'"),
+        ({"fuse_gate": "majority"}, "serving.api.fuse_gate must be one of none, unanimous, got 'majority'"),
+    ],
+)
+def test_an_unknown_fusion_setting_is_a_one_line_config_error(settings: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError) as info:
-        ApiSettings(fuse="bm25")
-    assert str(info.value) == "serving.api.fuse must be one of none, self-query, got 'bm25'"
+        ApiSettings(**settings)
+    assert str(info.value) == message
