@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -115,7 +116,7 @@ def test_under_the_unanimous_gate_programs_that_agree_answer_alone(
         ({"fuse_gate": "majority"}, "serving.api.fuse_gate must be one of none, unanimous, got 'majority'"),
     ],
 )
-def test_an_unknown_fusion_setting_is_a_one_line_config_error(settings: dict[str, str], message: str) -> None:
+def test_an_unknown_fusion_setting_is_a_one_line_config_error(settings: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError) as info:
         ApiSettings(**settings)
     assert str(info.value) == message
