@@ -116,16 +116,25 @@ class _Pending:
     done: asyncio.Future[list[Generated]]
 
 
+def batching_problem(max_batch: int, wait_ms: float) -> str | None:
+    """What is wrong with a batching setting (``--max_batch``, ``--batch_wait_ms``), or None.
+
+    >>> batching_problem(8, 5), batching_problem(0, 5)
+    (None, '--max_batch must be at least 1 and --batch_wait_ms at least 0, got 0 and 5')
+    """
+    if max_batch >= 1 and wait_ms >= 0:
+        return None
+    return f"--max_batch must be at least 1 and --batch_wait_ms at least 0, got {max_batch} and {wait_ms:g}"
+
+
 class Batcher:
     """Generates the requests that arrive together, and ask for the same decoding, in one call (module
     docstring, "Batching"). One worker task per event loop drains the queue; generation runs in a thread."""
 
     def __init__(self, planner: Seq2SeqPlanner, *, max_batch: int = MAX_BATCH,
                  wait_ms: float = BATCH_WAIT_MS) -> None:  # fmt: skip
-        if max_batch < 1 or wait_ms < 0:
-            raise ValueError(
-                f"max_batch must be at least 1 and batch_wait_ms at least 0, got {max_batch}, {wait_ms}"
-            )
+        if problem := batching_problem(max_batch, wait_ms):
+            raise ValueError(problem)
         self.planner, self.max_batch, self.wait_s = planner, max_batch, wait_ms / 1000
         self._queue: asyncio.Queue[tuple[tuple[Any, ...], _Pending]] | None = None
         self._worker: asyncio.Task[None] | None = None
@@ -255,9 +264,8 @@ def arg_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     parser = arg_parser()
     args = parser.parse_args(argv)
-    if args.max_batch < 1 or args.batch_wait_ms < 0:
-        parser.error(f"--max_batch must be at least 1 and --batch_wait_ms at least 0, got {args.max_batch} and "
-                     f"{args.batch_wait_ms:g}")  # fmt: skip
+    if problem := batching_problem(args.max_batch, args.batch_wait_ms):
+        parser.error(problem)
     try:
         planner = Seq2SeqPlanner(args.model_dir)
     except Seq2SeqError as exc:

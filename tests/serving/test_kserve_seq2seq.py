@@ -212,3 +212,23 @@ def test_requests_that_arrive_together_are_generated_together_and_answer_as_alon
     assert [got[i][0].text for i in (0, 2, 3)] == [alone[i] for i in (0, 2, 3)]
     got = asyncio.run(together(Batcher(planner, max_batch=1), [grammar] * 4))  # one at a time
     assert [g[0].text for g in got] == alone and batches_above(3) == before + 2
+
+
+@pytest.mark.parametrize("flags", [["--max_batch", "0"], ["--batch_wait_ms", "-1"]])
+def test_a_bad_batching_flag_is_a_one_line_usage_error(
+    flags: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from serving.kserve_seq2seq import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["--model_dir", "never-read", *flags])
+    assert info.value.code == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .splitlines()[-1]
+        .endswith(
+            "--max_batch must be at least 1 and --batch_wait_ms at least 0, got "
+            + ("0 and 5" if flags[0] == "--max_batch" else "8 and -1")
+        )
+    )
