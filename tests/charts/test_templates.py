@@ -264,7 +264,7 @@ def test_api_deployment_configures_prore_serves_planner(monkeypatch: Any) -> Non
     """The API deployment's environment is what ``prore serve`` reads: the planner's URL, model and profile."""
     from prore.cli import build_parser
     from prore.config import load_config
-    from serving.commands import planner_from_args
+    from serving.commands import api_settings, planner_from_args
 
     api = {
         **production_values()["api"],
@@ -284,6 +284,11 @@ def test_api_deployment_configures_prore_serves_planner(monkeypatch: Any) -> Non
         env["PRORE_PLANNER_URL"], "proretrieval-planner", "compact", 4, "grammar")  # fmt: skip
     default = container(one(render(production_values()), "api-deployment.yaml"))
     assert "PRORE_PLANNER_PROFILE" not in {e["name"] for e in default["env"]}  # unset: prore serve's full
+    assert api_settings(build_parser().parse_args(["serve", *default["args"]]), load_config()).fuse == "none"
+    fused = container(one(render({**production_values(), "api": {**api, "fuse": "self-query", "fuseGate": "unanimous"}}),
+                          "api-deployment.yaml"))  # fmt: skip
+    settings = api_settings(build_parser().parse_args(["serve", *fused["args"]]), load_config())
+    assert (settings.fuse, settings.fuse_gate) == ("self-query", "unanimous")
 
 
 def test_the_operators_clusterrole_grants_every_call_it_makes() -> None:
