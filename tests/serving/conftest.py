@@ -1,5 +1,6 @@
 """Serving fixtures: a scripted OpenAI-compatible planner (a real HTTP server that answers with given
-completions), a dead endpoint, and small synthetic product indexes with hashing vectors.
+completions), a dead endpoint, engines on the session's small MiniLM index (``engines``, per module) and small
+synthetic product indexes with hashing vectors.
 
 The real vLLM CPU server on a tiny planner checkpoint (``vllm_server``) is tests/conftest.py's: the
 evaluation tests of tests/rl use the same one.
@@ -15,7 +16,17 @@ import pytest
 
 from indexing.config import Config, MilvusConfig
 from indexing.stores.server import free_port
+from serving.engine import Engine
 from tests.serving.planner_support import PLANNER_NAME, ScriptedPlanner
+
+
+@pytest.fixture(scope="module")
+def engines(small_index_cfg: Config) -> Iterator[dict[str, Engine]]:
+    """Engines on the session's small MiniLM index of both corpora, opened once per test module."""
+    opened = {d: Engine.open(small_index_cfg, d) for d in ("ecommerce", "email")}
+    yield opened
+    for e in opened.values():
+        e.close()
 
 
 @pytest.fixture

@@ -37,14 +37,6 @@ HOSTILE = [
 
 
 @pytest.fixture(scope="module")
-def engines(small_index_cfg: Config) -> Iterator[dict[str, Engine]]:
-    opened = {d: Engine.open(small_index_cfg, d) for d in ("ecommerce", "email")}
-    yield opened
-    for e in opened.values():
-        e.close()
-
-
-@pytest.fixture(scope="module")
 def scripted_api(engines: dict[str, Engine], scripted_planner_server: ScriptedPlanner) -> Iterator[Api]:
     planner = PlannerSettings(url=scripted_planner_server.url, model="m", retries=0, breaker_reset_s=0.01)
     api = Api(engines, planner, ApiSettings(max_nl_chars=200, max_body_bytes=20_000))

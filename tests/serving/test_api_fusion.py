@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from core.errors import ConfigError
-from indexing.config import Config
 from serving.dsl import parse_program
 from serving.engine import Engine
 from serving.engine.results import fuse
@@ -28,14 +27,6 @@ GOOD = {
 }
 CHEAP = {**GOOD, "sql": GOOD_SQL.replace("price < 200", "price < 50")}
 QUERY = "wireless headphones under $200"
-
-
-@pytest.fixture(scope="module")
-def engines(small_index_cfg: Config) -> Iterator[dict[str, Engine]]:
-    opened = {d: Engine.open(small_index_cfg, d) for d in ("ecommerce", "email")}
-    yield opened
-    for e in opened.values():
-        e.close()
 
 
 @pytest.fixture(scope="module")

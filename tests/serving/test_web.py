@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from indexing.config import Config
 from indexing.stores.server import free_port
 from serving.api.app import create_app
 from serving.engine import Engine
@@ -42,14 +41,6 @@ def browser() -> Iterator[Any]:
         b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         yield b
         b.close()
-
-
-@pytest.fixture(scope="module")
-def engines(small_index_cfg: Config) -> Iterator[dict[str, Engine]]:
-    opened = {d: Engine.open(small_index_cfg, d) for d in ("ecommerce", "email")}
-    yield opened
-    for e in opened.values():
-        e.close()
 
 
 def _serve(engines: dict[str, Engine], planner: PlannerSettings) -> ServerThread:
