@@ -42,7 +42,7 @@ from core.settings import Section
 from indexing.config import Config
 from serving.engine import Engine
 from serving.planner import OUTPUTS, PlannerSettings, prepare
-from serving.settings import SECTION, ServingSettings
+from serving.settings import SECTION, ApiSettings, ServingSettings
 
 
 def kserve_argv(argv: Sequence[str]) -> list[str]:
@@ -148,6 +148,12 @@ def planner_settings(args: argparse.Namespace, cfg: Config) -> PlannerSettings:
     return planner.with_card_profile(profile_given="planner.profile" in PLANNER_FLAGS.given(args))
 
 
+def api_settings(cfg: Config) -> ApiSettings:
+    """The search service's settings: the config's ``serving.api`` (its limits, deadlines and fusion with the
+    self-querying retriever, ``fuse``), without the start-up warm-up (the model loads its engines in ``load``)."""
+    return dataclasses.replace(cfg.section(ServingSettings).api, warmup=False)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The arguments, with this model's defaults where KServe's differ (model name, planner timeout, no gRPC).
 
@@ -195,7 +201,7 @@ def main(argv: list[str] | None = None) -> None:
             "KServe's OpenAI route is off (%s; pip install '.[train]' for vllm); serving the v1 route only",
             exc,
         )
-    model = model_class(args.model_name, engines, planner)
+    model = model_class(args.model_name, engines, planner, api_settings(cfg))
     model.load()
     kserve.ModelServer(
         http_port=args.http_port, grpc_port=args.grpc_port, enable_grpc=args.enable_grpc

@@ -25,14 +25,16 @@ EXAMPLE = ROOT / "docs" / "config.example.yaml"
 
 LOAD = """
 import json, sys
-from serving.kserve import config, parse_args, planner_settings
+from serving.kserve import api_settings, config, parse_args, planner_settings
 args = parse_args(sys.argv[1:])
 cfg = config(args)
 planner = planner_settings(args, cfg)
+api = api_settings(cfg)
 from serving.settings import ServingSettings
 print(json.dumps({"layers": sorted(m for m in ("rl", "prore") if m in sys.modules), "sections": sorted(cfg.sections),
                   "max_entries": cfg.section(ServingSettings).dsl.max_entries, "database": cfg.clickhouse.database,
-                  "planner": [planner.url, planner.model, planner.output, planner.max_tokens, planner.timeout_s]}))
+                  "planner": [planner.url, planner.model, planner.output, planner.max_tokens, planner.timeout_s],
+                  "api": [api.fuse, api.fuse_gate, api.max_k, api.warmup]}))
 """
 
 
@@ -89,6 +91,19 @@ def test_the_transformer_reads_the_documented_example_whole(tmp_path: Path) -> N
         got = json.loads(done.stdout)
         assert got["layers"] == [] and got["sections"] == ["serving"]  # rl is neither imported nor read
     assert (got["max_entries"], got["database"]) == (3, "from_file")
+    assert got["api"] == ["none", "none", 100, False]
+
+
+def test_the_transformer_fuses_as_its_config_says(tmp_path: Path) -> None:
+    """``serving.api`` reaches the transformer's search service: fusion with the self-querying retriever (and the
+    rest of the section) as ``prore serve`` reads it; the warm-up stays off (the model loads its engines)."""
+    path = tmp_path / "prore.yaml"
+    path.write_text(
+        yaml.safe_dump({"serving": {"api": {"fuse": "self-query", "fuse_gate": "unanimous", "max_k": 50}}})
+    )
+    done = _load(f"--config={path}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["api"] == ["self-query", "unanimous", 50, False]
 
 
 def test_the_transformer_still_refuses_an_unknown_key(tmp_path: Path) -> None:
