@@ -43,8 +43,10 @@ def browser() -> Iterator[Any]:
         b.close()
 
 
-def _serve(engines: dict[str, Engine], planner: PlannerSettings) -> ServerThread:
-    return ServerThread(create_app(engines, planner, ApiSettings())).start()
+def _serve(
+    engines: dict[str, Engine], planner: PlannerSettings, settings: ApiSettings | None = None
+) -> ServerThread:
+    return ServerThread(create_app(engines, planner, settings or ApiSettings())).start()
 
 
 def test_typing_a_request_shows_program_candidates_results_and_timings(
@@ -115,6 +117,32 @@ def test_the_page_offers_only_the_served_corpora(browser: Any, engines: dict[str
         assert page.locator("#domain option").evaluate_all("os => os.map(o => o.value)") == ["ecommerce"]
         assert page.locator("button.example[data-domain=email]").count() == 0
         assert page.locator("button.example[data-domain=ecommerce]").count() == 2
+    finally:
+        page.close()
+        server.stop()
+
+
+def test_a_fused_answer_says_so_on_the_page(
+    browser: Any, engines: dict[str, Engine], scripted_planner: ScriptedPlanner
+) -> None:
+    """With ``serving.api.fuse``, the badge names the fusion and the line under it says what was fused, since the
+    results are not the shown program's own ranking."""
+    scripted_planner.completion = json.dumps(GOOD)
+    scripted_planner.samples = [json.dumps(GOOD), "not a program"]
+    planner = PlannerSettings(url=scripted_planner.url, model="m", retries=0, guided_samples=2)
+    server = _serve(engines, planner, ApiSettings(warmup=False, fuse="self-query"))
+    page = browser.new_page()
+    try:
+        page.goto(server.url + "/")
+        page.fill("#query", "wireless headphones under $200")
+        page.click("#go")
+        page.wait_for_selector("#results tbody tr.result", timeout=60_000)
+        assert page.locator("#badge").inner_text() == "planner + self-query (fused)"
+        reason = page.locator("#reason").inner_text()
+        assert (
+            reason.startswith("results fuse 2 of 3 planner programs with self-query")
+            and "price < 200" in reason
+        )
     finally:
         page.close()
         server.stop()
