@@ -133,10 +133,13 @@ class SelfQuery:
         return SelfQueryPlan(milvus_filter(parsed.conditions, self.schema), parsed.query)
 
     def rankings(self, requests: Sequence[str], k: int) -> list[list[Hit] | ProReError]:
-        """The top ``k`` of each request, or the typed error of the search that failed it: requests with the
-        same filter share one batched search per field, and a failure fails that group alone."""
-        plans = [self.plan(nl) for nl in requests]
-        out: list[list[Hit] | ProReError] = [[] for _ in requests]
+        """The top ``k`` of each request, or the typed error of the search that failed it (:meth:`search`)."""
+        return self.search([self.plan(nl) for nl in requests], k)
+
+    def search(self, plans: Sequence[SelfQueryPlan], k: int) -> list[list[Hit] | ProReError]:
+        """The top ``k`` of each parsed request, or the typed error of the search that failed it: plans with
+        the same filter share one batched search per field, and a failure fails that group alone."""
+        out: list[list[Hit] | ProReError] = [[] for _ in plans]
         groups: dict[str | None, list[int]] = {}
         for i, p in enumerate(plans):
             groups.setdefault(p.filter, []).append(i)

@@ -405,9 +405,10 @@ class QueryService:
         def run() -> tuple[list[Any], Any, SelfQueryPlan | None]:
             results = engine.execute_many([p.program for p in plans], k)
             try:
-                return results, retriever.rankings([query], k)[0], retriever.plan(query)
+                parsed = retriever.plan(query)  # reads the vocabulary from the store on first use
             except ProReError as exc:  # the retriever's store failed: the programs still answer
                 return results, exc, None
+            return results, retriever.search([parsed], k)[0], parsed
 
         t = time.perf_counter()
         try:
