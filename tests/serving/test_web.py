@@ -49,6 +49,14 @@ def _serve(
     return ServerThread(create_app(engines, planner, settings or ApiSettings())).start()
 
 
+def _ask(page: Any, url: str, query: str, *, until: str = "#results tbody tr.result") -> None:
+    """Open the page at ``url``, type ``query``, search, and wait for ``until`` to appear."""
+    page.goto(url + "/")
+    page.fill("#query", query)
+    page.click("#go")
+    page.wait_for_selector(until, timeout=60_000)
+
+
 def test_typing_a_request_shows_program_candidates_results_and_timings(
     browser: Any, engines: dict[str, Engine], scripted_planner: ScriptedPlanner, tmp_path: Path
 ) -> None:
@@ -56,10 +64,7 @@ def test_typing_a_request_shows_program_candidates_results_and_timings(
     server = _serve(engines, PlannerSettings(url=scripted_planner.url, model="m", retries=0))
     page = browser.new_page()
     try:
-        page.goto(server.url + "/")
-        page.fill("#query", "wireless headphones with great noise cancelling")
-        page.click("#go")
-        page.wait_for_selector("#results tbody tr.result", timeout=60_000)
+        _ask(page, server.url, "wireless headphones with great noise cancelling")
         assert page.locator("#badge").inner_text() == "planner"
         assert page.locator("#results tbody tr.result").count() > 0
         link = page.locator("#program a.ph")
@@ -133,10 +138,7 @@ def test_a_fused_answer_says_so_on_the_page(
     server = _serve(engines, planner, ApiSettings(warmup=False, fuse="self-query"))
     page = browser.new_page()
     try:
-        page.goto(server.url + "/")
-        page.fill("#query", "wireless headphones under $200")
-        page.click("#go")
-        page.wait_for_selector("#results tbody tr.result", timeout=60_000)
+        _ask(page, server.url, "wireless headphones under $200")
         assert page.locator("#badge").inner_text() == "planner + self-query (fused)"
         reason = page.locator("#reason").inner_text()
         assert (
