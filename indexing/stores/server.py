@@ -65,7 +65,9 @@ RECOVERY_STARTS = 2
 before it gives up, each waiting ``timeout_s``. Milvus 2.3.5 can hang while it recovers from a crash: once
 in CI, a restart after ``kill -9`` logged its query coordinator reading the recovered collections and then
 nothing for 180 s, the proxy never listening (upstream issues 15523 and 26124 describe the same stall). A
-server that hangs is stopped and started once more; one that exits is not (its log says why)."""
+server that hangs is stopped and started once more; one that exits is not (its log says why). At least some
+of those hangs were a server listening one port up (see :func:`_own_ports`, fixed since); the retry stays for
+the others."""
 
 GRACEFUL_STOP_S = 5
 """Seconds the server's services may take to stop on SIGTERM."""
@@ -279,7 +281,7 @@ def _spawn(
         server.config.resolve()  # free ports for the internal services; writes configs/milvus.yaml
     except RuntimeError as exc:
         raise ConfigError(f"cannot start the Milvus server on port {port}: {exc}") from None
-    _own_etcd_ports(directory)
+    _own_ports(directory, port)
     milvus._initialize_data_files(str(directory))  # unpacks bin/ once
     metrics_port, sock = server.config.resolve_port(9091)
     sock.close()
@@ -297,8 +299,14 @@ def _spawn(
     )
 
 
-def _own_etcd_ports(directory: Path) -> None:
-    """Give the server's embedded etcd ports of its own.
+def _own_ports(directory: Path, port: int) -> None:
+    """Put the server on ``port`` and give its embedded etcd ports of its own.
+
+    The package probes the port it is given without ``SO_REUSEADDR`` and takes the next one that binds. Right
+    after a server on the same port stopped, its connections in ``TIME_WAIT`` fail that probe, so a restart
+    (``prore stores down`` then ``up``) listened one port up while :func:`start` waited on the one asked for,
+    180 s, then gave up. The server binds with ``SO_REUSEADDR``, as :func:`_port_free` checks, so the
+    generated ``configs/milvus.yaml`` is given ``port`` itself.
 
     Milvus 2.3.5's embedded etcd listens on the fixed peer port 2380 unless it is given a configuration
     file, so a second server on one machine (a test's beside the suite's, two workspaces) would fail to
@@ -331,6 +339,7 @@ def _own_etcd_ports(directory: Path) -> None:
     config = yaml.safe_load(main.read_text())
     config.setdefault("etcd", {}).setdefault("config", {})["path"] = str(etcd_file)
     config["etcd"]["endpoints"] = f"127.0.0.1:{client_port}"
+    config.setdefault("proxy", {})["port"] = port
     main.write_text(yaml.safe_dump(config, sort_keys=False))
 
 

@@ -1,5 +1,5 @@
 """The local Milvus server as a deployment: ``prore stores up|status|down`` in a workspace, an index built
-on it, and a server that goes away in the middle of a batch of searches and comes back."""
+on it, and a server that goes away in the middle of a batch of searches and comes back; a start after a crash."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ import pytest
 
 pytest.importorskip("milvus", reason="needs the milvus-server extra")
 pytest.importorskip("pymilvus", reason="needs the milvus extra")
+
+import pymilvus
 
 from indexing.build import build_index
 from indexing.config import Config, MilvusConfig
@@ -49,7 +51,7 @@ def _stop(pid: int, within_s: float = 10.0) -> None:
 
 
 def _search_until_it_fails(
-    search: Callable[[], Any], kill: Callable[[], None], after: int
+    search: Callable[[], Any], kill: Callable[[], object], after: int
 ) -> tuple[int, BaseException]:
     """Run ``search`` in a loop on another thread, ``kill`` once ``after`` have answered; the error that ends it."""
     answered = threading.Semaphore(0)
@@ -114,22 +116,39 @@ def test_a_server_that_goes_away_is_unavailable_and_the_store_reconnects(
                 os.kill(state["pid"], signal.SIGCONT)
             assert index.dense_search("title", queries, 5) == first
 
-            # Killed in the middle of a batch of searches: the batch fails typed, not a hang.
+            # A server that lost its loaded collections, as a restarted one has, unseen by the handle: the
+            # handle loads them again.
+            other = pymilvus.MilvusClient(uri=state["uri"], timeout=30)
+            try:
+                for name in other.list_collections():
+                    other.release_collection(name)
+                assert index.dense_search("title", queries, 5) == first
+                # Down and up again on the same port with the same data: the same handle answers as before.
+                # Nothing is loaded when it stops: Milvus 2.3.5 reloads the collections that were, and on a
+                # busy machine that recovery stalled for minutes with the proxy never listening (each of
+                # this test's runs in one full suite took 211-240 s that way).
+                for name in other.list_collections():
+                    other.release_collection(name)
+            finally:
+                other.close()
+            assert main([*ws, "stores", "down"]) == 0
+            assert "stopped" in capsys.readouterr().out
+            assert main([*ws, "stores", "up", "--port", str(port)]) == 0
+            capsys.readouterr()
+            assert index.dense_search("title", queries, 5) == first
+
+            # Gone in the middle of a batch of searches: the batch fails typed, not a hang. What a kill leaves
+            # behind is test_a_start_after_a_crash_that_does_not_answer_is_tried_once_more's.
             done, error = _search_until_it_fails(
-                lambda: index.dense_search("description", queries, 5), lambda: server.kill(directory), after=3
+                lambda: index.dense_search("description", queries, 5), lambda: server.stop(directory), after=3
             )
             assert done >= 3 and isinstance(error, StoreUnavailable), error
             with pytest.raises(StoreUnavailable):
                 index.dense_search("title", queries, 5)
             assert _status(base, capsys)["running"] is False
-
-            # Back on the same port with the same data: the same handle answers as before.
-            assert main([*ws, "stores", "up", "--port", str(port)]) == 0
-            capsys.readouterr()
-            assert index.dense_search("title", queries, 5) == first
     finally:
         assert main([*ws, "stores", "down"]) == 0
-    assert "stopped" in capsys.readouterr().out
+    assert "was not running" in capsys.readouterr().out
     assert _status(base, capsys)["running"] is False
     assert main([*ws, "stores", "down"]) == 0
     assert "was not running" in capsys.readouterr().out
