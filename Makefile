@@ -46,8 +46,9 @@ TEST_WORKERS ?= 2
 test: setup  ## run the test suite against the real embedded engines (TEST_WORKERS xdist processes, default 2)
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=40
 
+# The fast tier keeps both workers busy computing, so each gets its share of the cores (tests/conftest.py).
 test-fast: setup  ## the edit loop: every test not marked slow or server
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not slow and not server"
+	PRORE_TEST_SHARE_CORES=1 $(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not slow and not server"
 
 lint: setup  ## ruff (lint and format), mypy --strict, the import-linter layer contracts and hadolint on the Containerfile
 	$(BIN)/ruff check .

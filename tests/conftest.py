@@ -31,12 +31,14 @@ from tests.processes import VLLM_SERVER, served
 
 
 def _share_the_cores() -> int | None:
-    """Under pytest-xdist, each worker's share of the cores for torch, OpenMP and MKL, and for the training
-    subprocesses (``PRORE_TRAIN_THREADS``); ``None`` in one process. By default each of two workers would run
-    as many torch threads as the machine has cores, and on 2 cores ``make test-fast`` took 362 s that way
-    against 290 s with one thread each (single runs). What the environment already says wins."""
+    """With ``PRORE_TEST_SHARE_CORES=1`` (``make test-fast`` sets it) under pytest-xdist, each worker's share of
+    the cores for torch, OpenMP and MKL, and for the training subprocesses (``PRORE_TRAIN_THREADS``); else
+    ``None``, and torch takes every core in each worker. On 2 cores the fast tier, CPU-bound in both workers,
+    took 362 s with 2 threads a worker and 290 s with one (single runs); the full suite did not gain (992 s
+    against 1,062 s), since one worker often waits on a server while the other's threads fill both cores.
+    What the environment already says wins."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
-    if workers < 2:
+    if workers < 2 or os.environ.get("PRORE_TEST_SHARE_CORES") != "1":
         return None
     share = max(1, len(os.sched_getaffinity(0)) // workers)
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "PRORE_TRAIN_THREADS"):
