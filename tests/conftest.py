@@ -314,8 +314,8 @@ suffix these marks give a node id, which is why the dev extra keeps pytest below
 
 GROUP_ORDER = ("milvus-standalone", "readme-serving", "vllm", "tiny-planner", "milvus-lite")
 """The groups, longest first (``make test``'s ``--durations``, kept in ``.ci/logs/test.log``). pytest-xdist
-hands work out in collection order, so they are collected first and the other tests fill in around them;
-collected where their files are, the README's serving tests (``tests/serving``) started last and ran alone."""
+hands work out in collection order, so they are collected first and the other tests fill in around them; a
+long group handed out near the end would run alone on one worker while the other idles."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
