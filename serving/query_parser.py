@@ -233,11 +233,17 @@ def _addresses(scan: _Scan, schema: CorpusSchema) -> None:
             scan.add(m.span(), Condition(name, "==", m.group(0).lower()))
 
 
+BARE_PRICE_ABOVE = 5
+"""A comparison and a number with no cue at all ("headphones under 200") is a price when the number is above
+this, the top of the rating scale, and the corpus has prices; "under 4" stays unread."""
+
+
 def _bounds(scan: _Scan, name: str, dtype: DType, pre: str, post: str, *, dollars: bool = False) -> None:
     """``between X and Y``, ``X to Y``, ``under X``, ``X or more`` and ``X+`` for a numeric field.
 
     A number counts only with a cue: ``pre`` before it ("rated"), ``post`` after it ("stars") or,
-    for prices, a dollar sign.
+    for prices, a dollar sign. For prices, a comparison alone is a cue when the number is above
+    :data:`BARE_PRICE_ABOVE` (the other numeric fields have been read by then, with their cues).
     """
     unit = r"(?P<unit>\$\s?)?" if dollars else r"(?P<unit>)"
     head = rf"(?P<pre>\b(?:{pre})\s+(?:is\s+|lies\s+|of\s+|at\s+|with\s+a\s+)?)?"
@@ -251,7 +257,8 @@ def _bounds(scan: _Scan, name: str, dtype: DType, pre: str, post: str, *, dollar
     for form in forms:
         for m in scan.finditer(form):
             g = m.groupdict()
-            if not (g.get("pre") or g.get("post") or g.get("unit")):
+            bare = dollars and g.get("op") is not None and _num(g["num"]) > BARE_PRICE_ABOVE
+            if not (g.get("pre") or g.get("post") or g.get("unit") or bare):
                 continue
             scan.take(m)
             if scan.negated(m):

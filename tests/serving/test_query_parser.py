@@ -37,6 +37,16 @@ def _c(spec: str) -> Condition:
 
 
 PRODUCT_CASES = [
+    (  # a comparison alone, with a number past the rating scale, is a price
+        "wireless headphones under 200",
+        ["category == headphones", "price < 200"],
+        "wireless",
+    ),
+    (  # ... but not a number a rating could be, nor one another field's cue has read
+        "headphones at least 4 with over 100 reviews",
+        ["category == headphones", "review_count > 100"],
+        None,
+    ),
     (
         "Sony headphones under $200 that reviewers call comfortable",
         ["brand == Sony", "category == headphones", "price < 200"],
