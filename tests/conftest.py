@@ -27,7 +27,7 @@ import pytest
 from core.processes import listening
 from indexing.config import ClickHouseConfig, Config, EmbedderConfig, MilvusConfig
 from indexing.stores.server import free_port
-from tests.processes import VLLM_SERVER, served
+from tests.processes import VLLM_SERVER, interrupt_on_sigterm, served
 
 
 def _share_the_cores() -> int | None:
@@ -319,9 +319,8 @@ long group handed out near the end would run alone on one worker while the other
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if (
-        _THREADS is not None and "torch" in sys.modules
-    ):  # a plugin imported torch before this file set the env
+    interrupt_on_sigterm()
+    if _THREADS is not None and "torch" in sys.modules:  # a plugin imported torch before the env was set
         sys.modules["torch"].set_num_threads(_THREADS)
 
 

