@@ -81,7 +81,7 @@ $(VERL_STAMP): pyproject.toml scripts/verl-env.sh scripts/verl-constraints.txt
 
 # The CPU trainer's learning test starts from a planner the local SFT (TRL, in .venv) trains.
 test-verl: setup $(VERL_STAMP)  ## run the verl tests (config composition, reward loop, CPU trainer) in .venv-verl
-	$(VERL_VENV)/bin/pytest -q tests/rl/test_verl_config.py tests/rl/test_verl_reward.py tests/rl/test_verl_cpu.py
+	$(VERL_VENV)/bin/pytest -q --durations=15 tests/rl/test_verl_config.py tests/rl/test_verl_reward.py tests/rl/test_verl_cpu.py
 
 verl-cpu: setup $(VERL_STAMP)  ## verl's GRPO on CPU from the demo's SFT planner, 20 steps, beside TRL's (after make demo)
 	bash scripts/verl_cpu.sh
