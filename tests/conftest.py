@@ -324,6 +324,10 @@ def pytest_configure(config: pytest.Config) -> None:
         sys.modules["torch"].set_num_threads(_THREADS)
 
 
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    interrupt_on_sigterm()  # again: Ray's driver and others install their own SIGTERM handler
+
+
 def _group(item: pytest.Item) -> str | None:
     mark = item.get_closest_marker("xdist_group")
     if mark is None:

@@ -28,7 +28,8 @@ VLLM_SERVER = (sys.executable, "-m", "vllm.entrypoints.openai.api_server")
 def interrupt_on_sigterm() -> None:
     """Make SIGTERM end this pytest process as Ctrl-C does, so that its session fixtures still stop their
     servers. Those run in sessions of their own, so a job runner's SIGTERM to the suite's process group never
-    reaches them, and before this a stopped suite left Milvus and vLLM servers running."""
+    reaches them, and before this a stopped suite left Milvus and vLLM servers running. Called again after each
+    test, since libraries install handlers of their own (``ray.init`` makes SIGTERM exit the driver at once)."""
 
     def interrupt(signum: int, frame: object) -> None:
         raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")

@@ -24,20 +24,31 @@ def pytest_configure(config):
     interrupt_on_sigterm()
 
 
+def pytest_runtest_teardown(item):
+    interrupt_on_sigterm()
+
+
 @pytest.fixture(scope="session")
 def server(tmp_path_factory):
     command = [sys.executable, "-c", "import time; time.sleep(600)"]
     with served(command, lambda: True, tmp_path_factory.mktemp("s") / "server.log", what="a server",
                 timeout_s=30) as proc:
-        Path(os.environ["SERVER_PID_FILE"]).write_text(str(proc.pid))
         yield proc
 """
 
 TEST = """
+import os
+import signal
 import time
+from pathlib import Path
+
+
+def test_a_library_takes_sigterm(server):
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # as ray.init does with a handler of its own
 
 
 def test_waits(server):
+    Path(os.environ["SERVER_PID_FILE"]).write_text(str(server.pid))  # the outer test's cue to send SIGTERM
     time.sleep(600)
 """
 
