@@ -21,7 +21,6 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-
 import pytest
 
 from core.processes import listening
@@ -34,9 +33,9 @@ def _share_the_cores() -> int | None:
     """With ``PRORE_TEST_SHARE_CORES=1`` (``make test-fast`` sets it) under pytest-xdist, each worker's share of
     the cores for torch, OpenMP and MKL, and for the training subprocesses (``PRORE_TRAIN_THREADS``); else
     ``None``, and torch takes every core in each worker. On 2 cores the fast tier, CPU-bound in both workers,
-    took 362 s with 2 threads a worker and 290 s with one, 252 s and 203 s on warm caches (single runs); the full suite did not gain (992 s
-    against 1,062 s), since one worker often waits on a server while the other's threads fill both cores.
-    What the environment already says wins."""
+    took 362 s with 2 threads a worker and 290 s with one, 252 s and 203 s on warm caches (single runs); the
+    full suite did not gain (992 s against 1,062 s), since one worker often waits on a server while the other's
+    threads fill both cores. What the environment already says wins."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     if workers < 2 or os.environ.get("PRORE_TEST_SHARE_CORES") != "1":
         return None

