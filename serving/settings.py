@@ -128,7 +128,7 @@ class SqlSettings:
 
 FUSE_PARTNERS: tuple[str, ...] = ("none", "self-query")
 """What the query API may fuse the planner's programs with (:attr:`ApiSettings.fuse`)."""
-FUSE_GATES: tuple[str, ...] = ("none", "unanimous")
+FUSE_GATES: tuple[str, ...] = ("none", "unanimous", "familiar")
 """When a fusing query API lets the planner answer alone (:attr:`ApiSettings.fuse_gate`)."""
 
 
@@ -172,10 +172,16 @@ class ApiSettings:
     the samples and one filtered dense search per text field on every search. ``none``: the planner's program
     answers alone."""
     fuse_gate: str = "none"
-    """``unanimous``: under ``fuse``, a search whose programs all rank the same (every one ran, and they agree)
-    is answered by the planner's ranking alone (``"fusion": {"unanimous": true}``); only the others are fused.
-    It keeps the training templates' gold where the planner is certain (test Hit@1) and gives up some of the
-    fusion's gain on unseen wording (README, "Training the planner"). ``none``: every search is fused."""
+    """When, under ``fuse``, the planner's ranking answers alone; only the other searches are fused.
+
+    - ``familiar``: the request is worded like the planner's training requests (:mod:`serving.familiarity`,
+      the gate the planner card names, ``prore train familiarity``) and its program ranks something
+      (``"fusion": {"familiar": true, "familiarity": <similarity>}``). It keeps the training templates' gold
+      (test Hit@1) and fuses wording the planner never saw (README, "Training the planner").
+    - ``unanimous``: the search's programs all rank the same (every one ran, and they agree;
+      ``"fusion": {"unanimous": true}``). It keeps test Hit@1 too, and gives up some of the fusion's gain on
+      unseen wording.
+    - ``none``: every search is fused."""
     token: str | None = None
     """Bearer token ``/v1/*`` requires; None: no check (the loopback demo). ``prore serve --token-env VAR``
     reads it from the environment variable ``VAR`` instead of a file."""

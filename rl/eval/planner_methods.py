@@ -41,6 +41,7 @@ from serving.dsl.grounding import read_column_values
 from serving.dsl.structured import STRUCTURED_LIMITS, constraint_grammar, program_json_grammar
 from serving.engine.results import consensus, fuse, unanimous
 from serving.exemplars import ExemplarIndex, open_for_planner, shots_for
+from serving.familiarity import open_familiarity
 
 MAX_TOKENS = 256
 """Longest free completion generated (a program is 20-60 tokens with the local tokenizer, about 100 with
@@ -273,7 +274,7 @@ def planner_completions(ctx: MethodContext, path: str, requests: Sequence[str], 
 
 FALLBACKS: tuple[str, ...] = ("rrf", "bm25", "dense", "self-query")
 """Methods a planner may fall back to (``?fallback=``): baselines that read no gold."""
-GATES: tuple[str, ...] = ("unanimous",)
+GATES: tuple[str, ...] = ("unanimous", "familiar")
 """When a fused planner answers alone (``&gate=``, :attr:`Decoding.gate`)."""
 GUIDED_TEMPERATURE = 0.7
 """Sampling temperature of execution-guided decoding's second pass (:class:`Decoding`)."""
@@ -316,10 +317,15 @@ class Decoding:
     planner's programs together (``samples + 1``), so neither side outvotes the other. A request none of
     whose programs runs keeps its failure, for ``fallback``. Named apart: ``planner:RUN-eg8-fuse-self-query``."""
     gate: str | None = None
-    """``unanimous``: a request whose programs all rank the same (every one ran, and they agree:
-    :func:`serving.engine.results.unanimous`) is answered by the planner alone, and only the others are fused
-    (``serving.api.fuse_gate``). The planner is then trusted where it is certain, which keeps the training
-    templates' gold (test Hit@1), and second-guessed where it is not. Needs ``fuse``; ``-unanimous`` in the name."""
+    """When the planner answers alone and only the other requests are fused (``serving.api.fuse_gate``); needs
+    ``fuse``, and names the run apart (``-unanimous``, ``-familiar``).
+
+    - ``unanimous``: a request whose programs all rank the same (every one ran, and they agree:
+      :func:`serving.engine.results.unanimous`). The planner is trusted where it is certain.
+    - ``familiar``: a request worded like the planner's training requests (:mod:`serving.familiarity`: the
+      nearest training request, by character n-grams, at least as similar as for 95% of the training requests
+      themselves; the planner card's gate), whose greedy program ranks something. The planner is trusted on the wording it was trained
+      on, which keeps the training templates' gold (test Hit@1), and second-guessed on any other."""
 
     def __post_init__(self) -> None:
         if self.constraint not in CONSTRAINTS:
@@ -358,7 +364,7 @@ class Decoding:
 
 def parse_decoding(arg: str, *, constraint: str = "none") -> tuple[str, Decoding]:
     """The path and decoding of a ``planner:`` argument: ``PATH`` or
-    ``PATH?samples=8[&temperature=0.7][&fuse=self-query[&gate=unanimous]][&fallback=rrf]``.
+    ``PATH?samples=8[&temperature=0.7][&fuse=self-query[&gate=unanimous|familiar]][&fallback=rrf]``.
 
     >>> parse_decoding("runs/sft/final?samples=8")
     ('runs/sft/final', Decoding(constraint='none', samples=8, temperature=0.7, fallback=None, fuse=None, gate=None))
@@ -395,10 +401,11 @@ Sampler = Callable[[MethodContext, Sequence[str], int, float], list[list[Complet
 """A planner's ``n`` sampled completions at ``temperature`` for each request."""
 
 
-def guided_run(greedy: Greedy, sampler: Sampler, decoding: Decoding) -> Callable[[MethodContext, Sequence[EvalInstance], int], list[Outcome]]:  # fmt: skip
+def guided_run(greedy: Greedy, sampler: Sampler, decoding: Decoding, path: str | None = None) -> Callable[[MethodContext, Sequence[EvalInstance], int], list[Outcome]]:  # fmt: skip
     """The method function of a planner that decodes by ``greedy``, then, under ``decoding``, by execution-guided
     samples from ``sampler`` and a fallback for what stays empty (:class:`Decoding`): ``planner:`` through vLLM
-    and ``seq2seq:`` through transformers alike."""
+    and ``seq2seq:`` through transformers alike. ``path`` is the planner's model directory, whose card names
+    its familiarity gate (``&gate=familiar``)."""
 
     def run(ctx: MethodContext, batch: Sequence[EvalInstance], k: int) -> list[Outcome]:
         requests = [i.nl for i in batch]
@@ -427,6 +434,11 @@ def guided_run(greedy: Greedy, sampler: Sampler, decoding: Decoding) -> Callable
         drawn = sampler(ctx, [i.nl for i in batch], n, decoding.temperature) if n else [[] for _ in batch]
         tried = execute(ctx, [c for group in drawn for c in group], k)
         partner = get_method(decoding.fuse).run(ctx, batch, k)
+        familiar = [False] * len(batch)
+        if decoding.gate == "familiar":
+            if path is None:
+                raise TrainError("the familiar gate needs the planner's model directory", code="planner_option")
+            familiar = open_familiarity(path).familiar(ctx.domain, [i.nl for i in batch])
         out = []
         for j, (greedy_outcome, other) in enumerate(zip(first, partner, strict=True)):
             programs = [greedy_outcome, *tried[j * n : (j + 1) * n]]
@@ -434,6 +446,9 @@ def guided_run(greedy: Greedy, sampler: Sampler, decoding: Decoding) -> Callable
                 out.append(greedy_outcome)
                 continue
             if decoding.gate == "unanimous" and unanimous([o.ids for o in programs]):
+                out.append(greedy_outcome)
+                continue
+            if familiar[j] and greedy_outcome.ids:
                 out.append(greedy_outcome)
                 continue
             ranked = fuse([o.ids for o in programs] + [other.ids], [1.0] * (n + 1) + [float(n + 1)], k)
@@ -450,7 +465,7 @@ def planner_run(
     c = decoding.constraint
     return guided_run(lambda ctx, requests: planner_completions(ctx, path, requests, constraint=c),
                       lambda ctx, requests, n, t: generate(ctx, path, requests, constraint=c, n=n, temperature=t),
-                      decoding)  # fmt: skip
+                      decoding, path)  # fmt: skip
 
 
 def decoding_words(decoding: Decoding) -> str:
@@ -463,9 +478,9 @@ def decoding_words(decoding: Decoding) -> str:
     if decoding.samples:
         what += f", execution-guided with {decoding.samples} samples at temperature {decoding.temperature:g}"
     if decoding.fuse:
-        what += f", fused with {decoding.fuse} by weighted RRF" + (
-            " unless its programs are unanimous" if decoding.gate else ""
-        )
+        what += f", fused with {decoding.fuse} by weighted RRF" + {
+            None: "", "unanimous": " unless its programs are unanimous",
+            "familiar": " unless the request is worded like its training requests"}[decoding.gate]  # fmt: skip
     if decoding.fallback:
         what += f", {decoding.fallback} answering what it leaves empty"
     return what

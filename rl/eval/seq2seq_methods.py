@@ -84,7 +84,7 @@ def seq2seq_spec(arg: str, *, grounded: bool = False) -> MethodSpec:
     run = guided_run(lambda ctx, requests: seq2seq_completions(ctx, path, requests, grounded=grounded),
                      lambda ctx, requests, n, t: seq2seq_samples(ctx, path, requests, grounded=grounded, n=n,
                                                                  temperature=t),
-                     decoding)  # fmt: skip
+                     decoding, path)  # fmt: skip
     return MethodSpec(method_name(family, path) + decoding.suffix, run,
                       f"MiniLM encoder-decoder planner at {path} through transformers ({how}{decoding_words(decoding)})")  # fmt: skip
 

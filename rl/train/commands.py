@@ -4,6 +4,7 @@
     prore train grpo --init RUN/final [--reward-url URL] [--reward-target hit1|satisfy|mrr] [--max-steps N]
     prore train dapo --init RUN/final ...
     prore train plot RUN [RUN ...] [--out FILE.png]
+    prore train familiarity RUN/final [--domain D ...] [--quantile Q]
 
 They join the ``prore train`` group of :mod:`rl.verl.commands` (whose ``launch`` runs verl on a cluster).
 Every default comes from ``rl/train/defaults.yaml``; a flag wins over it. The flags of the file's keys are built
@@ -27,6 +28,7 @@ from rl.errors import TrainError
 from rl.reward import ACCURACY_MODES
 from rl.train.config import ENCODER_LR, Defaults, RlParams, SftParams, load_defaults
 from rl.train.model import SIZES
+from serving.familiarity import DEFAULT_QUANTILE
 
 
 @functools.cache
@@ -147,6 +149,18 @@ def _plot(args: argparse.Namespace, cfg: Config) -> int:
     return 0
 
 
+def _familiarity(args: argparse.Namespace, cfg: Config) -> int:
+    from rl.train.familiarity import add_familiarity
+
+    bench = Workspace(Path(args.bench)) if args.bench else Workspace(cfg.workspace)
+    section = add_familiarity(Path(args.model), bench, domains=args.domain, quantile=args.quantile)
+    shown = ", ".join(f"{d} {t:.3f}" for d, t in section["threshold"].items())
+    print(f"familiarity gate of {args.model}: {sum(section['requests'].values()):,} training requests, thresholds {shown} "
+          f"(quantile {section['quantile']:g}); evaluate with ?fuse=self-query&gate=familiar, serve with "
+          "--fuse-gate familiar")  # fmt: skip
+    return 0
+
+
 def _common(p: argparse.ArgumentParser, algorithm: str) -> None:
     p.add_argument(
         "--backend",
@@ -177,7 +191,7 @@ def _common(p: argparse.ArgumentParser, algorithm: str) -> None:
 
 
 def register_local(actions: Any) -> None:
-    """Add ``sft``, ``grpo``, ``dapo`` and ``plot`` to the ``prore train`` group's sub-parsers."""
+    """Add ``sft``, ``grpo``, ``dapo``, ``familiarity`` and ``plot`` to the ``prore train`` group's sub-parsers."""
     d = load_defaults()
     s = actions.add_parser("sft", help="supervised fine-tuning of a small planner on this machine (TRL)",
                            description="SFT on the benchmark's (prompt, gold program) chats; keeps the checkpoint "
@@ -232,6 +246,22 @@ def register_local(actions: Any) -> None:
             help="S_r: hit1 (the paper's, default), satisfy (the relevant sets) or mrr",
         )
         x.set_defaults(handler=_rl)
+    f = actions.add_parser(
+        "familiarity", help="give a trained planner its familiarity gate (serving/familiarity.py)",
+        description="Copy the benchmark's training requests of the planner's corpora into MODEL/familiarity and "
+        "record, on its card, the similarity to the nearest training request above which a request counts as "
+        "worded like the training set (the --quantile of the training requests' own leave-one-out similarity). "
+        "`?fuse=self-query&gate=familiar` and `prore serve --fuse self-query --fuse-gate familiar` then let the "
+        "planner answer such requests alone.")  # fmt: skip
+    f.add_argument("model", metavar="MODEL", help="the planner's model directory (a run's final/)")
+    f.add_argument("--domain", action="append", choices=DOMAINS,
+                   help="corpus whose training requests count (repeatable; default: the card's domains)")  # fmt: skip
+    f.add_argument("--quantile", type=float, default=DEFAULT_QUANTILE, metavar="Q",
+                   help=f"share of training-like requests judged unfamiliar (default {DEFAULT_QUANTILE:g})")  # fmt: skip
+    f.add_argument(
+        "--bench", metavar="DIR", help="workspace whose train split is read (default: --workspace)"
+    )
+    f.set_defaults(handler=_familiarity)
     p = actions.add_parser(
         "plot", help="draw training curves (loss, reward terms, execution, KL, clipping) to PNG"
     )

@@ -22,6 +22,7 @@ from rl.prompt import Profile, card_profile, read_card
 from rl.train import logs
 from rl.train.config import RlParams, load_defaults
 from rl.train.data import exemplar_shots, load_instances, rl_row, split_train_val, to_dataset, window
+from rl.train.familiarity import carry_familiarity
 from rl.train.model import build_model, load_model, parameter_count, size_named
 from rl.train.prompt_filter import (
     filter_key,
@@ -180,6 +181,7 @@ def run_rl(job: RlJob) -> dict[str, Any]:
     if exemplars is not None and job.init is not None:  # the same exemplars as the model it started from
         exemplars[0].save(final)
         extra["exemplars"] = read_card(job.init)["exemplars"]
+    extra.update(carry_familiarity(job.init, final))
     write_card(final, profile=profile, domains=job.domains, algorithm=job.algorithm,
                init=str(job.init) if job.init else None, reward_target=job.reward_target,
                execution_credit=p.execution_credit, **extra)  # fmt: skip

@@ -30,6 +30,7 @@ from typing import Any
 from rl.errors import TrainError
 from rl.train import logs
 from rl.train.data import load_instances, split_train_val, window
+from rl.train.familiarity import carry_familiarity
 from rl.train.grpo import RlJob
 from rl.train.prompt_filter import filter_key, filter_rows, record_filter, recorded_rows, saved_filter
 from rl.train.rewards import LayeredReward, in_process, reward_config
@@ -231,7 +232,7 @@ def run_seq2seq_rl(job: RlJob) -> dict[str, Any]:
     card = read_card(job.init)
     write_card(final, profile="request", domains=job.domains, algorithm=job.algorithm, arch=ARCH,
                init=str(job.init), reward_target=job.reward_target, execution_credit=p.execution_credit,
-               encoder=card.get("encoder"))  # fmt: skip
+               encoder=card.get("encoder"), **carry_familiarity(job.init, final))  # fmt: skip
     records = logs.read_metrics(job.out)
     last = [r for r in records if "reward" in r][-10:]
     steps = int(trainer.state.global_step)

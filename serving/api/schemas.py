@@ -92,6 +92,16 @@ class FusionOut(BaseModel):
     unanimous: bool = False
     """The programs all ranked the same and ``serving.api.fuse_gate`` is ``unanimous``: the planner's ranking
     answered alone (the results are the program's own)."""
+    familiarity: float | None = None
+    """Under ``serving.api.fuse_gate: familiar``, the request's similarity to the nearest training request."""
+    familiar: bool = False
+    """That similarity reached the planner's threshold and its program ranked something: the program's ranking
+    answered alone."""
+
+    @property
+    def alone(self) -> bool:
+        """Whether a gate let the planner's ranking answer alone (nothing was fused)."""
+        return self.unanimous or self.familiar
 
 
 class SearchOut(BaseModel):

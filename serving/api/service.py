@@ -30,7 +30,7 @@ from typing import Any
 
 from cachetools import LRUCache
 
-from core.errors import ProReError
+from core.errors import ConfigError, ProReError
 from indexing.schema import Role, schema_for
 from serving.api.metrics import ApiMetrics
 from serving.api.schemas import ExecuteIn, FallbackOut, FusionOut, GuidedOut, SearchIn
@@ -38,6 +38,7 @@ from serving.dsl import DslError, Program, Retrieval, parse_program
 from serving.dsl.grounding import read_column_values
 from serving.engine import Engine, ExecutionResult
 from serving.engine.results import candidate_name, consensus, fuse, unanimous
+from serving.familiarity import Familiarity, open_familiarity
 from serving.http.limit import InflightLimit
 from serving.planner import Plan, Planner, PlannerError, PlannerSettings
 from serving.self_query import SelfQuery, SelfQueryPlan
@@ -104,6 +105,8 @@ class QueryService:
         self.metrics = ApiMetrics(lambda: self.limit.count)
         self._executors = {d: ThreadPoolExecutor(1, thread_name_prefix=f"engine-{d}") for d in self.engines}
         self._self_query: dict[str, SelfQuery] = {}
+        self.familiarity: Familiarity | None = None
+        """The planner card's familiarity gate, under ``serving.api.fuse_gate: familiar`` (opened at start)."""
         self._docs: LRUCache[tuple[str, tuple[str, ...], str], dict[str, Any]] = LRUCache(
             settings.doc_cache_rows
         )
@@ -114,6 +117,12 @@ class QueryService:
             if self.planner_settings.output == "grounded":  # the literals a grounded program may name
                 values = {d: read_column_values(e.handle, e.schema) for d, e in self.engines.items()}
             self.planner = Planner(self.planner_settings, values=values)
+        if self.settings.fuse_gate == "familiar" and self.fuses():
+            assert self.planner_settings is not None
+            if self.planner_settings.card is None:
+                raise ConfigError("serving.api.fuse_gate familiar needs the planner's card (--planner-card), "
+                                  "which names its familiarity gate", code="bad_fuse")  # fmt: skip
+            self.familiarity = open_familiarity(self.planner_settings.card)
         if self.settings.warmup:
             for domain in self.engines:
                 with contextlib.suppress(Exception):
@@ -282,7 +291,7 @@ class QueryService:
                 plan, result, fusion = fused
                 return await self.answer(
                     request_id, body.domain, plan.program, body.k, fields, timings, source="planner",
-                    query=body.query, repairs=(*plan.repairs, *(() if fusion.unanimous else ("fused",))), result=result,
+                    query=body.query, repairs=(*plan.repairs, *(() if fusion.alone else ("fused",))), result=result,
                     fusion=fusion,
                 )  # fmt: skip
             return await self.fall_back(request_id, body, fields, timings, fused, None)
@@ -392,6 +401,11 @@ class QueryService:
             plans.append(await self.plan(domain, query))
         except PlannerError as exc:
             reason = FallbackOut(reason=exc.code, detail=" ".join(exc.message.split()))
+        greedy = bool(plans)  # plans[0] is the planner's program, not a sample
+        similarity = None
+        if self.familiarity is not None:  # off the event loop
+            gate = self.familiarity
+            similarity = (await asyncio.to_thread(gate.similarity, domain, [query]))[0]
         asked = 1 + self.planner_settings.guided_samples
         if asked > 1:
             with contextlib.suppress(PlannerError):
@@ -430,8 +444,10 @@ class QueryService:
         rankings = [r.ids if isinstance(r, ExecutionResult) else None for r in results]
         shown: ExecutionResult = results[ran[0]]
         alone = self.settings.fuse_gate == "unanimous" and len(results) == asked and unanimous(rankings)
-        if alone:
-            result = shown
+        familiar = (greedy and similarity is not None and self.familiarity is not None and bool(rankings[0])
+                    and similarity >= self.familiarity.threshold[domain])  # fmt: skip
+        if alone or familiar:
+            result = results[0] if familiar else shown
         else:
             fused = fuse([*rankings, partner_ids], [1.0] * len(results) + [float(asked)], k)
             result = dataclasses.replace(
@@ -440,8 +456,9 @@ class QueryService:
         self.metrics.fused.labels("answered").inc()
         fusion = FusionOut(programs=asked, ran=len(ran), partner=self.settings.fuse, weight=float(asked),
                            filter=parsed.filter if parsed else None, semantic_query=parsed.query if parsed else "",
-                           partner_ids=partner_ids or [], unanimous=alone)  # fmt: skip
-        return plans[ran[0]], result, fusion
+                           partner_ids=partner_ids or [], unanimous=alone, familiarity=similarity,
+                           familiar=familiar)  # fmt: skip
+        return plans[0 if familiar else ran[0]], result, fusion
 
     async def guided_pass(
         self, domain: str, query: str, k: int, reason: FallbackOut, timings: dict[str, float]

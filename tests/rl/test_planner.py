@@ -44,6 +44,8 @@ from rl.reward import parse_completion
 from serving.dsl.grounding import Grounding
 from serving.dsl.structured import STRUCTURED_LIMITS
 from serving.engine.results import fuse
+from serving.familiarity import Familiarity
+from serving.prompt import CARD
 from tests.rl.eval_support import Inst
 from tests.rl.train_support import train_tiny_sft
 from tests.serving.planner_support import PLANNER_NAME
@@ -220,6 +222,13 @@ def test_planner_options_name_the_method_apart() -> None:
     gated = get_method("planner-grounded:runs/sft/final?samples=8&fuse=self-query&gate=unanimous")
     assert gated.name == "planner-grounded:sft-eg8-fuse-self-query-unanimous"
     assert gated.description.endswith("unless its programs are unanimous)")
+    familiar = get_method(
+        "seq2seq-grounded:runs/dapo/final?samples=8&fuse=self-query&gate=familiar&fallback=rrf"
+    )
+    assert familiar.name == "seq2seq-grounded:dapo-eg8-fuse-self-query-familiar-fb-rrf"
+    assert "unless the request is worded like its training requests" in familiar.description
+    with pytest.raises(TrainError, match="planner gate must be one of unanimous, familiar, with fuse"):
+        get_method("planner:runs/sft/final?gate=familiar")
 
 
 def test_fusion_ranks_every_program_and_the_partner_by_weighted_rrf(small_index_cfg: Config) -> None:
@@ -249,6 +258,39 @@ def test_fusion_ranks_every_program_and_the_partner_by_weighted_rrf(small_index_
     assert got[1].ids is None and got[1].layer == "format", (
         "no program ran: the failure stays, for the fallback"
     )
+
+
+def test_the_familiar_gate_answers_training_wording_by_the_greedy_program_alone(
+    small_index_cfg: Config, tmp_path: Path
+) -> None:
+    """``&gate=familiar``: a request worded like the planner's training requests (its card's gate) whose greedy
+    program ranks something keeps that program's ranking; any other request is fused as without the gate."""
+    good = json.dumps({"sql": "SELECT id FROM products WHERE price < 200 AND id IN <text_1>",
+                       "retrieval_list": [{"type": "text", "field": "review", "query": "great noise cancelling"}]})  # fmt: skip
+    cheap = good.replace("price < 200", "price < 50")
+    training = ("headphones under 200", "headphones under 150", "wireless earbuds under 100")
+    card = {"profile": "compact", "domains": ["ecommerce"], "algorithm": "sft",
+            "familiarity": Familiarity.calibrate({"ecommerce": training}).save(tmp_path)}  # fmt: skip
+    (tmp_path / CARD).write_text(json.dumps(card))
+    unlike = "zebra striped garden hose reel for a sailboat"
+    script = {"headphones under 200": (good, [cheap, cheap]), unlike: (good, [cheap, cheap])}
+    run = guided_run(lambda ctx, requests: [Completion(script[r][0]) for r in requests],
+                     lambda ctx, requests, n, t: [[Completion(c) for c in script[r][1][:n]] for r in requests],
+                     Decoding(samples=2, fuse="self-query", gate="familiar"), str(tmp_path))  # fmt: skip
+    instances = [Inst(f"q{i}", nl, "", "P00000", "L1", ("text",)) for i, nl in enumerate(script)]
+    ctx = MethodContext(small_index_cfg, "ecommerce")
+    try:
+        got = run(ctx, instances, 10)
+        own, other = execute(ctx, [good, cheap], 10)
+        partner = get_method("self-query").run(ctx, instances, 10)
+    finally:
+        ctx.close()
+    assert got[0].ids == own.ids and own.ids, "familiar: the greedy program's own ranking"
+    expected = fuse([own.ids, other.ids, other.ids, partner[1].ids], [1.0, 1.0, 1.0, 3.0], 10)
+    assert got[1].ids == tuple(doc for doc, _ in expected), "unfamiliar: fused"
+    with pytest.raises(TrainError, match="needs the planner's model directory"):
+        guided_run(lambda ctx, requests: [], lambda ctx, requests, n, t: [],
+                   Decoding(fuse="self-query", gate="familiar"))(MethodContext(small_index_cfg, "ecommerce"), instances, 10)  # fmt: skip
 
 
 def test_structured_grammar_admits_no_raw_control_character() -> None:

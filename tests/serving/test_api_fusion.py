@@ -4,17 +4,23 @@ weighted reciprocal-rank fusion; a search none of whose programs runs goes to th
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from core.errors import ConfigError
+from indexing.config import Config
+from serving.api.service import QueryService
 from serving.dsl import parse_program
 from serving.engine import Engine
 from serving.engine.results import fuse
+from serving.familiarity import Familiarity
 from serving.planner import PlannerSettings
+from serving.prompt import CARD
 from serving.self_query import SelfQuery
 from serving.settings import ApiSettings
 from tests.serving.api_support import Api, metric
@@ -104,10 +110,75 @@ def test_under_the_unanimous_gate_programs_that_agree_answer_alone(
     ("settings", "message"),
     [
         ({"fuse": "bm25"}, "serving.api.fuse must be one of none, self-query, got 'bm25'"),
-        ({"fuse_gate": "majority"}, "serving.api.fuse_gate must be one of none, unanimous, got 'majority'"),
+        (
+            {"fuse_gate": "majority"},
+            "serving.api.fuse_gate must be one of none, unanimous, familiar, got 'majority'",
+        ),
     ],
 )
 def test_an_unknown_fusion_setting_is_a_one_line_config_error(settings: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError) as info:
         ApiSettings(**settings)
     assert str(info.value) == message
+
+
+TRAINING = (QUERY, "wireless headphones under $150", "bluetooth headphones under $100 with good reviews",
+            "wireless earbuds under $80", "noise cancelling headphones below $300")  # fmt: skip
+"""The training requests of the gated planner below."""
+UNLIKE = "zebra striped garden hose reel for a sailboat"
+
+
+@pytest.fixture(scope="module")
+def gated_card(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A planner card whose familiarity gate was calibrated on :data:`TRAINING`."""
+    model = tmp_path_factory.mktemp("gated-planner")
+    card = {"profile": "compact", "domains": ["ecommerce"], "algorithm": "sft",
+            "familiarity": Familiarity.calibrate({"ecommerce": TRAINING}).save(model)}  # fmt: skip
+    (model / CARD).write_text(json.dumps(card))
+    return model
+
+
+def test_under_the_familiar_gate_a_request_worded_like_training_is_answered_by_its_program_alone(
+    engines: dict[str, Engine], small_index_cfg: Config, gated_card: Path,
+    scripted_planner_server: ScriptedPlanner, scripted_planner: ScriptedPlanner,
+) -> None:  # fmt: skip
+    planner = PlannerSettings(url=scripted_planner_server.url, model="m", retries=0, guided_samples=2,
+                              card=str(gated_card), embedder=small_index_cfg.embedder)  # fmt: skip
+    api = Api(engines, planner, ApiSettings(warmup=False, fuse="self-query", fuse_gate="familiar"))
+    threshold = json.loads((gated_card / CARD).read_text())["familiarity"]["threshold"]["ecommerce"]
+    try:
+        scripted_planner.completion = json.dumps(GOOD)
+        scripted_planner.samples = [json.dumps(CHEAP)] * 2
+        body = api.client.post("/v1/search", json={"query": QUERY, "k": 10}).json()
+        own = engines["ecommerce"].execute(parse_program(json.dumps(GOOD)), 10)
+        assert body["source"] == "planner" and body["fusion"]["familiar"] and "fused" not in body["repairs"]
+        assert (
+            body["fusion"]["familiarity"] == pytest.approx(1.0, abs=1e-4) and not body["fusion"]["unanimous"]
+        )
+        assert [x["id"] for x in body["results"]] == list(own.ids), (
+            "the program's own ranking, samples disagreeing"
+        )
+        body = api.client.post("/v1/search", json={"query": UNLIKE, "k": 10}).json()
+        assert body["fusion"]["familiarity"] < threshold and not body["fusion"]["familiar"]
+        assert "fused" in body["repairs"], "wording unlike any training request is fused"
+        scripted_planner.completion = json.dumps(
+            {**GOOD, "sql": GOOD_SQL.replace("price < 200", "price < 0")}
+        )
+        body = api.client.post("/v1/search", json={"query": QUERY, "k": 10}).json()
+        assert not body["fusion"]["familiar"] and "fused" in body["repairs"], (
+            "a familiar program that ranks nothing"
+        )
+    finally:
+        api.close()
+
+
+def test_the_familiar_gate_without_a_card_refuses_to_start_in_one_line(
+    engines: dict[str, Engine], scripted_planner_server: ScriptedPlanner
+) -> None:
+    planner = PlannerSettings(url=scripted_planner_server.url, model="m", retries=0)
+    service = QueryService(
+        engines, planner, ApiSettings(warmup=False, fuse="self-query", fuse_gate="familiar")
+    )
+    with pytest.raises(ConfigError, match=r"^serving\.api\.fuse_gate familiar needs the planner's card"):
+        asyncio.run(service.start())
+    asyncio.run(service.stop())
