@@ -64,6 +64,9 @@ for set in "${SETS[@]}"; do
   for d in "${domains[@]}"; do on+=(--domain "$d"); done
   step "train $name: SFT on ${domains[*]} ($PROFILE)"
   $PRORE train sft "${on[@]}" "${SFT[@]}" --out "$RUNS/sft-$name"
+  if [ "$ARCH" = minilm-seq2seq ]; then  # the fusion gate's training requests; RL runs carry it (README: Serving)
+    $PRORE train familiarity "$RUNS/sft-$name/final"
+  fi
   for a in $ALGOS; do
     step "train $name: ${a^^} from the SFT model"
     filter=()  # DAPO's dynamic sampling, once against the SFT model (README: Local training, prompt filter)

@@ -5,13 +5,13 @@
   copied from the request, literals from the corpus's column values; :func:`serving.dsl.structured.constraint_grammar`),
   applied by llguidance, the library vLLM's ``guidance`` backend runs for ``planner-grounded:``.
 
-Both take ``planner:``'s decoding options (:class:`rl.eval.planner_methods.Decoding`): ``PATH?samples=8``
+Both take ``planner:``'s decoding options (:class:`rl.eval.guided.Decoding`): ``PATH?samples=8``
 decodes a request whose program ranks nothing again as 8 samples and keeps the ranking most agree on, and
 ``&fallback=self-query`` answers what stays empty (a system, named apart: ``seq2seq-grounded:RUN-eg8-fb-self-query``).
 
 Generation is :meth:`serving.seq2seq.Seq2SeqPlanner.generate`, the planner's model server's own
 (:mod:`serving.kserve_seq2seq`), in batches of :data:`BATCH`. Programs are parsed and executed as every planner
-method's are (:func:`rl.eval.planner_methods.execute`).
+method's are (:func:`rl.eval.guided.execute`).
 """
 
 from __future__ import annotations
@@ -20,16 +20,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rl.errors import TrainError
+from rl.eval.guided import Completion, decoding_words, guided_run, parse_decoding
 from rl.eval.methods import MethodContext, MethodSpec, register_family
-from rl.eval.planner_methods import (
-    MAX_TOKENS,
-    Completion,
-    column_values,
-    decoding_words,
-    guided_run,
-    method_name,
-    parse_decoding,
-)
+from rl.eval.planner_methods import MAX_TOKENS, column_values, method_name
 from serving.dsl import longest_program_chars
 from serving.dsl.structured import STRUCTURED_LIMITS, constraint_grammar
 from serving.prompt import request_text
@@ -77,7 +70,7 @@ def seq2seq_completions(ctx: MethodContext, path: str, requests: Sequence[str], 
 
 def seq2seq_spec(arg: str, *, grounded: bool = False) -> MethodSpec:
     """The spec of a MiniLM encoder-decoder planner saved at ``arg``'s path, with ``planner:``'s decoding
-    options (``?samples=8``, ``&temperature=``, ``&fallback=``: :class:`rl.eval.planner_methods.Decoding`)."""
+    options (``?samples=8``, ``&temperature=``, ``&fallback=``: :class:`rl.eval.guided.Decoding`)."""
     path, decoding = parse_decoding(arg, constraint="grounded" if grounded else "none")
     family = "seq2seq-grounded" if grounded else "seq2seq"
     how = "the grounded program grammar, by llguidance" if grounded else "free decoding"

@@ -20,23 +20,18 @@ from indexing.schema import PRODUCTS
 from indexing.workspace import Workspace
 from rl.datasets import load_split
 from rl.errors import TrainError
+from rl.eval.guided import Completion, Decoding, execute, guided_run, parse_decoding, vote
 from rl.eval.methods import MethodContext, Outcome, get_method
 from rl.eval.planner_methods import (
     N_SHOTS,
     SHOTS_KEY,
-    Completion,
-    Decoding,
     LoadedPlanner,
     column_values,
-    execute,
     few_shot_messages,
     generate,
-    guided_run,
-    parse_decoding,
     pick_exemplars,
     planner_completions,
     program_grammar,
-    vote,
 )
 from rl.eval.report import FAILURES, failure_breakdown
 from rl.eval.runner import QueryResult, evaluate, modality_group
