@@ -160,6 +160,7 @@ def _steps(log: Path) -> dict[int, dict[str, float]]:
     return {r["step"]: r["data"] for r in map(json.loads, log.read_text().splitlines())}
 
 
+@pytest.mark.timeout(2400)  # its subprocesses' own limits: SFT 900 s, each verl run 1,200 s
 def test_dapo_from_an_sft_planner_learns_checkpoints_and_resumes(setup: Setup, sft_planner: Path) -> None:
     import torch
     from safetensors.torch import load_file
