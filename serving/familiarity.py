@@ -99,7 +99,7 @@ def version_of(analyzer: Mapping[str, Any], requests: Mapping[str, Sequence[str]
     return h.hexdigest()[:16]
 
 
-class _Space:
+class Space:
     """One corpus's training requests as TF-IDF vectors."""
 
     def __init__(self, requests: Sequence[str], analyzer: Mapping[str, Any]) -> None:
@@ -124,7 +124,7 @@ class Familiarity:
         self.quantile = quantile
         self.analyzer = dict(analyzer or ANALYZER)
         self.version = version_of(self.analyzer, self.requests)
-        self._spaces: dict[str, _Space] = {}
+        self._spaces: dict[str, Space] = {}
         self._lock = threading.Lock()
 
     @classmethod
@@ -137,22 +137,22 @@ class Familiarity:
                                    code="familiarity_quantile")  # fmt: skip
         gate = cls(requests, {}, quantile=quantile, analyzer=analyzer)
         for domain, texts in gate.requests.items():
-            own = nearest_other(gate._space(domain).matrix, texts)
+            own = nearest_other(gate.space(domain).matrix, texts)
             gate.threshold[domain] = round(float(np.quantile(own, quantile)), 6)
         return gate
 
-    def _space(self, domain: str) -> _Space:
+    def space(self, domain: str) -> Space:
         with self._lock:
             if domain not in self._spaces:
                 if domain not in self.requests:
                     raise FamiliarityError(f"the planner's familiarity gate knows no {domain!r} training requests "
                                            f"(it has {', '.join(sorted(self.requests))})", code="familiarity_domain")  # fmt: skip
-                self._spaces[domain] = _Space(self.requests[domain], self.analyzer)
+                self._spaces[domain] = Space(self.requests[domain], self.analyzer)
             return self._spaces[domain]
 
     def similarity(self, domain: str, requests: Sequence[str]) -> list[float]:
         """Each request's cosine similarity to the nearest training request of ``domain``."""
-        space = self._space(domain)
+        space = self.space(domain)
         return [float(s) for s in space.similarity(requests)] if requests else []
 
     def familiar(self, domain: str, requests: Sequence[str]) -> list[bool]:
