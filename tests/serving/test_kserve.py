@@ -42,7 +42,7 @@ def kserve_workspaces(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, P
     """Two copies of one built workspace: chDB lets one process at a time open a workspace's store."""
     ws = tmp_path_factory.mktemp("kserve-ws")
     _prore(ws, "corpus", "build", "ecommerce", "--size", "200")
-    _prore(ws, "index", "build", "ecommerce")
+    _prore(ws, "--embedder", "hashing", "index", "build", "ecommerce")
     copy = ws.with_name(ws.name + "-copy")
     shutil.copytree(ws, copy, symlinks=True)  # chDB links its metadata and data relatively
     return ws, copy
