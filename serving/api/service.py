@@ -403,9 +403,9 @@ class QueryService:
             reason = FallbackOut(reason=exc.code, detail=" ".join(exc.message.split()))
         greedy = bool(plans)  # plans[0] is the planner's program, not a sample
         similarity = None
-        if self.familiarity is not None:  # off the event loop
-            gate = self.familiarity
-            similarity = (await asyncio.to_thread(gate.similarity, domain, [query]))[0]
+        gate = self.familiarity
+        if gate is not None and domain in gate.threshold:  # a corpus the planner has no gate for is fused
+            similarity = (await asyncio.to_thread(gate.similarity, domain, [query]))[0]  # off the event loop
         asked = 1 + self.planner_settings.guided_samples
         if asked > 1:
             with contextlib.suppress(PlannerError):

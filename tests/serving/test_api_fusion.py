@@ -168,6 +168,13 @@ def test_under_the_familiar_gate_a_request_worded_like_training_is_answered_by_i
         assert not body["fusion"]["familiar"] and "fused" in body["repairs"], (
             "a familiar program that ranks nothing"
         )
+        mail = {"sql": "SELECT id FROM emails WHERE id IN <text_1>",
+                "retrieval_list": [{"type": "text", "field": "body", "query": "contract renewal"}]}  # fmt: skip
+        scripted_planner.completion = json.dumps(mail)
+        scripted_planner.samples = [json.dumps(mail)] * 2
+        body = api.client.post("/v1/search", json={"query": QUERY, "domain": "email", "k": 10}).json()
+        assert body["source"] == "planner" and "fused" in body["repairs"], body
+        assert body["fusion"]["familiarity"] is None, "a corpus the gate has no training requests of is fused"
     finally:
         api.close()
 
