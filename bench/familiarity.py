@@ -29,6 +29,8 @@ from typing import Any
 import numpy as np
 from common import RESULTS, machine, write_results
 
+from serving.familiarity import DEFAULT_QUANTILE
+
 TFIDF: dict[str, dict[str, Any]] = {
     "word-1-2": {"analyzer": "word", "ngram_range": [1, 2]},
     "word-1-3": {"analyzer": "word", "ngram_range": [1, 3]},
@@ -74,7 +76,8 @@ def main() -> None:
     ap.add_argument("--workspace", default=os.environ.get("PRORE_WORKSPACE", ".prore"),
                     help="workspace with the benchmark (default $PRORE_WORKSPACE, else .prore)")  # fmt: skip
     ap.add_argument("--config", help="the prore config file (its embedder section runs MiniLM)")
-    ap.add_argument("--quantile", type=float, default=0.05, help="the threshold's quantile (default 0.05)")
+    ap.add_argument("--quantile", type=float, default=DEFAULT_QUANTILE,
+                    help=f"the threshold's quantile (default {DEFAULT_QUANTILE:g}, the gate's)")  # fmt: skip
     ap.add_argument("--candidates", nargs="+", choices=CANDIDATES, default=list(CANDIDATES))
     ap.add_argument("--out", default=str(RESULTS / "familiarity.json"))
     args = ap.parse_args()

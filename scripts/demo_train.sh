@@ -23,9 +23,11 @@
 #   6000) steps, then DAPO from it on the prompt filter's share of the first RL_LIMIT (default 500) requests per domain
 #   (RL_STEPS, default 150, at lr 5e-5); both evaluated under the grounded grammar (`seq2seq-grounded:`, the
 #   decoding prore serve uses) on test, OOD and the human split, and the DAPO planner once more as the best system
-#   measured: its program and GUIDED_SAMPLES samples fused with self-query, the rrf fallback answering a request
-#   none of whose programs runs (`?samples=N&fuse=self-query&fallback=rrf`, what `prore serve --fuse self-query
-#   --guided-samples N` does). It serves through its own model server
+#   measured: its program and GUIDED_SAMPLES samples fused with self-query unless the request is worded like the
+#   training requests (the familiarity gate `prore train familiarity` gives the SFT planner, which DAPO carries),
+#   the rrf fallback answering a request none of whose programs runs
+#   (`?samples=N&fuse=self-query&gate=familiar&fallback=rrf`, what `prore serve --fuse self-query --fuse-gate
+#   familiar --guided-samples N` does). It serves through its own model server
 #   (README: The encoder-decoder planner), not vLLM. ARCH=decoder keeps the decoder-only recipe below.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -86,7 +88,7 @@ for set in "${SETS[@]}"; do
         done
         if [ "$GUIDED" -gt 0 ]; then  # the best system measured: the programs fused with self-query
           last="${ALGOS##* }"
-          $PRORE eval "$d" --method "seq2seq-grounded:$RUNS/$last-$name/final?samples=$GUIDED&fuse=self-query&fallback=rrf" \
+          $PRORE eval "$d" --method "seq2seq-grounded:$RUNS/$last-$name/final?samples=$GUIDED&fuse=self-query&gate=familiar&fallback=rrf" \
             --split "$split" --quiet
         fi
         $PRORE eval compare --domain "$d" --split "$split"

@@ -106,7 +106,7 @@ class Decoding:
     - ``unanimous``: a request whose programs all rank the same (every one ran, and they agree:
       :func:`serving.engine.results.unanimous`). The planner is trusted where it is certain.
     - ``familiar``: a request worded like the planner's training requests (:mod:`serving.familiarity`: the
-      nearest training request, by character n-grams, at least as similar as for 95% of the training requests
+      nearest training request, by character n-grams, at least as similar as for 80% of the training requests
       themselves; the planner card's gate), whose greedy program ranks something. The planner is trusted on the wording it was trained
       on, which keeps the training templates' gold (test Hit@1), and second-guessed on any other."""
 

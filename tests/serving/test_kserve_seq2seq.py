@@ -5,6 +5,7 @@ minilm-seq2seq``; and its OpenAI chat route asked directly, for what ``prore ser
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from indexing.config import load_config
 from indexing.schema import PRODUCTS
 from indexing.stores.server import free_port
 from indexing.workspace import Workspace
+from serving.prompt import read_card
 from tests.processes import served
 from tests.serving import serve_support
 from tests.serving.serve_support import corpus_values, env, prore, readme_commands
@@ -35,13 +37,15 @@ TRAIN = ["--domain", "ecommerce", "--arch", "minilm-seq2seq", "--size", "xs", "-
 """SFT of the served planner: the ``xs`` decoder on MiniLM for 120 steps at 3x the default rate."""
 
 
-def readme_lines() -> tuple[str, str]:
-    """The model server's line and ``prore serve``'s, from the README's one bash block under :data:`HEADING`."""
+def readme_lines() -> tuple[str, str, str]:
+    """The model server's line, ``prore train familiarity``'s and ``prore serve``'s, from the README's one bash
+    block under :data:`HEADING`."""
     commands = readme_commands(HEADING)
     server = [c for c in commands if "serving.kserve_seq2seq" in c]
+    gate = [c for c in commands if c.startswith("prore train familiarity")]
     serve = [c for c in commands if c.startswith("prore serve")]
-    assert len(server) == 1 and len(serve) == 1, commands
-    return server[0], serve[0]
+    assert len(server) == 1 and len(gate) == 1 and len(serve) == 1 and len(commands) == 3, commands
+    return server[0], gate[0], serve[0]
 
 
 def substitute(command: str, model_dir: str, ports: dict[str, int]) -> str:
@@ -50,12 +54,13 @@ def substitute(command: str, model_dir: str, ports: dict[str, int]) -> str:
 
 
 def test_the_readmes_lines_serve_the_card_with_prore_serves_defaults() -> None:
-    server, serve = readme_lines()
+    server, gate, serve = readme_lines()
     assert f"--model_dir {MODEL_DIR}" in server and "--model_name planner" in server
+    assert gate == f"prore train familiarity {MODEL_DIR}", "the gate of the card prore serve reads"
     assert f"--planner-card {MODEL_DIR}" in serve
     assert f"--planner-url http://127.0.0.1:{PORTS['planner']}/openai/v1" in serve
     assert "--planner-output" not in serve, "prore serve's default output, grounded, is seq2seq-grounded:'s"
-    assert "--guided-samples 8 --fuse self-query" in serve, "the system measured best on unseen wording"
+    assert "--guided-samples 8 --fuse self-query --fuse-gate familiar" in serve, "the system measured best"
 
 
 @dataclass(frozen=True)
@@ -71,7 +76,11 @@ def readme_servers(readme_root: Path) -> Iterator[Served]:
     it by ``prore``; then the README's two lines run by bash from there."""
     root = readme_root
     prore(root, "train", "sft", *TRAIN, "--out", str(Path(MODEL_DIR).parent), timeout=900)
-    server, serve = readme_lines()
+    server, gate, serve = readme_lines()
+    done = subprocess.run(
+        ["bash", "-c", gate], cwd=root, env=env(), capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
     ports = {name: free_port() for name in PORTS}
     planner_url, api_url = (
         f"http://127.0.0.1:{ports['planner']}/openai/v1",
@@ -105,11 +114,20 @@ def test_prore_serve_answers_from_the_encoder_decoder_planner_as_evaluation_deco
         assert r.status_code == 200, r.text
         answers.append(r.json())
     assert httpx.get(s.api_url + "/readyz", timeout=30).status_code == 200
+    threshold = read_card(s.root / MODEL_DIR)["familiarity"]["threshold"]["ecommerce"]
     for got in answers:
         assert got["source"] == "planner", (got["fallback"], (s.root / "serve-s2s.log").read_text()[-2000:])
-        assert "fused" in got["repairs"] and got["fusion"]["programs"] == 9 and got["fusion"]["ran"] >= 1
-        if got["fusion"]["partner_ids"]:  # self-query's first outweighs any one program's document
-            assert got["fusion"]["partner_ids"][0] in [x["id"] for x in got["results"]]
+        fusion = got["fusion"]
+        assert fusion["programs"] == 9 and fusion["ran"] >= 1 and fusion["familiarity"] is not None
+        if fusion[
+            "familiar"
+        ]:  # worded like a training request, and the program ranks something: its own answer
+            assert fusion["familiarity"] >= threshold and "fused" not in got["repairs"], got
+        else:
+            assert "fused" in got["repairs"], got
+            if fusion["partner_ids"]:  # self-query's first outweighs any one program's document
+                assert fusion["partner_ids"][0] in [x["id"] for x in got["results"]]
+    assert any(a["fusion"]["familiarity"] >= threshold for a in answers), "test requests share the templates"
 
     # seq2seq-grounded: on the same checkpoint writes the same programs, from the corpus files' column values
     # (prore serve holds the index: chDB lets one process open it).
