@@ -111,9 +111,11 @@ class Space:
         args = {**analyzer, "ngram_range": tuple(analyzer.get("ngram_range", (1, 1)))}
         self.vectorizer = TfidfVectorizer(preprocessor=mask_numbers, dtype=np.float32, **args)
         self.matrix = self.vectorizer.fit_transform(list(requests))
+        self.by_gram = self.matrix.T.tocsr()
+        """The training requests' vectors by n-gram (an inverted index), transposed once."""
 
     def similarity(self, requests: Sequence[str]) -> np.ndarray:
-        sims = self.vectorizer.transform(list(requests)) @ self.matrix.T
+        sims = self.vectorizer.transform(list(requests)) @ self.by_gram  # touches only the requests' n-grams
         return np.asarray(sims.max(axis=1).toarray(), dtype=np.float64).ravel()
 
 
