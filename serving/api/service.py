@@ -123,6 +123,9 @@ class QueryService:
                 raise ConfigError("serving.api.fuse_gate familiar needs the planner's card (--planner-card), "
                                   "which names its familiarity gate", code="bad_fuse")  # fmt: skip
             self.familiarity = open_familiarity(self.planner_settings.card)
+            for domain in self.engines:  # fit each corpus's vectors now, not on its first search
+                if domain in self.familiarity.threshold:
+                    await asyncio.to_thread(self.familiarity.space, domain)
         if self.settings.warmup:
             for domain in self.engines:
                 with contextlib.suppress(Exception):
