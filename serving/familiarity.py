@@ -160,9 +160,13 @@ class Familiarity:
         space = self.space(domain)
         return [float(s) for s in space.similarity(requests)] if requests else []
 
+    def reaches(self, domain: str, similarity: float) -> bool:
+        """Whether a request of ``domain`` this similar to its nearest training request counts as familiar."""
+        return similarity >= self.threshold[domain]
+
     def familiar(self, domain: str, requests: Sequence[str]) -> list[bool]:
         """Whether each request is worded like ``domain``'s training requests."""
-        return [s >= self.threshold[domain] for s in self.similarity(domain, requests)]
+        return [self.reaches(domain, s) for s in self.similarity(domain, requests)]
 
     # -- files and the card ------------------------------------------------------------------------
 

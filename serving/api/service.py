@@ -447,8 +447,8 @@ class QueryService:
         rankings = [r.ids if isinstance(r, ExecutionResult) else None for r in results]
         shown: ExecutionResult = results[ran[0]]
         alone = self.settings.fuse_gate == "unanimous" and len(results) == asked and unanimous(rankings)
-        familiar = (greedy and similarity is not None and self.familiarity is not None and bool(rankings[0])
-                    and similarity >= self.familiarity.threshold[domain])  # fmt: skip
+        familiar = (greedy and bool(rankings[0]) and gate is not None and similarity is not None
+                    and gate.reaches(domain, similarity))  # fmt: skip
         if alone or familiar:
             result = results[0] if familiar else shown
         else:
