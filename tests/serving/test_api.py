@@ -48,7 +48,9 @@ def scripted_api(engines: dict[str, Engine], scripted_planner_server: ScriptedPl
 def guided_api(engines: dict[str, Engine], scripted_planner_server: ScriptedPlanner) -> Iterator[Api]:
     planner = PlannerSettings(url=scripted_planner_server.url, model="m", retries=0, breaker_reset_s=0.01,
                               guided_samples=4)  # fmt: skip
-    api = Api(engines, planner, ApiSettings(warmup=False))
+    # Deadlines far past any the tests set: four samples on Milvus Lite can pass the default 10 s on a
+    # loaded machine, and a sample pass that times out is answered by the fallback.
+    api = Api(engines, planner, ApiSettings(warmup=False, plan_deadline_s=120.0, execute_deadline_s=120.0))
     yield api
     api.close()
 
