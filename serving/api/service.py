@@ -395,7 +395,11 @@ class QueryService:
         self-querying retriever's search (on the engine's thread, within the execution deadline), their
         rankings fused by weighted RRF (:func:`serving.engine.results.fuse`; the retriever weighs as much as
         all the programs asked for). Returns the first program that ran, with the fused ids and scores in
-        place of its own, or the reason to fall back when no program ran."""
+        place of its own, or the reason to fall back when no program ran.
+
+        Under the familiar gate, a request worded like the planner's training requests runs its program
+        first, alone: when that ranks something it is the answer, and no sample is drawn and the retriever
+        does not run (the answer the fused path would give, at the cost of one planner call)."""
         assert self.planner is not None and self.planner_settings is not None
         start = time.perf_counter()
         plans: list[Plan] = []
@@ -409,6 +413,12 @@ class QueryService:
         gate = self.familiarity
         if gate is not None and domain in gate.threshold:  # a corpus the planner has no gate for is fused
             similarity = (await asyncio.to_thread(gate.similarity, domain, [query]))[0]  # off the event loop
+        near = greedy and gate is not None and similarity is not None and gate.reaches(domain, similarity)
+        if near:
+            assert similarity is not None
+            answered = await self.familiar_answer(domain, plans[0], k, similarity, timings, start)
+            if answered is not None:
+                return answered
         asked = 1 + self.planner_settings.guided_samples
         if asked > 1:
             with contextlib.suppress(PlannerError):
@@ -447,8 +457,7 @@ class QueryService:
         rankings = [r.ids if isinstance(r, ExecutionResult) else None for r in results]
         shown: ExecutionResult = results[ran[0]]
         alone = self.settings.fuse_gate == "unanimous" and len(results) == asked and unanimous(rankings)
-        familiar = (greedy and bool(rankings[0]) and gate is not None and similarity is not None
-                    and gate.reaches(domain, similarity))  # fmt: skip
+        familiar = near and bool(rankings[0])  # ran empty or failed alone above; a store failure may pass
         if alone or familiar:
             result = results[0] if familiar else shown
         else:
@@ -462,6 +471,26 @@ class QueryService:
                            partner_ids=partner_ids or [], unanimous=alone, familiarity=similarity,
                            familiar=familiar)  # fmt: skip
         return plans[0 if familiar else ran[0]], result, fusion
+
+    async def familiar_answer(
+        self, domain: str, plan: Plan, k: int, similarity: float, timings: dict[str, float], start: float
+    ) -> tuple[Plan, ExecutionResult, FusionOut] | None:
+        """A familiar request's program run alone: its plan, result and fusion record when it ranks
+        something, else None (the request is then fused, its program run again among the samples)."""
+        timings["plan_ms"] = (time.perf_counter() - start) * 1000
+        engine, t = self.engine_of(domain), time.perf_counter()
+        try:
+            result = await self._on_engine(domain, lambda: engine.execute_many([plan.program], k)[0],
+                                           self.settings.execute_deadline_s, "fused_engine")  # fmt: skip
+        except TimeoutError:
+            result = None
+        timings["engine_ms"] = (time.perf_counter() - t) * 1000
+        if not isinstance(result, ExecutionResult) or not result.ids:
+            return None
+        self.metrics.fused.labels("answered").inc()
+        fusion = FusionOut(programs=1, ran=1, partner=self.settings.fuse, weight=1.0, filter=None, semantic_query="",
+                           partner_ids=[], familiarity=similarity, familiar=True)  # fmt: skip
+        return plan, result, fusion
 
     async def guided_pass(
         self, domain: str, query: str, k: int, reason: FallbackOut, timings: dict[str, float]

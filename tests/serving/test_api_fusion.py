@@ -158,15 +158,21 @@ def test_under_the_familiar_gate_a_request_worded_like_training_is_answered_by_i
         assert [x["id"] for x in body["results"]] == list(own.ids), (
             "the program's own ranking, samples disagreeing"
         )
+        assert scripted_planner.calls == 1 and body["fusion"]["programs"] == 1, "no sample was drawn for it"
+        assert body["fusion"]["partner_ids"] == [], "nor did the retriever run"
         body = api.client.post("/v1/search", json={"query": UNLIKE, "k": 10}).json()
         assert body["fusion"]["familiarity"] < threshold and not body["fusion"]["familiar"]
         assert "fused" in body["repairs"], "wording unlike any training request is fused"
         scripted_planner.completion = json.dumps(
             {**GOOD, "sql": GOOD_SQL.replace("price < 200", "price < 0")}
         )
+        calls = scripted_planner.calls
         body = api.client.post("/v1/search", json={"query": QUERY, "k": 10}).json()
         assert not body["fusion"]["familiar"] and "fused" in body["repairs"], (
             "a familiar program that ranks nothing"
+        )
+        assert scripted_planner.calls == calls + 2 and body["fusion"]["programs"] == 3, (
+            "then its samples are drawn"
         )
         mail = {"sql": "SELECT id FROM emails WHERE id IN <text_1>",
                 "retrieval_list": [{"type": "text", "field": "body", "query": "contract renewal"}]}  # fmt: skip
