@@ -46,6 +46,9 @@ def test_production_renders_what_defaults_leave_out() -> None:
         ({"stores": {"clickhouseUrl": "clickhouse:8123"}}, "at '/stores/clickhouseUrl'"),
         ({"indexing": {"domain": "movies"}}, "at '/indexing/domain'"),
         ({"reward": {"autoscaling": {"maxReplicas": 0}}}, "at '/reward/autoscaling/maxReplicas'"),
+        ({"api": {"fuse": "self-query", "fuseGate": "familiar"}}, "at '/api/plannerCard': minLength"),
+        ({"api": {"plannerCard": "/workspace/m", "plannerProfile": "short"}}, "at '/api/plannerProfile'"),
+        ({"api": {"plannerCard": "runs/m"}}, "at '/api/plannerCard'"),
     ],
 )
 def test_bad_values_are_rejected_by_the_schema(values: dict[str, Any], message: str) -> None:

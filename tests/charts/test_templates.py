@@ -3,7 +3,9 @@ of the rendered object for given values, as KubeRay's chart tests do."""
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -289,6 +291,31 @@ def test_api_deployment_configures_prore_serves_planner(monkeypatch: Any) -> Non
                           "api-deployment.yaml"))  # fmt: skip
     settings = api_settings(build_parser().parse_args(["serve", *fused["args"]]), load_config())
     assert (settings.fuse, settings.fuse_gate) == ("self-query", "unanimous")
+
+
+def test_the_api_reads_the_planner_card_for_the_familiar_gate(tmp_path: Path, monkeypatch: Any) -> None:
+    """``api.plannerCard`` names the model directory on the workspace volume: ``prore serve`` takes its card (the
+    prompt profile, and the familiarity gate ``fuseGate: familiar`` needs)."""
+    from prore.cli import build_parser
+    from prore.config import load_config
+    from serving.commands import api_settings, planner_from_args
+    from serving.prompt import CARD
+
+    (tmp_path / CARD).write_text(
+        json.dumps({"profile": "request", "arch": "minilm-seq2seq", "domains": ["ecommerce"]})
+    )
+    api = {**production_values()["api"], "plannerCard": str(tmp_path), "guidedSamples": 8, "fuse": "self-query",
+           "fuseGate": "familiar"}  # fmt: skip
+    c = container(one(render({**production_values(), "api": api}), "api-deployment.yaml"))
+    assert f"--planner-card={tmp_path}" in c["args"]
+    assert "PRORE_PLANNER_PROFILE" not in {e["name"] for e in c["env"]}, "the card gives the profile"
+    for e in c["env"]:
+        if e["name"].startswith("PRORE_PLANNER_"):
+            monkeypatch.setenv(e["name"], e["value"])
+    args = build_parser().parse_args(["serve", *c["args"]])
+    planner = planner_from_args(args, load_config())
+    assert planner is not None and (planner.card, planner.profile) == (str(tmp_path), "request")
+    assert (api_settings(args, load_config()).fuse_gate, planner.guided_samples) == ("familiar", 8)
 
 
 def test_the_operators_clusterrole_grants_every_call_it_makes() -> None:
