@@ -118,13 +118,15 @@ def test_prore_serve_answers_from_the_encoder_decoder_planner_as_evaluation_deco
     for got in answers:
         assert got["source"] == "planner", (got["fallback"], (s.root / "serve-s2s.log").read_text()[-2000:])
         fusion = got["fusion"]
-        assert fusion["programs"] == 9 and fusion["ran"] >= 1 and fusion["familiarity"] is not None
+        assert fusion["ran"] >= 1 and fusion["familiarity"] is not None
         if fusion[
             "familiar"
-        ]:  # worded like a training request, and the program ranks something: its own answer
+        ]:  # worded like a training request, and the program ranks something: its own answer,
+            # with no sample drawn and no retriever run
             assert fusion["familiarity"] >= threshold and "fused" not in got["repairs"], got
+            assert (fusion["programs"], fusion["partner_ids"]) == (1, []), got
         else:
-            assert "fused" in got["repairs"], got
+            assert "fused" in got["repairs"] and fusion["programs"] == 9, got
             if fusion["partner_ids"]:  # self-query's first outweighs any one program's document
                 assert fusion["partner_ids"][0] in [x["id"] for x in got["results"]]
     assert any(a["fusion"]["familiarity"] >= threshold for a in answers), "test requests share the templates"
