@@ -76,7 +76,8 @@ class FusionOut(BaseModel):
     retriever, fused by weighted reciprocal rank."""
 
     programs: int
-    """Planner programs asked for: the program and its samples."""
+    """Planner programs asked for: the program and its samples (the program alone for a familiar search it
+    answered)."""
     ran: int
     """Programs that ran (one of them is the answer's ``program``)."""
     partner: str
@@ -96,7 +97,7 @@ class FusionOut(BaseModel):
     """Under ``serving.api.fuse_gate: familiar``, the request's similarity to the nearest training request."""
     familiar: bool = False
     """That similarity reached the planner's threshold and its program ranked something: the program's ranking
-    answered alone."""
+    answered alone, run before any sample was drawn (no samples, no retriever)."""
 
     @property
     def alone(self) -> bool:
