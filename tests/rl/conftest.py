@@ -1,6 +1,9 @@
-"""Fixtures of the local-training tests: a small benchmark of both domains on the session's index."""
+"""Fixtures of the local-training tests: a small benchmark of both domains on the session's index, and an
+ecommerce index without MiniLM for the trainer and reward-loop tests."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import pytest
 
@@ -26,3 +29,21 @@ def train_bench(small_index_cfg: Config, tmp_path_factory: pytest.TempPathFactor
         finally:
             engine.close()
     return Workspace(root)
+
+
+@pytest.fixture(scope="session")
+def hashing_index_cfg(workspace_config: Callable[..., Config]) -> Config:
+    """Config of a workspace holding the ecommerce corpus (600 generated products with their label tables)
+    indexed with the hashing embedder: for the tests of verl's trainer, its reward loop and the export, which
+    are about programs and rewards, not vectors, so no process of theirs loads MiniLM (the MiniLM index of both
+    corpora cost the verl suite's first test about 100 s of setup under CI's load)."""
+    from indexing.build import build_index
+    from indexing.corpora import generate_labeled
+    from indexing.corpora.files import write_corpus
+    from indexing.schema import PRODUCTS
+
+    cfg = workspace_config("hashing_index", text="hashing", image="hashing")
+    meta = {"generator": PRODUCTS.domain, "size": 600, "seed": 0}
+    write_corpus(Workspace(cfg.workspace), PRODUCTS, generate_labeled(PRODUCTS.domain, 600, seed=0), meta)
+    build_index(cfg, PRODUCTS.domain, progress=False)
+    return cfg

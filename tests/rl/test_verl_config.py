@@ -107,12 +107,12 @@ def test_verl_loads_compute_score_from_the_recipe_keys() -> None:
 
 @pytest.fixture(scope="module")
 def exported(
-    small_index_cfg: Config, tmp_path_factory: pytest.TempPathFactory
+    hashing_index_cfg: Config, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Path, Path]]:
     root = tmp_path_factory.mktemp("verl-export")
-    engine = Engine.open(small_index_cfg, "ecommerce")
+    engine = Engine.open(hashing_index_cfg, "ecommerce")
     try:
-        ws = synth_bench(small_index_cfg, "ecommerce", engine, root / "ws")
+        ws = synth_bench(hashing_index_cfg, "ecommerce", engine, root / "ws")
     finally:
         engine.close()
     export(ws, "ecommerce", ExportConfig(profile="short", val_fraction=0.25))

@@ -59,10 +59,10 @@ class Setup(TypedDict):
 
 
 @pytest.fixture(scope="module")
-def setup(small_index_cfg: Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+def setup(hashing_index_cfg: Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     """A benchmark, its export (short prompts) and the reward service scoring it."""
     root = tmp_path_factory.mktemp("verl-cpu")
-    with served_export(small_index_cfg, DOMAIN, root) as served:
+    with served_export(hashing_index_cfg, DOMAIN, root) as served:
         yield {"root": root, "out": served.out, "url": served.url}
 
 

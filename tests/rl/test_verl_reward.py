@@ -41,10 +41,10 @@ DOMAIN = "ecommerce"
 
 
 @pytest.fixture(scope="module")
-def setup(small_index_cfg: Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def setup(hashing_index_cfg: Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A benchmark and its export, a tokenizer trained on it, a scorer and the service on a loopback port."""
     root = tmp_path_factory.mktemp("verl-reward")
-    with served_export(small_index_cfg, DOMAIN, root) as served:
+    with served_export(hashing_index_cfg, DOMAIN, root) as served:
         rows = pq.read_table(served.out / "rl" / "train.parquet").to_pylist()
         model = tiny_qwen3(root / "model", served.sft_texts(), with_model=False)
         yield {"ws": served.ws, "out": served.out, "rows": rows, "model": model, "scorer": served.scorer,
