@@ -42,6 +42,12 @@ PLANNER_RUNTIMES: tuple[str, ...] = get_args(PlannerRuntime)
 PlannerOutput = Literal["json", "grammar", "grounded", "free"]
 PLANNER_OUTPUTS: tuple[str, ...] = get_args(PlannerOutput)
 """How the transformer constrains the planner's decoding (serving.planner.OUTPUTS)."""
+FusePartner = Literal["none", "self-query"]
+FUSE_PARTNERS: tuple[str, ...] = get_args(FusePartner)
+"""What the transformer fuses the planner's programs with (serving.settings.FUSE_PARTNERS)."""
+FuseGate = Literal["none", "unanimous", "familiar"]
+FUSE_GATES: tuple[str, ...] = get_args(FuseGate)
+"""When a fused search is answered by the planner alone (serving.settings.FUSE_GATES)."""
 
 
 @with_config(SPEC)
@@ -196,6 +202,24 @@ class RetrievalTrainingJobSpec:
 
 @with_config(SPEC)
 @dataclass(frozen=True)
+class Fusion:
+    """How the transformer answers beside the planner's program (``prore serve``'s ``--guided-samples``, ``--fuse``
+    and ``--fuse-gate``): sampled programs, and fusion with the self-querying retriever."""
+
+    guided_samples: int = spec_field(
+        "Sampled programs asked for when the planner's program fails, and under fuse for every search no gate "
+        "answers alone (0 is off).", default=0, minimum=0, maximum=16)  # fmt: skip
+    fuse: FusePartner = spec_field(
+        "What the planner's programs are fused with: self-query (the self-querying retriever, by weighted RRF: the "
+        "system measured best on wording the planner was not trained on) or none.", default="none")  # fmt: skip
+    gate: FuseGate = spec_field(
+        "Under fuse, when the planner answers alone: familiar (a search worded like its training requests whose "
+        "program ranks something; needs plannerCard), unanimous (its programs all rank the same) or none.",
+        default="none")  # fmt: skip
+
+
+@with_config(SPEC)
+@dataclass(frozen=True)
 class PlannerServiceSpec:
     """Serve a trained planner: a KServe InferenceService on vLLM, autoscaled on its queue (or, for an
     encoder-decoder planner, the project's model server on CPU nodes, autoscaled on CPU)."""
@@ -222,6 +246,12 @@ class PlannerServiceSpec:
         "xgrammar backend), grammar (the program grammar: typed SQL, placeholders matched to entries) or grounded "
         "(the program grammar with search phrases copied from the request and string literals among the corpus's "
         "values), both for vLLM's guidance backend, or free.", default="json")  # fmt: skip
+    planner_card: bool = spec_field(
+        "The transformer reads the model's planner card (planner.json: its prompt profile, exemplar index and "
+        "familiarity gate), the model directory given to it too at /mnt/models by KServe's storage initializer; "
+        "promptProfile is then the card's and is not read. For a model the project trained.", default=False)  # fmt: skip
+    fusion: Fusion = spec_field("Sampled programs and fusion with the self-querying retriever.",
+                                default_factory=Fusion)  # fmt: skip
     transformer_image: str | None = spec_field("Transformer image; default: the operator's.", default=None)
     source_job: str | None = spec_field("RetrievalTrainingJob that produced the model.", default=None)
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from operators.api import API_VERSION, PLANNER_SERVICE, PlannerServiceSpec
+from operators.api import API_VERSION, PLANNER_SERVICE, Fusion, PlannerServiceSpec
 from operators.errors import SpecError
 from operators.objects import child_metadata
 from operators.schema import dump, load
@@ -82,6 +82,13 @@ def planner_spec(ps: dict[str, Any]) -> PlannerServiceSpec:
     if spec.runtime == "seq2seq" and spec.planner_output == "json":
         raise SpecError("runtime seq2seq decodes under a grammar (plannerOutput grammar or grounded) or free, "
                         "not under the JSON schema", path="spec.plannerOutput")  # fmt: skip
+    if spec.fusion.gate == "familiar" and not spec.planner_card:
+        raise SpecError("fusion gate familiar reads the planner card's training requests: set plannerCard true",
+                        path="spec.fusion.gate")  # fmt: skip
+    if (spec.fusion != Fusion() or spec.planner_card) and not spec.transformer:
+        raise SpecError(
+            "fusion and plannerCard are the transformer's: set transformer true", path="spec.transformer"
+        )
     return spec
 
 
@@ -194,9 +201,15 @@ def transformer_args(spec: PlannerServiceSpec, settings: OperatorSettings) -> li
     """The transformer's own arguments, with the stores' URLs where the settings name them (else the workspace's
     embedded stores). KServe appends ``--model_name``, ``--predictor_host`` and ``--http_port`` after them (only
     where an argument does not already start with that flag)."""
+    prompt = (
+        f"--planner_card={KSERVE_MODEL_DIR}"
+        if spec.planner_card
+        else f"--planner_profile={spec.prompt_profile}"
+    )
     args = [f"--workspace={settings.workspace_mount}", f"--predictor_path={HF_OPENAI_PATH}",
-            f"--planner_model={spec.served_model_name}", f"--planner_profile={spec.prompt_profile}",
-            f"--planner_output={spec.planner_output}"]  # fmt: skip
+            f"--planner_model={spec.served_model_name}", prompt, f"--planner_output={spec.planner_output}",
+            f"--guided_samples={spec.fusion.guided_samples}", f"--fuse={spec.fusion.fuse}",
+            f"--fuse_gate={spec.fusion.gate}"]  # fmt: skip
     if settings.clickhouse_url:
         args.append(f"--clickhouse_url={settings.clickhouse_url}")
     if settings.milvus_uri:
@@ -237,7 +250,8 @@ def _transformer(spec: PlannerServiceSpec, settings: OperatorSettings) -> dict[s
         "maxReplicas": spec.autoscaling.max_replicas,
         "containers": [_kserve_container(
             spec, settings, command=list(settings.transformer_command), args=transformer_args(spec, settings),
-            env=_env(TRANSFORMER_ENV) + credential_env(settings),
+            env=_env({**TRANSFORMER_ENV, **({"STORAGE_URI": spec.model} if spec.planner_card else {})})
+            + credential_env(settings),
             resources={"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "2", "memory": "4Gi"}},
             mounts=[{"name": "workspace", "mountPath": settings.workspace_mount}, {"name": "tmp", "mountPath": "/tmp"}],
         )],

@@ -42,7 +42,7 @@ from core.settings import Section
 from indexing.config import Config
 from serving.engine import Engine
 from serving.planner import OUTPUTS, PlannerSettings, prepare
-from serving.settings import SECTION, ApiSettings, ServingSettings
+from serving.settings import FUSE_GATES, FUSE_PARTNERS, SECTION, ApiSettings, ServingSettings
 
 
 def kserve_argv(argv: Sequence[str]) -> list[str]:
@@ -127,11 +127,15 @@ PLANNER_FLAGS: Flags[ServingSettings] = Flags(
     Flag("planner.output", "--planner_output", choices=OUTPUTS, default=DEFAULTS["serving.planner.output"]),
     Flag("planner.profile", "--planner_profile"),
     Flag("planner.card", "--planner_card", metavar="PATH"),
+    Flag("planner.guided_samples", "--guided_samples", metavar="N"),
+    Flag("api.fuse", "--fuse", choices=FUSE_PARTNERS),
+    Flag("api.fuse_gate", "--fuse_gate", choices=FUSE_GATES),
     exclusive=[("planner.card", "planner.profile")],
 )  # fmt: skip
-"""The transformer's planner flags: fields of the config's ``serving.planner``, as ``prore serve``'s
-``--planner-*`` flags are, in the underscore style of KServe's parser they join. The planner's URL and timeout
-come from KServe's own ``--predictor_*`` arguments."""
+"""The transformer's planner and fusion flags: fields of the config's ``serving.planner`` and ``serving.api``, as
+``prore serve``'s ``--planner-*``, ``--guided-samples``, ``--fuse`` and ``--fuse-gate`` flags are, in the
+underscore style of KServe's parser they join. The planner's URL and timeout come from KServe's own
+``--predictor_*`` arguments."""
 
 
 def planner_settings(args: argparse.Namespace, cfg: Config) -> PlannerSettings:
@@ -148,10 +152,11 @@ def planner_settings(args: argparse.Namespace, cfg: Config) -> PlannerSettings:
     return planner.with_card_profile(profile_given="planner.profile" in PLANNER_FLAGS.given(args))
 
 
-def api_settings(cfg: Config) -> ApiSettings:
+def api_settings(args: argparse.Namespace, cfg: Config) -> ApiSettings:
     """The search service's settings: the config's ``serving.api`` (its limits, deadlines and fusion with the
-    self-querying retriever, ``fuse``), without the start-up warm-up (the model loads its engines in ``load``)."""
-    return dataclasses.replace(cfg.section(ServingSettings).api, warmup=False)
+    self-querying retriever, ``fuse`` and ``fuse_gate``) with ``--fuse`` and ``--fuse_gate`` laid over it, without
+    the start-up warm-up (the model loads its engines in ``load``)."""
+    return dataclasses.replace(PLANNER_FLAGS.over(cfg.section(ServingSettings), args).api, warmup=False)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -201,7 +206,7 @@ def main(argv: list[str] | None = None) -> None:
             "KServe's OpenAI route is off (%s; pip install '.[train]' for vllm); serving the v1 route only",
             exc,
         )
-    model = model_class(args.model_name, engines, planner, api_settings(cfg))
+    model = model_class(args.model_name, engines, planner, api_settings(args, cfg))
     model.load()
     kserve.ModelServer(
         http_port=args.http_port, grpc_port=args.grpc_port, enable_grpc=args.enable_grpc

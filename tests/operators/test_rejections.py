@@ -93,6 +93,14 @@ def test_planner_service_rejections() -> None:
         planner_spec(ps)
     ps["spec"] = {"gpus": 1}
     assert errors_of(ps) == ["spec: 'model' is a required property"]
+    ps["spec"] = {"model": "pvc://c/m", "fusion": {"fuse": "self-query", "gate": "familiar"}}
+    with pytest.raises(SpecError, match=r"^spec.fusion.gate: fusion gate familiar reads the planner card's"):
+        planner_spec(ps)
+    ps["spec"] = {"model": "pvc://c/m", "transformer": False, "fusion": {"guidedSamples": 8}}
+    with pytest.raises(SpecError, match=r"^spec.transformer: fusion and plannerCard are the transformer's"):
+        planner_spec(ps)
+    ps["spec"] = {"model": "pvc://c/m", "fusion": {"gate": "majority"}}
+    assert errors_of(ps)[0].startswith("spec.fusion.gate: 'majority' is not one of")
 
 
 @pytest.mark.parametrize(

@@ -26,9 +26,10 @@ pytest.importorskip(
     "kserve", reason="pip install '.[kserve]' (serving.kserve's parser is KServe's ModelServer's)"
 )
 
-from serving.kserve import DEFAULTS, config, parse_args, planner_settings
+from serving.kserve import DEFAULTS, PLANNER_FLAGS, api_settings, config, parse_args, planner_settings
 from serving.planner import OUTPUTS
 from serving.prompt import PROFILES
+from serving.settings import ServingSettings
 
 PLANNER_SERVICE = REPO / "examples" / "k8s" / "planner-service.yaml"
 
@@ -120,7 +121,10 @@ def test_the_transformer_constrains_decoding_as_the_service_says() -> None:
 def test_a_seq2seq_predictor_is_the_projects_model_server_which_the_transformer_asks() -> None:
     """``runtime: seq2seq``: the predictor is ``python -m serving.kserve_seq2seq`` (its own parser reads the
     rendered arguments), the model is the storage initializer's ``/mnt/models`` (``STORAGE_URI``), no GPU, and the
-    transformer asks it for the served model under the request profile and the grounded grammar."""
+    transformer asks it for the served model under the grounded grammar. The example's transformer also answers
+    as the README's serving line (``prore serve --planner-card M --guided-samples 8 --fuse self-query --fuse-gate
+    familiar``): ``plannerCard`` gives it the model directory too, at the same ``/mnt/models`` (KServe reads a
+    custom transformer's ``STORAGE_URI`` as a predictor's), and the card in place of a prompt profile."""
     from serving.kserve_seq2seq import arg_parser
 
     ps, isvc = _endpoint(PLANNER_SERVICE.with_name("planner-service-seq2seq.yaml"))
@@ -135,11 +139,26 @@ def test_a_seq2seq_predictor_is_the_projects_model_server_which_the_transformer_
     assert args.model_dir == "/mnt/models" and env["STORAGE_URI"].startswith("pvc://")
     assert args.http_port == KSERVE_HTTP_PORT == container["ports"][0]["containerPort"]
     assert not any("gpu" in k for k in container["resources"]["limits"])
-    transformer = parse_args(kserve_appended(isvc["spec"]["transformer"]["containers"][0]["args"], isvc,
-                                             predictor_name(ps)))  # fmt: skip
-    planner = planner_settings(transformer, config(transformer))
-    assert planner.model == args.model_name and (planner.profile, planner.output) == ("request", "grounded")
-    assert planner.url.endswith(f"-predictor.{isvc['metadata']['namespace']}{HF_OPENAI_PATH}")
+    front = isvc["spec"]["transformer"]["containers"][0]
+    assert front["name"] == "kserve-container"
+    assert {"name": "STORAGE_URI", "value": env["STORAGE_URI"]} in front["env"], (
+        "the transformer reads the card"
+    )
+    transformer = parse_args(kserve_appended(front["args"], isvc, predictor_name(ps)))
+    cfg = config(transformer)
+    # the card itself is read when the transformer starts, from what the storage initializer wrote
+    planner = PLANNER_FLAGS.over(cfg.section(ServingSettings), transformer).planner
+    assert (planner.card, planner.profile, planner.output) == ("/mnt/models", "full", "grounded")
+    assert not any(a.startswith("--planner_profile") for a in front["args"]), (
+        "the card's profile, not the spec's"
+    )
+    assert planner.model == args.model_name and planner.guided_samples == 8
+    assert (api_settings(transformer, cfg).fuse, api_settings(transformer, cfg).fuse_gate) == (
+        "self-query",
+        "familiar",
+    )
+    assert transformer.predictor_host.endswith(f"-predictor.{isvc['metadata']['namespace']}")
+    assert transformer.predictor_path == HF_OPENAI_PATH
     scaled = next(d for d in render_documents(PLANNER_SERVICE.with_name("planner-service-seq2seq.yaml").read_text())
                   if d["kind"] == "ScaledObject")  # fmt: skip
     assert scaled["spec"]["triggers"] == [

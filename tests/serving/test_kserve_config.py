@@ -29,11 +29,12 @@ from serving.kserve import api_settings, config, parse_args, planner_settings
 args = parse_args(sys.argv[1:])
 cfg = config(args)
 planner = planner_settings(args, cfg)
-api = api_settings(cfg)
+api = api_settings(args, cfg)
 from serving.settings import ServingSettings
 print(json.dumps({"layers": sorted(m for m in ("rl", "prore") if m in sys.modules), "sections": sorted(cfg.sections),
                   "max_entries": cfg.section(ServingSettings).dsl.max_entries, "database": cfg.clickhouse.database,
-                  "planner": [planner.url, planner.model, planner.output, planner.max_tokens, planner.timeout_s],
+                  "planner": [planner.url, planner.model, planner.output, planner.max_tokens, planner.timeout_s,
+                              planner.guided_samples],
                   "api": [api.fuse, api.fuse_gate, api.max_k, api.warmup]}))
 """
 
@@ -57,12 +58,12 @@ def test_the_transformers_planner_settings_have_the_one_precedence(tmp_path: Pat
     """Its planner client is the config's ``serving.planner``, as ``prore serve``'s: the transformer's defaults
     (JSON-constrained decoding, for KServe's runtime) < the file < ``PRORE_PLANNER_*`` < its ``--planner_*``
     flags; the URL and the timeout are KServe's ``--predictor_*`` arguments."""
-    assert _planner() == ["http://p.ns/openai/v1", None, "json", 512, 10.0]
+    assert _planner() == ["http://p.ns/openai/v1", None, "json", 512, 10.0, 0]
     path = tmp_path / "prore.yaml"
     path.write_text(
         yaml.safe_dump({"serving": {"planner": {"output": "grammar", "model": "m-file", "max_tokens": 300}}})
     )
-    assert _planner(f"--config={path}") == ["http://p.ns/openai/v1", "m-file", "grammar", 300, 10.0]
+    assert _planner(f"--config={path}") == ["http://p.ns/openai/v1", "m-file", "grammar", 300, 10.0, 0]
     env = {"PRORE_PLANNER_OUTPUT": "free", "PRORE_PLANNER_MODEL": "m-env"}
     assert _planner(f"--config={path}", env=env)[1:3] == ["m-env", "free"]
     flags = ("--planner_output=grounded", "--planner_model=m-flag", "--predictor_path=/v1",
@@ -73,6 +74,7 @@ def test_the_transformers_planner_settings_have_the_one_precedence(tmp_path: Pat
         "grounded",
         300,
         3.0,
+        0,
     ]
     bad = _load("--planner_output=xml")
     assert bad.returncode == 2 and "invalid choice: 'xml'" in bad.stderr
@@ -104,6 +106,13 @@ def test_the_transformer_fuses_as_its_config_says(tmp_path: Path) -> None:
     done = _load(f"--config={path}")
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout)["api"] == ["self-query", "unanimous", 50, False]
+    # its flags over the file, as prore serve's --guided-samples, --fuse and --fuse-gate (what the operator passes)
+    done = _load(f"--config={path}", "--guided_samples=8", "--fuse_gate=none")
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout)
+    assert (got["api"], got["planner"][-1]) == (["self-query", "none", 50, False], 8)
+    bad = _load("--fuse_gate=majority")
+    assert bad.returncode == 2 and "invalid choice: 'majority'" in bad.stderr
 
 
 def test_the_transformer_still_refuses_an_unknown_key(tmp_path: Path) -> None:
