@@ -61,49 +61,46 @@ def test_minilm_stays_frozen_and_the_saved_planner_names_its_architecture(seq2se
 def test_seq2seq_methods_generate_execute_and_score(seq2seq_planner: Path, small_index_cfg: Config,
                                                     train_bench: Workspace) -> None:  # fmt: skip
     instances = list(load_split(train_bench, "ecommerce", "test"))
-    for family in ("seq2seq", "seq2seq-grounded"):
-        spec = get_method(f"{family}:{seq2seq_planner}")
-        assert spec.name == f"{family}:run"
-        run = evaluate(small_index_cfg, "ecommerce", spec, instances, progress=False)
-        assert len(run.results) == len(instances)
-        errors = [r.error for r in run.results if r.error is not None]
-        assert all(e.split(" ", 1)[0] in FAILURES for e in errors), errors
-        if (
-            family == "seq2seq-grounded"
-        ):  # what the grammar admits validates, and every phrase is the request's
-            assert not [e for e in errors if e.startswith("validation ")], errors
-    # planner:'s decoding options: execution-guided samples for what ranks nothing, then a fallback
-    spec = get_method(f"seq2seq-grounded:{seq2seq_planner}?samples=3&fallback=rrf")
-    assert spec.name == "seq2seq-grounded:run-eg3-fb-rrf"
-    run = evaluate(small_index_cfg, "ecommerce", spec, instances, progress=False)
-    assert len(run.results) == len(instances) and all(r.ids for r in run.results), (
-        "rrf answers what stays empty"
-    )
-    requests = [i.nl for i in instances]
-    ctx = MethodContext(small_index_cfg, "ecommerce")
+    ctx = MethodContext(
+        small_index_cfg, "ecommerce"
+    )  # one engine and one loaded planner for every call below
     try:
+        for family in ("seq2seq", "seq2seq-grounded"):
+            spec = get_method(f"{family}:{seq2seq_planner}")
+            assert spec.name == f"{family}:run"
+            run = evaluate(small_index_cfg, "ecommerce", spec, instances, progress=False, ctx=ctx)
+            assert len(run.results) == len(instances)
+            errors = [r.error for r in run.results if r.error is not None]
+            assert all(e.split(" ", 1)[0] in FAILURES for e in errors), errors
+            if (
+                family == "seq2seq-grounded"
+            ):  # what the grammar admits validates, and every phrase is the request's
+                assert not [e for e in errors if e.startswith("validation ")], errors
+        # planner:'s decoding options: execution-guided samples for what ranks nothing, then a fallback
+        spec = get_method(f"seq2seq-grounded:{seq2seq_planner}?samples=3&fallback=rrf")
+        assert spec.name == "seq2seq-grounded:run-eg3-fb-rrf"
+        run = evaluate(small_index_cfg, "ecommerce", spec, instances, progress=False, ctx=ctx)
+        assert len(run.results) == len(instances) and all(r.ids for r in run.results), (
+            "rrf answers what stays empty"
+        )
+        requests = [i.nl for i in instances]
         completions = seq2seq_completions(ctx, str(seq2seq_planner), requests, grounded=True)
-    finally:
-        ctx.close()
-    for nl, c in zip(requests, completions, strict=True):
-        parsed = parse_completion(c.text)
-        if parsed.program is not None:
-            assert all(e.query in Grounding.of(nl).spans for e in parsed.program.retrieval_list), (nl, c.text)
-    ctx = MethodContext(small_index_cfg, "ecommerce")
-    try:
+        for nl, c in zip(requests, completions, strict=True):
+            parsed = parse_completion(c.text)
+            if parsed.program is not None:
+                assert all(e.query in Grounding.of(nl).spans for e in parsed.program.retrieval_list), (
+                    nl,
+                    c.text,
+                )
         drawn = seq2seq_samples(ctx, str(seq2seq_planner), requests[:3], grounded=True, n=4, temperature=1.0)
         again = seq2seq_samples(ctx, str(seq2seq_planner), requests[:3], grounded=True, n=4, temperature=1.0)
-    finally:
-        ctx.close()
-    assert [len(group) for group in drawn] == [4, 4, 4]
-    assert drawn == again, "the samples are seeded by their batch"
-    ctx = MethodContext(small_index_cfg, "ecommerce")
-    try:
+        assert [len(group) for group in drawn] == [4, 4, 4]
+        assert drawn == again, "the samples are seeded by their batch"
         greedy = seq2seq_samples(ctx, str(seq2seq_planner), requests[:2], grounded=True, n=3, temperature=0.0)
+        assert [len(set(group)) for group in greedy] == [1, 1] and [len(group) for group in greedy] == [3, 3]
+        assert [group[0] for group in greedy] == completions[:2], "greedy samples are the greedy completion"
     finally:
         ctx.close()
-    assert [len(set(group)) for group in greedy] == [1, 1] and [len(group) for group in greedy] == [3, 3]
-    assert [group[0] for group in greedy] == completions[:2], "greedy samples are the greedy completion"
 
 
 def test_each_generation_carries_the_token_ids_it_was_sampled_as(seq2seq_planner: Path) -> None:
