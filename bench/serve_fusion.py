@@ -55,14 +55,16 @@ def query_api(args: argparse.Namespace, planner_url: str, gate: str, log: Path) 
     return url, processes.served(cmd, url + "/readyz", log, what="prore serve", timeout_s=600, cwd=ROOT)
 
 
-def run(url: str, requests: list[tuple[str, str, str]]) -> list[dict[str, Any]]:
+def run(url: str, requests: list[tuple[str, str, str]], gate: str) -> list[dict[str, Any]]:
     """Each request once, one in flight: its split, latency (ms) and whether the gate answered it alone."""
+    from tqdm import tqdm
+
     out = []
     with httpx.Client(base_url=url, timeout=120) as client:
         client.post(
             "/v1/search", json={"query": requests[0][2], "domain": requests[0][0], "k": 10}
         )  # warm-up
-        for domain, split, nl in requests:
+        for domain, split, nl in tqdm(requests, desc=f"--fuse-gate {gate}", unit="search"):
             start = time.perf_counter()
             body = client.post("/v1/search", json={"query": nl, "domain": domain, "k": 10}).json()
             ms = (time.perf_counter() - start) * 1000
@@ -90,7 +92,7 @@ def main() -> None:
     ap.add_argument(
         "--model", type=Path, required=True, help="the planner's model directory (RUN/final), with its gate"
     )
-    ap.add_argument("--requests", type=int, default=40, help="requests per corpus and split (default 40)")
+    ap.add_argument("--requests", type=int, default=20, help="requests per corpus and split (default 20)")
     ap.add_argument("--out", type=Path, default=RESULTS / "serve_fusion.json")
     args = ap.parse_args()
 
@@ -108,7 +110,7 @@ def main() -> None:
         for gate in GATES:
             url, api = query_api(args, planner_url, gate, logs / f"bench-serve-{gate}.log")
             with api:
-                runs[gate] = run(url, requests)
+                runs[gate] = run(url, requests, gate)
                 print(f"--fuse-gate {gate}: {len(runs[gate])} searches", file=sys.stderr)
     gated = runs["familiar"]
     rows = []
