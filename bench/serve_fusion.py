@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -95,6 +96,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=20, help="requests per corpus and split (default 20)")
     ap.add_argument("--out", type=Path, default=RESULTS / "serve_fusion.json")
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timeout stops the servers too (their blocks unwind)
 
     from indexing.workspace import Workspace
     from rl.datasets.store import load_split
