@@ -96,7 +96,8 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=20, help="requests per corpus and split (default 20)")
     ap.add_argument("--out", type=Path, default=RESULTS / "serve_fusion.json")
     args = ap.parse_args()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timeout stops the servers too (their blocks unwind)
+    # a timeout stops the servers too: SystemExit unwinds their blocks
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     from indexing.workspace import Workspace
     from rl.datasets.store import load_split
