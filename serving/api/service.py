@@ -457,7 +457,8 @@ class QueryService:
         rankings = [r.ids if isinstance(r, ExecutionResult) else None for r in results]
         shown: ExecutionResult = results[ran[0]]
         alone = self.settings.fuse_gate == "unanimous" and len(results) == asked and unanimous(rankings)
-        familiar = near and bool(rankings[0])  # ran empty or failed alone above; a store failure may pass
+        # a familiar request here ranked nothing alone, or failed (a passing store fault may let it rank now)
+        familiar = near and bool(rankings[0])
         if alone or familiar:
             result = results[0] if familiar else shown
         else:
@@ -488,7 +489,8 @@ class QueryService:
         if not isinstance(result, ExecutionResult) or not result.ids:
             return None
         self.metrics.fused.labels("answered").inc()
-        fusion = FusionOut(programs=1, ran=1, partner=self.settings.fuse, weight=1.0, filter=None, semantic_query="",
+        # the retriever did not run, so it weighed nothing
+        fusion = FusionOut(programs=1, ran=1, partner=self.settings.fuse, weight=0.0, filter=None, semantic_query="",
                            partner_ids=[], familiarity=similarity, familiar=True)  # fmt: skip
         return plan, result, fusion
 

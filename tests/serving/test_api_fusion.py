@@ -159,7 +159,9 @@ def test_under_the_familiar_gate_a_request_worded_like_training_is_answered_by_i
             "the program's own ranking, samples disagreeing"
         )
         assert scripted_planner.calls == 1 and body["fusion"]["programs"] == 1, "no sample was drawn for it"
-        assert body["fusion"]["partner_ids"] == [], "nor did the retriever run"
+        assert (body["fusion"]["partner_ids"], body["fusion"]["weight"]) == ([], 0.0), (
+            "nor did the retriever run"
+        )
         body = api.client.post("/v1/search", json={"query": UNLIKE, "k": 10}).json()
         assert body["fusion"]["familiarity"] < threshold and not body["fusion"]["familiar"]
         assert "fused" in body["repairs"], "wording unlike any training request is fused"
