@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from operators.api import PLANNER_OUTPUTS, PROMPT_PROFILES
+from operators.api import FUSE_GATES, FUSE_PARTNERS, PLANNER_OUTPUTS, PROMPT_PROFILES
 from operators.promotion import HF_OPENAI_PATH, KSERVE_HTTP_PORT, predictor_name
 from operators.render import render_documents
 from operators.settings import OperatorSettings
@@ -29,6 +29,8 @@ pytest.importorskip(
 from serving.kserve import DEFAULTS, PLANNER_FLAGS, api_settings, config, parse_args, planner_settings
 from serving.planner import OUTPUTS
 from serving.prompt import PROFILES
+from serving.settings import FUSE_GATES as SERVING_FUSE_GATES
+from serving.settings import FUSE_PARTNERS as SERVING_FUSE_PARTNERS
 from serving.settings import ServingSettings
 
 PLANNER_SERVICE = REPO / "examples" / "k8s" / "planner-service.yaml"
@@ -109,6 +111,7 @@ def test_the_transformer_constrains_decoding_as_the_service_says() -> None:
     """``plannerOutput`` reaches the transformer's planner client (default json); the operator's enum is the
     client's."""
     assert PLANNER_OUTPUTS == OUTPUTS
+    assert (FUSE_PARTNERS, FUSE_GATES) == (SERVING_FUSE_PARTNERS, SERVING_FUSE_GATES)  # spec.fusion's enums
     ps = yaml.safe_load(PLANNER_SERVICE.read_text())
     for given, wanted in ((None, "json"), ("grammar", "grammar")):
         if given:

@@ -17,7 +17,7 @@ import pytest
 from indexing.config import Config, MilvusConfig
 from indexing.stores.server import free_port
 from serving.engine import Engine
-from tests.serving.planner_support import PLANNER_NAME, ScriptedPlanner
+from tests.serving.planner_support import GATE_TRAINING, PLANNER_NAME, ScriptedPlanner
 
 
 @pytest.fixture(scope="module")
@@ -81,3 +81,19 @@ def readme_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.serving.serve_support import readme_workspace
 
     return readme_workspace(tmp_path_factory.mktemp("readme-serving"))
+
+
+@pytest.fixture(scope="session")
+def gated_card(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A planner model directory whose card names a familiarity gate calibrated on
+    ``planner_support.GATE_TRAINING`` (ecommerce only), for ``serving.api.fuse_gate: familiar``."""
+    import json
+
+    from serving.familiarity import Familiarity
+    from serving.prompt import CARD
+
+    model = tmp_path_factory.mktemp("gated-planner")
+    card = {"profile": "compact", "domains": ["ecommerce"], "algorithm": "sft",
+            "familiarity": Familiarity.calibrate({"ecommerce": GATE_TRAINING}).save(model)}  # fmt: skip
+    (model / CARD).write_text(json.dumps(card))
+    return model

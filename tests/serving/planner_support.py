@@ -70,3 +70,9 @@ class ScriptedPlanner:
 
     def stop(self) -> None:
         self.server.stop()
+
+
+FAMILIAR_REQUEST = "wireless headphones under $200"
+GATE_TRAINING = (FAMILIAR_REQUEST, "wireless headphones under $150", "bluetooth headphones under $100 with good reviews",
+                 "wireless earbuds under $80", "noise cancelling headphones below $300")  # fmt: skip
+"""The training requests of the ``gated_card`` fixture's familiarity gate (``FAMILIAR_REQUEST`` is one of them)."""

@@ -18,13 +18,12 @@ from serving.api.service import QueryService
 from serving.dsl import parse_program
 from serving.engine import Engine
 from serving.engine.results import fuse
-from serving.familiarity import Familiarity
 from serving.planner import PlannerSettings
 from serving.prompt import CARD
 from serving.self_query import SelfQuery
 from serving.settings import ApiSettings
 from tests.serving.api_support import Api, metric
-from tests.serving.planner_support import ScriptedPlanner
+from tests.serving.planner_support import FAMILIAR_REQUEST, ScriptedPlanner
 
 GOOD_SQL = "SELECT id FROM products WHERE price < 200 AND id IN <text_1>"
 GOOD = {
@@ -32,7 +31,7 @@ GOOD = {
     "retrieval_list": [{"type": "text", "field": "review", "query": "great noise cancelling"}],
 }
 CHEAP = {**GOOD, "sql": GOOD_SQL.replace("price < 200", "price < 50")}
-QUERY = "wireless headphones under $200"
+QUERY = FAMILIAR_REQUEST
 
 
 @pytest.fixture(scope="module")
@@ -122,20 +121,7 @@ def test_an_unknown_fusion_setting_is_a_one_line_config_error(settings: dict[str
     assert str(info.value) == message
 
 
-TRAINING = (QUERY, "wireless headphones under $150", "bluetooth headphones under $100 with good reviews",
-            "wireless earbuds under $80", "noise cancelling headphones below $300")  # fmt: skip
-"""The training requests of the gated planner below."""
 UNLIKE = "zebra striped garden hose reel for a sailboat"
-
-
-@pytest.fixture(scope="module")
-def gated_card(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A planner card whose familiarity gate was calibrated on :data:`TRAINING`."""
-    model = tmp_path_factory.mktemp("gated-planner")
-    card = {"profile": "compact", "domains": ["ecommerce"], "algorithm": "sft",
-            "familiarity": Familiarity.calibrate({"ecommerce": TRAINING}).save(model)}  # fmt: skip
-    (model / CARD).write_text(json.dumps(card))
-    return model
 
 
 def test_under_the_familiar_gate_a_request_worded_like_training_is_answered_by_its_program_alone(

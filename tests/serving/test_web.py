@@ -20,7 +20,7 @@ from serving.engine import Engine
 from serving.http.server import ServerThread
 from serving.planner import PlannerSettings
 from serving.settings import ApiSettings
-from tests.serving.planner_support import ScriptedPlanner
+from tests.serving.planner_support import FAMILIAR_REQUEST, ScriptedPlanner
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -151,31 +151,18 @@ def test_a_fused_answer_says_so_on_the_page(
 
 
 def test_a_familiar_answer_says_the_planner_answered_alone(
-    browser: Any, engines: dict[str, Engine], scripted_planner: ScriptedPlanner, tmp_path: Path
+    browser: Any, engines: dict[str, Engine], scripted_planner: ScriptedPlanner, gated_card: Path
 ) -> None:
     """Under the familiar gate, a request worded like a training request is answered by the planner's program
     alone: the badge says planner, not fused, and the line under it says why."""
-    from serving.familiarity import Familiarity
-    from serving.prompt import CARD
-
-    query = "wireless headphones under $200"
-    training = (
-        query,
-        "wireless headphones under $150",
-        "wireless earbuds under $80",
-        "bluetooth speaker under $90",
-    )
-    card = {"profile": "compact", "domains": ["ecommerce"], "algorithm": "sft",
-            "familiarity": Familiarity.calibrate({"ecommerce": training}).save(tmp_path)}  # fmt: skip
-    (tmp_path / CARD).write_text(json.dumps(card))
     scripted_planner.completion = json.dumps(GOOD)
     planner = PlannerSettings(
-        url=scripted_planner.url, model="m", retries=0, guided_samples=2, card=str(tmp_path)
+        url=scripted_planner.url, model="m", retries=0, guided_samples=2, card=str(gated_card)
     )
     server = _serve(engines, planner, ApiSettings(warmup=False, fuse="self-query", fuse_gate="familiar"))
     page = browser.new_page()
     try:
-        _ask(page, server.url, query)
+        _ask(page, server.url, FAMILIAR_REQUEST)
         assert page.locator("#badge").inner_text() == "planner"
         assert page.locator("#reason").inner_text() == (
             "worded like the planner's training requests (similarity 1.00): its program answers alone"
