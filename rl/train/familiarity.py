@@ -38,8 +38,10 @@ def add_familiarity(model_dir: Path, bench: Workspace, *, domains: Sequence[str]
 
 def carry_familiarity(init: Path | None, final: Path) -> dict[str, Any]:
     """The card entry of ``init``'s gate, its files copied into ``final`` (nothing when it has none)."""
-    section = card_familiarity(read_card(init)) if init is not None else None
-    if init is None or section is None:
+    if init is None:
+        return {}
+    section = card_familiarity(read_card(init))
+    if section is None:
         return {}
     shutil.copytree(init / section.get("index", FAMILIARITY_DIR), final / FAMILIARITY_DIR, dirs_exist_ok=True)
     return {"familiarity": {**section, "index": FAMILIARITY_DIR}}
