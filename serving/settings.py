@@ -105,6 +105,12 @@ class PlanningOptions:
     (hashing embedder): oracle Hit@1 0.927-1.000 on the fixed-K demo benchmarks (1.000 on a benchmark
     synthesized under it); at 200k products 16% of programs return nothing against 35% with fixed K (5%
     with pushdown and adaptive K too), P@1 0.470 against 0.367 (0.577). Off."""
+    exact_ties: bool = True
+    """Settle a tie at a dense search's cut by id over the whole band of equal scores, as the ranking
+    contract orders ties (:mod:`serving.engine.ties`): a placeholder's set is then its K best by ``(score,
+    id)`` whatever the index, not whichever tied documents the store returned. Only a tie running past
+    the search's margin costs anything (one to four range searches). On; off leaves the cut to the store,
+    as before, for comparison (``bench/scale.py``)."""
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,20 @@ class VectorStore(Protocol):
         ``filter`` is a Milvus boolean expression over the mirrored structured fields.
         """
 
+    def search_band(
+        self,
+        collection: str,
+        field: str,
+        vector: Vectors,
+        low: float,
+        high: float,
+        k: int,
+        *,
+        filter: str | None = None,
+    ) -> list[Hit]:
+        """At most ``k`` hits of one ``vector`` on ``field`` scoring in ``(low, high]`` (a range search: the
+        engine reads a band of equal scores to break ties at a cut by id)."""
+
     def fetch_vectors(self, collection: str, field: str, ids: Sequence[str]) -> dict[str, Vectors]:
         """Stored vectors of ``ids`` on ``field`` (used by the reranker)."""
 

@@ -89,7 +89,9 @@ class Engine:
         """What ``now()`` / ``today()`` mean to every program this engine runs (:func:`~serving.engine.plan.pin_clock`)."""
         self.limits = limits or ExecutionLimits.from_config(handle.cfg.clickhouse)
         sizes = caches or CacheSizes()
-        self.retriever = Retriever(handle, reranker=reranker, sizes=sizes)
+        self.retriever = Retriever(
+            handle, reranker=reranker, sizes=sizes, exact_ties=self.planning.exact_ties
+        )
         self.sql = SqlRunner(self._query, handle.table, handle.schema.table, self.limits)
         self._prepared: LRU[str, Prepared | Rejection] = LRU(sizes.programs)
         self._sql_results: LRU[tuple[str, Params], tuple[str, ...]] = LRU(sizes.programs)

@@ -78,7 +78,7 @@ from indexing.schema import CorpusSchema, DType, Role
 from serving.dsl.placeholders import placeholder_sites
 from serving.engine.plan import is_plain_filter, reads_only
 
-__all__ = ["and_chained", "conjoin", "id_filter", "pushdown_filters", "to_milvus"]
+__all__ = ["and_chained", "conjoin", "id_at_most", "id_filter", "pushdown_filters", "to_milvus"]
 
 _INT64 = (-(2**63), 2**63 - 1)
 _EXACT_FLOAT_INT = 2**53
@@ -283,6 +283,18 @@ def id_filter(ids: Iterable[str]) -> str | None:
     """
     written = [text for text in map(_string, ids) if text is not None]
     return f"id in [{', '.join(written)}]" if written else None
+
+
+def id_at_most(bound: str) -> str | None:
+    """A Milvus expression that holds for the documents whose id sorts at or before ``bound`` (ids are
+    compared as strings, code point by code point, as the ranking contract orders ties), or None when
+    ``bound`` cannot be written (:func:`id_filter`).
+
+    >>> id_at_most("P00042")
+    'id <= "P00042"'
+    """
+    written = _string(bound)
+    return None if written is None else f"id <= {written}"
 
 
 @dataclass(frozen=True)

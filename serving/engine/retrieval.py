@@ -28,7 +28,9 @@ a batch would differ from the same program run alone. Two things could make it d
   :data:`SCORE_DECIMALS`, then by id;
 * the width of the search decides which of several tied documents make the cut. Each request is
   therefore searched at its own width plus :data:`WIDTH_MARGIN` (never a width borrowed from a
-  neighbour), then cut to its ``k`` after the stable ordering above.
+  neighbour), then cut to its ``k`` after the stable ordering above. A tie that runs past the margin
+  is settled by id over its whole band of equal scores (:mod:`serving.engine.ties`), so the cut is the
+  ranking contract's and not the index's (``serving.planning.exact_ties``).
 
 Calls from several threads may overlap: the caches are :class:`core.cache.LRU` (locked), the
 counters take a small lock, and the stores serialize what they must themselves (chDB's process-wide
@@ -55,9 +57,10 @@ from indexing.embedders.cache import CachedEmbedder
 from indexing.errors import StoreError, StoreUnavailable
 from indexing.index import IndexHandle
 from indexing.stores.base import Hit, Vectors
-from serving.engine.pushdown import conjoin, id_filter
+from serving.engine.pushdown import conjoin, id_at_most, id_filter
 from serving.engine.ranking import rrf_fuse
 from serving.engine.rerank import CosineReranker, Reranker, RerankRequest, enforce_subset
+from serving.engine.ties import needs_settling, settle
 from serving.settings import CacheSizes
 
 __all__ = ["CacheSizes", "RetrievalRequest", "Retriever", "search_width"]
@@ -122,8 +125,11 @@ def _by_score(hits: Iterable[Hit]) -> tuple[Hit, ...]:
 class Retriever:
     """Runs retrieval requests against one index, through three caches."""
 
-    def __init__(self, handle: IndexHandle, *, reranker: Reranker | None, sizes: CacheSizes) -> None:
+    def __init__(
+        self, handle: IndexHandle, *, reranker: Reranker | None, sizes: CacheSizes, exact_ties: bool = True
+    ) -> None:
         self._handle = handle
+        self._exact_ties = exact_ties
         self._calls: Counter[str] = Counter()
         self._calls_lock = threading.Lock()
         self._searches: LRU[RawKey, tuple[Hit, ...]] = LRU(sizes.searches)
@@ -132,8 +138,10 @@ class Retriever:
 
     @property
     def calls(self) -> Counter[str]:
-        """Store calls made so far, by kind: ``embed``, ``ann``, ``sparse``, ``fetch_vectors`` and
-        ``filter_refused`` (a filtered search the store refused, run again unfiltered) (a copy)."""
+        """Store calls made so far, by kind: ``embed``, ``ann``, ``band`` (a range search settling a tie at a
+        cut), ``sparse``, ``fetch_vectors`` and ``filter_refused`` (a filtered search the store refused, run
+        again unfiltered); and ties at a cut settled by id, ``ties_settled`` (the whole band read) and
+        ``ties_unsettled`` (part of it) (a copy)."""
         with self._calls_lock:
             return Counter(self._calls)
 
@@ -316,8 +324,10 @@ class Retriever:
                 name = self._handle.embedder(fld).name
                 vectors = np.stack([encoded[(name, q)] for q in queries])
                 results = self._dense(fld, vectors, width, expr, within)
-                for q, hits in zip(queries, results, strict=True):
-                    raw[(fld, DENSE, q, width, expr, within)] = _by_score(hits)
+                for q, vector, hits in zip(queries, vectors, results, strict=True):
+                    raw[(fld, DENSE, q, width, expr, within)] = self._cut(
+                        fld, vector, _by_score(hits), width, expr, within
+                    )
             end = time.perf_counter()
             timings["embed"] = timings.get("embed", 0.0) + (mid - start) * 1000
             timings["ann"] = timings.get("ann", 0.0) + (end - mid) * 1000
@@ -361,6 +371,39 @@ class Retriever:
         self._count("filter_refused")
         self._count("ann")
         return store.search(self._handle.collection, fld, vectors, width, filter=candidates)
+
+    def _cut(
+        self, fld: str, vector: Vectors, hits: tuple[Hit, ...], width: int, expr: str | None, within: Within
+    ) -> tuple[Hit, ...]:
+        """``hits`` of one dense search, with a tie at its cut settled by id (:mod:`serving.engine.ties`)."""
+        k = width - WIDTH_MARGIN
+        if not self._exact_ties or not needs_settling(hits, k, width, SCORE_DECIMALS):
+            return hits
+        store, candidates = self._handle.vectors, None if within is None else id_filter(within)
+
+        pushed = [expr]
+
+        def band(low: float, high: float, limit: int, bound: str | None) -> list[Hit]:
+            below = None if bound is None else id_at_most(bound)
+            self._count("band")
+            try:
+                where = conjoin(pushed[0], candidates, below)
+                return store.search_band(self._handle.collection, fld, vector, low, high, limit, filter=where)
+            except StoreUnavailable:
+                raise
+            except StoreError:
+                if pushed[0] is None:
+                    raise
+            # A refused pushed filter is dropped, as for the search itself (module docstring).
+            pushed[0] = None
+            self._count("band")
+            return store.search_band(
+                self._handle.collection, fld, vector, low, high, limit, filter=conjoin(candidates, below)
+            )
+
+        settled = settle(hits, k, width, SCORE_DECIMALS, band)
+        self._count("ties_settled" if settled.exact else "ties_unsettled")
+        return _by_score(settled.hits)
 
 
 def _raw_key(req: RetrievalRequest, kind: str) -> RawKey:

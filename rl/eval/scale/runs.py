@@ -76,6 +76,12 @@ CANDIDATES: tuple[Candidate, ...] = (
         {"pushdown": True, "adaptive_k": False, "conditional": True},
     ),
     Candidate("all", "all three passes", {"pushdown": True, "adaptive_k": True, "conditional": True}),
+    Candidate("fixed_store_ties", "fixed K=20, ties cut by the store", {"exact_ties": False}),
+    Candidate(
+        "all_store_ties",
+        "all three, ties cut by the store",
+        {"pushdown": True, "adaptive_k": True, "conditional": True, "exact_ties": False},
+    ),
 )
 """Side by side in one run. An option the engine does not have yet counts as off: a candidate that
 needs one on is left out (and said so) until ``serving.planning`` has it."""
