@@ -5,8 +5,8 @@ newest in ``latest_checkpointed_iteration.txt``; with ``hf_model`` among
 ``actor_rollout_ref.actor.checkpoint.save_contents`` (as the CPU recipe sets it), ``actor/huggingface/`` holds the
 full model and tokenizer in Hugging Face layout. :func:`import_planner` copies that folder into a model
 directory and writes the planner card beside it: the card of the model the run started from (its prompt
-profile and exemplar index, which the run's prompts were built with: ``prore train export --planner``),
-with the algorithm and the step. ``planner:PATH``, ``prore serve`` and the KServe transformer then read it like a
+profile and exemplar index, which the run's prompts were built with: ``prore train export --planner``, and
+its familiarity gate, whose files are copied as a local RL run copies them), with the algorithm and the step. ``planner:PATH``, ``prore serve`` and the KServe transformer then read it like a
 local run's ``final/``.
 
     prore train from-verl CHECKPOINT_DIR --init SFT_DIR --out DIR [--step N] [--algorithm grpo|dapo]
@@ -20,6 +20,7 @@ from pathlib import Path
 
 from indexing.workspace import atomic_write_json
 from rl.errors import TrainError
+from rl.train.familiarity import carry_familiarity
 
 LATEST = "latest_checkpointed_iteration.txt"
 """verl's pointer to the newest complete checkpoint step (verl/trainer/ppo/ray_trainer.py)."""
@@ -73,8 +74,9 @@ def import_planner(ckpt_dir: Path, init: Path, out: Path, *, step: int | None = 
         index = (card.get("exemplars") or {}).get("index")
         if index:  # the exemplar index the card names ships with the model
             shutil.copytree(Path(init) / index, staging / index)
+        gate = carry_familiarity(Path(init), staging)  # and the familiarity gate's training requests
         atomic_write_json(staging / CARD, {**card, "algorithm": algorithm, "init": str(init), "verl_checkpoint":
-                                           str(ckpt_dir), "verl_step": step})  # fmt: skip
+                                           str(ckpt_dir), "verl_step": step, **gate})  # fmt: skip
         if out.exists():
             shutil.rmtree(out)
         staging.rename(out)
