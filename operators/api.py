@@ -162,6 +162,24 @@ class Autoscaling:
 
 @with_config(SPEC)
 @dataclass(frozen=True)
+class Fusion:
+    """How the transformer answers beside the planner's program (``prore serve``'s ``--guided-samples``, ``--fuse``
+    and ``--fuse-gate``): sampled programs, and fusion with the self-querying retriever."""
+
+    guided_samples: int = spec_field(
+        "Sampled programs asked for when the planner's program fails, and under fuse for every search no gate "
+        "answers alone (0 is off).", default=0, minimum=0, maximum=16)  # fmt: skip
+    fuse: FusePartner = spec_field(
+        "What the planner's programs are fused with: self-query (the self-querying retriever, by weighted RRF: the "
+        "system measured best on wording the planner was not trained on) or none.", default="none")  # fmt: skip
+    gate: FuseGate = spec_field(
+        "Under fuse, when the planner answers alone: familiar (a search worded like its training requests whose "
+        "program ranks something; needs plannerCard), unanimous (its programs all rank the same) or none.",
+        default="none")  # fmt: skip
+
+
+@with_config(SPEC)
+@dataclass(frozen=True)
 class Promote:
     """Serve the trained planner when the run succeeds (creates a PlannerService)."""
 
@@ -172,6 +190,13 @@ class Promote:
     autoscaling: Autoscaling = spec_field("Replica bounds and queue target.", default_factory=Autoscaling)
     transformer: bool = spec_field("Put the project's transformer (NL in, program and results out) in front.",
                                    default=True)  # fmt: skip
+    planner_card: bool = spec_field(
+        "The run started from a planner the project trained (spec.model holds its planner.json): the checkpoint "
+        "becomes a planner directory with that card, its exemplar index and familiarity gate (prore train "
+        "from-verl --init), and the PlannerService reads it (plannerCard). RL runs from a pvc:// or s3:// model "
+        "only.", default=False)  # fmt: skip
+    fusion: Fusion = spec_field("The PlannerService's sampled programs and fusion with the self-querying retriever.",
+                                default_factory=Fusion)  # fmt: skip
 
 
 @with_config(SPEC)
@@ -198,24 +223,6 @@ class RetrievalTrainingJobSpec:
     image: str | None = spec_field("Training image (Ray, verl and this project); default: the operator's.",
                                    default=None)  # fmt: skip
     promote: Promote | None = spec_field("Serve the result on success.", default=None)
-
-
-@with_config(SPEC)
-@dataclass(frozen=True)
-class Fusion:
-    """How the transformer answers beside the planner's program (``prore serve``'s ``--guided-samples``, ``--fuse``
-    and ``--fuse-gate``): sampled programs, and fusion with the self-querying retriever."""
-
-    guided_samples: int = spec_field(
-        "Sampled programs asked for when the planner's program fails, and under fuse for every search no gate "
-        "answers alone (0 is off).", default=0, minimum=0, maximum=16)  # fmt: skip
-    fuse: FusePartner = spec_field(
-        "What the planner's programs are fused with: self-query (the self-querying retriever, by weighted RRF: the "
-        "system measured best on wording the planner was not trained on) or none.", default="none")  # fmt: skip
-    gate: FuseGate = spec_field(
-        "Under fuse, when the planner answers alone: familiar (a search worded like its training requests whose "
-        "program ranks something; needs plannerCard), unanimous (its programs all rank the same) or none.",
-        default="none")  # fmt: skip
 
 
 @with_config(SPEC)

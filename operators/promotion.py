@@ -60,6 +60,8 @@ def planner_service(job: dict[str, Any], settings: OperatorSettings | None = Non
         gpu_type=p.gpu_type or spec.resources.gpu_type,
         autoscaling=p.autoscaling,
         transformer=p.transformer,
+        planner_card=p.planner_card,
+        fusion=p.fusion,
         source_job=str(job["metadata"]["name"]),
     )
     return {

@@ -14,7 +14,10 @@ Entrypoint, in order (``&&``: a failed step fails the job, and KubeRay retries i
    --data-dir W/train/DOMAIN --checkpoint-dir C --experiment NAME [--reward-url URL] [--set KEY=VALUE]...`` (no reward for SFT);
 3. with ``promote``: link ``final`` in the run's checkpoint directory to the newest checkpoint's
    Hugging Face directory (verl's ``latest_checkpointed_iteration.txt`` names its step), the model
-   directory the PlannerService serves.
+   directory the PlannerService serves; with ``promote.plannerCard``, ``prore train from-verl RUN_DIR --init
+   MODEL --out RUN_DIR/final --algorithm ALGORITHM`` writes ``final`` instead: that step's model with the card
+   of the planner the run started from (prompt profile, exemplar index, familiarity gate), which the
+   PlannerService's transformer then reads (``plannerCard``).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from operators.api import RetrievalTrainingJobSpec
+from operators.api import Fusion, RetrievalTrainingJobSpec
 from operators.errors import SpecError
 from operators.objects import StorageUri, child_metadata
 from operators.schema import load
@@ -71,8 +74,21 @@ def spec_of(job: dict[str, Any]) -> RetrievalTrainingJobSpec:
     for i, o in enumerate(spec.overrides):
         if "=" not in o or not o.split("=", 1)[0]:
             raise SpecError(f"'{o}' is not KEY=VALUE", path=f"spec.overrides[{i}]")
-    if spec.promote and spec.promote.autoscaling.min_replicas > spec.promote.autoscaling.max_replicas:
+    p = spec.promote
+    if p and p.autoscaling.min_replicas > p.autoscaling.max_replicas:
         raise SpecError("minReplicas is above maxReplicas", path="spec.promote.autoscaling")
+    if p and p.planner_card and spec.algorithm == "sft":
+        raise SpecError("plannerCard carries the card of the planner an RL run started from; verl's SFT starts from "
+                        "a base model without one", path="spec.promote.plannerCard")  # fmt: skip
+    if p and p.planner_card and StorageUri.parse(spec.model).scheme == "hf":
+        raise SpecError("plannerCard needs spec.model to be the planner directory the run starts from (pvc:// or "
+                        "s3://), whose planner.json the served planner keeps", path="spec.promote.plannerCard")  # fmt: skip
+    if p and p.fusion.gate == "familiar" and not p.planner_card:
+        raise SpecError("fusion gate familiar reads the planner card's training requests: set plannerCard true",
+                        path="spec.promote.fusion.gate")  # fmt: skip
+    if p and (p.planner_card or p.fusion != Fusion()) and not p.transformer:
+        raise SpecError("fusion and plannerCard are the transformer's: set transformer true",
+                        path="spec.promote.transformer")  # fmt: skip
     return spec
 
 
@@ -89,6 +105,13 @@ def experiment_dir(job: dict[str, Any], spec: RetrievalTrainingJobSpec) -> str:
     """The run's directory under the checkpoint root, as the recipe names it (SFT adds ``-sft``)."""
     name = str(job["metadata"]["name"])
     return f"{name}-sft" if spec.algorithm == "sft" else name
+
+
+def run_dir(job: dict[str, Any], spec: RetrievalTrainingJobSpec, settings: OperatorSettings) -> str:
+    """The run's checkpoint directory as the Ray pods mount it."""
+    return (
+        StorageUri.parse(spec.checkpoints).under(settings.checkpoint_mount) + "/" + experiment_dir(job, spec)
+    )
 
 
 def checkpoint_uri(job: dict[str, Any], spec: RetrievalTrainingJobSpec) -> str:
@@ -146,6 +169,16 @@ def launch_argv(job: dict[str, Any], spec: RetrievalTrainingJobSpec, settings: O
     return argv
 
 
+def from_verl_argv(
+    job: dict[str, Any], spec: RetrievalTrainingJobSpec, settings: OperatorSettings
+) -> list[str]:
+    """``prore train from-verl``: the newest checkpoint step as a planner directory at ``final``, with the card
+    (prompt profile, exemplar index, familiarity gate) of the planner the run started from."""
+    out = run_dir(job, spec, settings)
+    return ["prore", "train", "from-verl", out, "--init", model_argument(spec, settings),
+            "--out", f"{out}/{FINAL_LINK}", "--algorithm", spec.algorithm]  # fmt: skip
+
+
 def entrypoint(job: dict[str, Any], spec: RetrievalTrainingJobSpec, settings: OperatorSettings) -> str:
     """The RayJob's shell entrypoint (see the module docstring)."""
     ws = StorageUri.parse(spec.data.workspace).under(settings.workspace_mount)
@@ -154,14 +187,12 @@ def entrypoint(job: dict[str, Any], spec: RetrievalTrainingJobSpec, settings: Op
         steps.append(shlex.join(["prore", "--workspace", ws, "train", "export", spec.domain]))
     steps.append(shlex.join(launch_argv(job, spec, settings)))
     if spec.promote:
-        run_dir = (
-            StorageUri.parse(spec.checkpoints).under(settings.checkpoint_mount)
-            + "/"
-            + experiment_dir(job, spec)
-        )
-        hf_dir = "huggingface" if spec.algorithm == "sft" else "actor/huggingface"
-        steps.append(f"cd {shlex.quote(run_dir)} && ln -sfn \"global_step_$(cat {LATEST_STEP_FILE})/{hf_dir}\" "
-                     f"{FINAL_LINK}")  # fmt: skip
+        if spec.promote.planner_card:
+            steps.append(shlex.join(from_verl_argv(job, spec, settings)))
+        else:
+            hf_dir = "huggingface" if spec.algorithm == "sft" else "actor/huggingface"
+            steps.append(f"cd {shlex.quote(run_dir(job, spec, settings))} && ln -sfn \"global_step_$(cat {LATEST_STEP_FILE})/{hf_dir}\" "
+                         f"{FINAL_LINK}")  # fmt: skip
     return " && ".join(steps)
 
 

@@ -14,14 +14,24 @@ import yaml
 from operators import crdgen
 from operators.api import KINDS
 from operators.settings import OperatorSettings
-from operators.training import RL_KEYS, SFT_KEYS, entrypoint, experiment_dir, launch_argv, spec_of
+from operators.training import (
+    FINAL_LINK,
+    RL_KEYS,
+    SFT_KEYS,
+    entrypoint,
+    experiment_dir,
+    from_verl_argv,
+    launch_argv,
+    model_argument,
+    spec_of,
+)
 from tests.operators.schemas import DATA, PROJECT_CRDS, REPO, UPSTREAM_CRDS
 
 recipes = pytest.importorskip("rl.verl.recipes")
 cli = pytest.importorskip("prore.cli")
 
 JOBS = [REPO / "examples" / "k8s" / "grpo-ecommerce.yaml", REPO / "examples" / "k8s" / "dapo-email.yaml",
-        DATA / "sft-ecommerce.yaml"]  # fmt: skip
+        REPO / "examples" / "k8s" / "dapo-from-planner.yaml", DATA / "sft-ecommerce.yaml"]  # fmt: skip
 
 
 def test_generated_crds_are_not_stale() -> None:
@@ -49,6 +59,24 @@ def test_the_entrypoint_is_what_prore_train_launch_prints(path: object) -> None:
         spec.algorithm, {"checkpoint_dir": "/mnt/checkpoints", "experiment": job["metadata"]["name"]}
     )
     assert resolved["trainer.default_local_dir"] == f"/mnt/checkpoints/{experiment_dir(job, spec)}"
+
+
+def test_a_promotion_with_the_planner_card_ends_with_from_verl_on_the_recipes_checkpoints() -> None:
+    """The step after training is ``prore train from-verl`` as the real parser reads it: verl's checkpoint
+    directory of the run (the recipe's ``trainer.default_local_dir``), the model the run started from as
+    ``--init``, and ``final`` beside the steps, which the PlannerService serves with its card."""
+    job = yaml.safe_load((REPO / "examples" / "k8s" / "dapo-from-planner.yaml").read_text())
+    spec, settings = spec_of(job), OperatorSettings()
+    argv = from_verl_argv(job, spec, settings)
+    assert entrypoint(job, spec, settings).endswith(" && " + shlex.join(argv))
+    args = cli.build_parser().parse_args(argv[1:])
+    assert args.handler.__name__ == "_from_verl"
+    resolved = recipes.resolve(
+        spec.algorithm, {"checkpoint_dir": settings.checkpoint_mount, "experiment": job["metadata"]["name"]}
+    )
+    assert args.checkpoint_dir == resolved["trainer.default_local_dir"]
+    assert (args.init, args.algorithm) == (model_argument(spec, settings), spec.algorithm)
+    assert args.out == f"{args.checkpoint_dir}/{FINAL_LINK}"
 
 
 @pytest.mark.parametrize("algorithm", ["sft", "grpo", "dapo"])

@@ -19,6 +19,7 @@ EXAMPLES = REPO / "examples" / "k8s"
 CASES = {
     "grpo-ecommerce": EXAMPLES / "grpo-ecommerce.yaml",
     "dapo-email": EXAMPLES / "dapo-email.yaml",
+    "dapo-from-planner": EXAMPLES / "dapo-from-planner.yaml",
     "sft-ecommerce": DATA / "sft-ecommerce.yaml",
     "planner-service": EXAMPLES / "planner-service.yaml",
     "planner-service-seq2seq": EXAMPLES / "planner-service-seq2seq.yaml",

@@ -81,6 +81,27 @@ def test_rejected_by_the_operator_where_the_schema_cannot(path: str, value: Any,
         spec_of(bad)
 
 
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"promote": {"plannerCard": True}},
+         "spec.promote.plannerCard: plannerCard needs spec.model to be the planner directory"),
+        ({"algorithm": "sft", "model": "pvc://m/planner", "promote": {"plannerCard": True}},
+         "spec.promote.plannerCard: plannerCard carries the card of the planner an RL run started from"),
+        ({"model": "pvc://m/planner", "promote": {"fusion": {"fuse": "self-query", "gate": "familiar"}}},
+         "spec.promote.fusion.gate: fusion gate familiar reads the planner card's training requests"),
+        ({"model": "pvc://m/planner", "promote": {"transformer": False, "plannerCard": True}},
+         "spec.promote.transformer: fusion and plannerCard are the transformer's"),
+    ],
+)  # fmt: skip
+def test_a_promotion_the_served_planner_cannot_honour_is_refused(spec: dict[str, Any], message: str) -> None:
+    bad = copy.deepcopy(GOOD)
+    bad["spec"].update(spec)
+    assert errors_of(bad) == []
+    with pytest.raises(SpecError, match="^" + message):
+        spec_of(bad)
+
+
 def test_unknown_field_is_named() -> None:
     with pytest.raises(SpecError, match=r"spec.resources.gpus: unknown field; known fields are gpuType"):
         spec_of(_with("resources.gpus", 8))
