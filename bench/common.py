@@ -2,8 +2,11 @@
 
 Importing this module sets a benchmark's process up, before the project's packages are imported: models
 load from the local cache only (``HF_HUB_OFFLINE=1``), tokenizers do not start threads of their own
-(``TOKENIZERS_PARALLELISM=false``; both unless already set), and the repository root comes first on
-``sys.path``, so ``python bench/x.py`` runs this checkout's packages. Then:
+(``TOKENIZERS_PARALLELISM=false``; both unless already set), the repository root comes first on
+``sys.path``, so ``python bench/x.py`` runs this checkout's packages, and SIGTERM (a ``timeout``, a job
+runner's stop) exits as ``SystemExit(143)``, so every ``finally`` and ``with`` block runs and the Milvus
+servers, model servers and APIs a benchmark started are stopped (before, a bench stopped by ``timeout`` left its
+servers holding the workspace's chDB). Then:
 
 - :func:`machine`: the cores, CPU model, Python, torch threads and load at start, recorded in every JSON;
 - :func:`percentile`: a percentile of latencies (numpy's, by the rank rule a benchmark reports);
@@ -19,6 +22,7 @@ import json
 import math
 import os
 import platform
+import signal
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -34,6 +38,13 @@ RESULTS = ROOT / "bench" / "results"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, str(ROOT))
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    sys.exit(128 + signum)
+
+
+signal.signal(signal.SIGTERM, _exit_on_sigterm)
 
 Rank = Literal["inverted_cdf", "nearest", "linear"]
 """How :func:`percentile` picks a value (numpy's ``method``): ``inverted_cdf`` the nearest rank (the smallest

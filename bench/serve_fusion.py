@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 import time
 from pathlib import Path
@@ -96,8 +95,6 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=20, help="requests per corpus and split (default 20)")
     ap.add_argument("--out", type=Path, default=RESULTS / "serve_fusion.json")
     args = ap.parse_args()
-    # a timeout stops the servers too: SystemExit unwinds their blocks
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     from indexing.workspace import Workspace
     from rl.datasets.store import load_split

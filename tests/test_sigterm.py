@@ -90,3 +90,45 @@ def test_a_suite_stopped_with_sigterm_stops_its_fixtures_servers(tmp_path: Path)
     while _alive(server):
         assert time.monotonic() < deadline, f"the server (pid {server}) outlived the suite:\n{out[-2000:]}"
         time.sleep(0.2)
+
+
+BENCH = """
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, sys.argv[1])
+import common  # noqa: E402,F401  (what every bench/ script imports first)
+
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+try:
+    open(sys.argv[2], "w").write(str(child.pid))
+    time.sleep(600)
+finally:
+    child.terminate()
+    child.wait()
+"""
+
+
+def test_a_benchmark_stopped_with_sigterm_runs_its_cleanup(tmp_path: Path) -> None:
+    """``bench/common.py`` turns SIGTERM into ``SystemExit``: a bench stopped by ``timeout`` stops the servers it
+    started in its ``finally`` and ``with`` blocks (one had left a server holding its workspace's chDB)."""
+    script, pid_file = tmp_path / "bench_like.py", tmp_path / "child.pid"
+    script.write_text(BENCH)
+    bench_dir = Path(__file__).resolve().parent.parent / "bench"
+    run = subprocess.Popen([sys.executable, str(script), str(bench_dir), str(pid_file)],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() or not pid_file.read_text():
+            assert run.poll() is None, run.communicate()[0][-2000:]
+            assert time.monotonic() < deadline, "the bench never started its child"
+            time.sleep(0.05)
+        child = int(pid_file.read_text())
+        assert _alive(child)
+        run.send_signal(signal.SIGTERM)
+        assert run.wait(timeout=60) == 128 + signal.SIGTERM
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert not _alive(child)
