@@ -111,7 +111,7 @@ def arg_parser() -> argparse.ArgumentParser:
         help="OpenAI base path on the predictor (KServe's Hugging Face runtime: /openai/v1; vLLM: /v1)",
     )
     p.add_argument("--domains", default="ecommerce,email")
-    PLANNER_FLAGS.add_to(p)
+    SERVING_FLAGS.add_to(p)
     return p
 
 
@@ -120,7 +120,7 @@ DEFAULTS = {"serving.planner.output": "json"}
 runtime, vLLM on its default xgrammar backend, which takes the DSL's JSON schema (``grounded`` needs vLLM's
 guidance backend). The config file, ``PRORE_PLANNER_OUTPUT`` and ``--planner_output`` set it again."""
 
-PLANNER_FLAGS: Flags[ServingSettings] = Flags(
+SERVING_FLAGS: Flags[ServingSettings] = Flags(
     Section(SECTION, ServingSettings),
     Flag("planner.model", "--planner_model", help="The model name the predictor serves (its own --model_name); "
          "unset: the one model the predictor lists."),
@@ -132,7 +132,7 @@ PLANNER_FLAGS: Flags[ServingSettings] = Flags(
     Flag("api.fuse_gate", "--fuse_gate", choices=FUSE_GATES),
     exclusive=[("planner.card", "planner.profile")],
 )  # fmt: skip
-"""The transformer's planner and fusion flags: fields of the config's ``serving.planner`` and ``serving.api``, as
+"""The transformer's serving flags (the planner and fusion): fields of the config's ``serving.planner`` and ``serving.api``, as
 ``prore serve``'s ``--planner-*``, ``--guided-samples``, ``--fuse`` and ``--fuse-gate`` flags are, in the
 underscore style of KServe's parser they join. The planner's URL and timeout come from KServe's own
 ``--predictor_*`` arguments."""
@@ -144,19 +144,19 @@ def planner_settings(args: argparse.Namespace, cfg: Config) -> PlannerSettings:
     it calls the predictor at ``--predictor_host`` on ``--predictor_path`` (KServe's Hugging Face runtime:
     ``/openai/v1``; a bare vLLM server: ``/v1``) within ``--predictor_request_timeout_seconds``, prompts with its
     card's profile when it has one (:mod:`serving.exemplars`) and embeds exemplars as ``cfg`` says."""
-    planner = PLANNER_FLAGS.over(cfg.section(ServingSettings), args).planner
+    planner = SERVING_FLAGS.over(cfg.section(ServingSettings), args).planner
     scheme = "https" if args.predictor_use_ssl else "http"
     planner = dataclasses.replace(planner, url=f"{scheme}://{args.predictor_host}{args.predictor_path}",
                                   timeout_s=float(args.predictor_request_timeout_seconds),
                                   embedder=planner.embedder or cfg.embedder)  # fmt: skip
-    return planner.with_card_profile(profile_given="planner.profile" in PLANNER_FLAGS.given(args))
+    return planner.with_card_profile(profile_given="planner.profile" in SERVING_FLAGS.given(args))
 
 
 def api_settings(args: argparse.Namespace, cfg: Config) -> ApiSettings:
     """The search service's settings: the config's ``serving.api`` (its limits, deadlines and fusion with the
     self-querying retriever, ``fuse`` and ``fuse_gate``) with ``--fuse`` and ``--fuse_gate`` laid over it, without
     the start-up warm-up (the model loads its engines in ``load``)."""
-    return dataclasses.replace(PLANNER_FLAGS.over(cfg.section(ServingSettings), args).api, warmup=False)
+    return dataclasses.replace(SERVING_FLAGS.over(cfg.section(ServingSettings), args).api, warmup=False)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

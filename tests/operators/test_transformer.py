@@ -26,7 +26,7 @@ pytest.importorskip(
     "kserve", reason="pip install '.[kserve]' (serving.kserve's parser is KServe's ModelServer's)"
 )
 
-from serving.kserve import DEFAULTS, PLANNER_FLAGS, api_settings, config, parse_args, planner_settings
+from serving.kserve import DEFAULTS, SERVING_FLAGS, api_settings, config, parse_args, planner_settings
 from serving.planner import OUTPUTS
 from serving.prompt import PROFILES
 from serving.settings import FUSE_GATES as SERVING_FUSE_GATES
@@ -150,7 +150,7 @@ def test_a_seq2seq_predictor_is_the_projects_model_server_which_the_transformer_
     transformer = parse_args(kserve_appended(front["args"], isvc, predictor_name(ps)))
     cfg = config(transformer)
     # the card itself is read when the transformer starts, from what the storage initializer wrote
-    planner = PLANNER_FLAGS.over(cfg.section(ServingSettings), transformer).planner
+    planner = SERVING_FLAGS.over(cfg.section(ServingSettings), transformer).planner
     assert (planner.card, planner.profile, planner.output) == ("/mnt/models", "full", "grounded")
     assert not any(a.startswith("--planner_profile") for a in front["args"]), (
         "the card's profile, not the spec's"
