@@ -181,7 +181,9 @@ def serve_command(args: argparse.Namespace, cfg: Config) -> int:
 
     import uvicorn
 
+    from core.logs import timed
     from serving.api.app import create_app
+    from serving.api.service import START_LOG
     from serving.engine import Engine
 
     domains = [d.strip() for d in args.domains.split(",") if d.strip()]
@@ -192,12 +194,16 @@ def serve_command(args: argparse.Namespace, cfg: Config) -> int:
             )
     settings = api_settings(args, cfg)
     planner = planner_from_args(args, cfg)
+    logging.basicConfig(level=getattr(logging, args.log_level.upper()), format="%(message)s")
     if planner is not None:
         from serving.planner import prepare
 
-        prepare(planner, domains)  # a missing xgrammar fails here, and each grammar is compiled once
-    logging.basicConfig(level=getattr(logging, args.log_level.upper()), format="%(message)s")
-    engines = {d: Engine.open(cfg, d) for d in domains}
+        with timed(START_LOG, f"start: the planner's prompt and grammars ({planner.output})"):
+            prepare(planner, domains)  # a missing xgrammar fails here, and each grammar is compiled once
+    engines = {}
+    for d in domains:
+        with timed(START_LOG, f"start: {d}'s engine opened"):
+            engines[d] = Engine.open(cfg, d)
     try:
         app = create_app(engines, planner, settings)
         where = f"http://{args.host}:{args.port}"

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import logging
 import time
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
@@ -31,6 +32,7 @@ from typing import Any
 from cachetools import LRUCache
 
 from core.errors import ConfigError, ProReError
+from core.logs import timed
 from indexing.schema import Role, schema_for
 from serving.api.metrics import ApiMetrics
 from serving.api.schemas import ExecuteIn, FallbackOut, FusionOut, GuidedOut, SearchIn
@@ -90,6 +92,11 @@ def clean_query(text: str) -> str:
     )
 
 
+START_LOG = logging.getLogger("serving.api.start")
+"""Where the service says what its start-up is doing and how long each stage took (``prore serve`` logs it at
+INFO, its default level)."""
+
+
 class QueryService:
     """The engines (one per corpus, each on a thread of its own), the planner, metrics and limits."""
 
@@ -112,10 +119,13 @@ class QueryService:
         )
 
     async def start(self) -> None:
+        """Open the planner client, the familiarity gate and warm each engine, logging each stage's seconds
+        (:data:`START_LOG`)."""
         if self.planner_settings is not None:
             values = None
             if self.planner_settings.output == "grounded":  # the literals a grounded program may name
-                values = {d: read_column_values(e.handle, e.schema) for d, e in self.engines.items()}
+                with timed(START_LOG, "start: the corpora's values for the grounded grammar"):
+                    values = {d: read_column_values(e.handle, e.schema) for d, e in self.engines.items()}
             self.planner = Planner(self.planner_settings, values=values)
         if self.settings.fuse_gate == "familiar" and self.fuses():
             assert self.planner_settings is not None
@@ -125,10 +135,17 @@ class QueryService:
             self.familiarity = open_familiarity(self.planner_settings.card)
             for domain in self.engines:  # fit each corpus's vectors now, not on its first search
                 if domain in self.familiarity.threshold:
-                    await asyncio.to_thread(self.familiarity.space, domain)
+                    n = self.familiarity.requests.get(domain, ())
+                    with timed(
+                        START_LOG, f"start: {domain}'s familiarity gate over {len(n):,} training requests"
+                    ):
+                        await asyncio.to_thread(self.familiarity.space, domain)
         if self.settings.warmup:
             for domain in self.engines:
-                with contextlib.suppress(Exception):
+                with (
+                    timed(START_LOG, f"start: {domain}'s engine warmed up (a first search)"),
+                    contextlib.suppress(Exception),
+                ):
                     await self._engine(domain, fallback_program(domain, "warm up"), 1, 60.0, "warmup")
 
     async def stop(self) -> None:

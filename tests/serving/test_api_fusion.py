@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,7 +16,7 @@ import pytest
 
 from core.errors import ConfigError
 from indexing.config import Config
-from serving.api.service import QueryService
+from serving.api.service import START_LOG, QueryService
 from serving.dsl import parse_program
 from serving.engine import Engine
 from serving.engine.results import fuse
@@ -23,7 +25,7 @@ from serving.prompt import CARD
 from serving.self_query import SelfQuery
 from serving.settings import ApiSettings
 from tests.serving.api_support import Api, metric
-from tests.serving.planner_support import FAMILIAR_REQUEST, ScriptedPlanner
+from tests.serving.planner_support import FAMILIAR_REQUEST, GATE_TRAINING, ScriptedPlanner
 
 GOOD_SQL = "SELECT id FROM products WHERE price < 200 AND id IN <text_1>"
 GOOD = {
@@ -183,3 +185,24 @@ def test_the_familiar_gate_without_a_card_refuses_to_start_in_one_line(
     with pytest.raises(ConfigError, match=r"^serving\.api\.fuse_gate familiar needs the planner's card"):
         asyncio.run(service.start())
     asyncio.run(service.stop())
+
+
+def test_the_start_logs_each_stage_with_its_seconds(
+    engines: dict[str, Engine], small_index_cfg: Config, gated_card: Path,
+    scripted_planner_server: ScriptedPlanner, caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    """A slow start can be read off the log: the gate's vectors per corpus, then each engine's first search."""
+    planner = PlannerSettings(url=scripted_planner_server.url, model="m", retries=0, card=str(gated_card),
+                              embedder=small_index_cfg.embedder)  # fmt: skip
+    service = QueryService(
+        engines, planner, ApiSettings(warmup=True, fuse="self-query", fuse_gate="familiar")
+    )
+    with caplog.at_level(logging.INFO, logger=START_LOG.name):
+        asyncio.run(service.start())
+    asyncio.run(service.stop())
+    lines = [r.getMessage() for r in caplog.records if r.name == START_LOG.name]
+    stages = [re.sub(r": \d+\.\d s$", "", line) for line in lines]
+    assert stages == [
+        f"start: ecommerce's familiarity gate over {len(GATE_TRAINING)} training requests",
+        *(f"start: {d}'s engine warmed up (a first search)" for d in engines),
+    ], lines
