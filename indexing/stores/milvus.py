@@ -264,8 +264,37 @@ class MilvusStore:
         """
         if len(vectors) == 0:
             return []
+        return self._search(collection, field, vectors, k, filter, {})
+
+    def search_band(
+        self,
+        collection: str,
+        field: str,
+        vector: Vectors,
+        low: float,
+        high: float,
+        k: int,
+        *,
+        filter: str | None = None,
+    ) -> list[Hit]:
+        """At most ``k`` hits of one ``vector`` on ``field`` whose score lies in ``(low, high]``: a Milvus
+        range search (``radius`` and ``range_filter``), which both Milvus Lite and the server run.
+
+        Which ``k`` of a larger band come back is the store's choice; the engine asks again with an ``id``
+        bound to find the smallest ids of a band (:mod:`serving.engine.ties`).
+        """
+        # Milvus reads a band as (radius, range_filter] for similarities and [range_filter, radius) for L2
+        # distances, whose sign is the score's opposite.
+        band = {"radius": -low, "range_filter": -high} if self.cfg.metric_type == "L2" else {
+            "radius": low, "range_filter": high}  # fmt: skip
+        return self._search(collection, field, [vector], k, filter, band)[0]
+
+    def _search(
+        self, collection: str, field: str, vectors: Vectors | Sequence[Vectors], k: int, filter: str | None,
+        extra: Mapping[str, Any],
+    ) -> list[list[Hit]]:  # fmt: skip
         physical = field_collection(collection, field)
-        params = {"metric_type": self.cfg.metric_type, "params": search_params(self.cfg, k)}
+        params = {"metric_type": self.cfg.metric_type, "params": {**search_params(self.cfg, k), **extra}}
         data = [np.asarray(v, dtype=np.float32) for v in vectors]
         res = self._loaded_call(
             physical,
@@ -287,47 +316,6 @@ class MilvusStore:
         # L2 is a distance (lower is better); hits are scores (higher is better).
         sign = -1.0 if self.cfg.metric_type == "L2" else 1.0
         return [[(str(h["id"]), sign * float(h["distance"])) for h in hits] for hits in res]
-
-    def search_band(
-        self,
-        collection: str,
-        field: str,
-        vector: Vectors,
-        low: float,
-        high: float,
-        k: int,
-        *,
-        filter: str | None = None,
-    ) -> list[Hit]:
-        """At most ``k`` hits of one ``vector`` on ``field`` whose score lies in ``(low, high]``: a Milvus
-        range search (``radius`` and ``range_filter``), which both Milvus Lite and the server run.
-
-        Which ``k`` of a larger band come back is the store's choice; the engine asks again with an ``id``
-        bound to find the smallest ids of a band (:mod:`serving.engine.ties`).
-        """
-        physical = field_collection(collection, field)
-        # Milvus reads a band as (radius, range_filter] for similarities and [range_filter, radius) for L2
-        # distances, whose sign is the score's opposite.
-        band = {"radius": -low, "range_filter": -high} if self.cfg.metric_type == "L2" else {
-            "radius": low, "range_filter": high}  # fmt: skip
-        params = {"metric_type": self.cfg.metric_type, "params": {**search_params(self.cfg, k), **band}}
-        res = self._loaded_call(
-            physical,
-            lambda c: c.search(
-                physical,
-                data=[np.asarray(vector, dtype=np.float32)],
-                anns_field=vector_field(field),
-                limit=k,
-                filter=filter or "",
-                output_fields=["id"],
-                search_params=params,
-                consistency_level="Session",
-                timeout=self._timeout,
-            ),
-            code="vector_search",
-        )
-        sign = -1.0 if self.cfg.metric_type == "L2" else 1.0
-        return [(str(h["id"]), sign * float(h["distance"])) for h in res[0]]
 
     def fetch_vectors(self, collection: str, field: str, ids: Sequence[str]) -> dict[str, Vectors]:
         """Stored vectors of ``ids`` on schema field ``field``; unknown ids are absent from the result."""
