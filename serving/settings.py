@@ -105,6 +105,11 @@ class PlanningOptions:
     (hashing embedder): oracle Hit@1 0.927-1.000 on the fixed-K demo benchmarks (1.000 on a benchmark
     synthesized under it); at 200k products 17% of programs return nothing against 36% with fixed K (5%
     with pushdown and adaptive K too), P@1 0.540 against 0.437 (0.637). Off."""
+    conditional_disjuncts: bool = True
+    """Under ``conditional``, also search the positive placeholders under ``OR`` (``id IN <a> AND (id IN <b> OR
+    id IN <c>)``: each used once, unreranked, under no ``NOT``) among the ids of the chain's last list, the
+    chain's *tail* (:mod:`serving.engine.conditional`): every row is in that list, so only documents that
+    cannot be rows are dropped. On; off is the conjuncts-only chain, for comparison (``bench/scale.py``)."""
     exact_ties: bool = True
     """Settle a tie at a dense search's cut by id over the whole band of equal scores, as the ranking
     contract orders ties (:mod:`serving.engine.ties`): a placeholder's set is then its K best by ``(score,

@@ -32,6 +32,16 @@ Which entries form the chain, conservatively:
   stays visible in the program; no property of a request (mode, field, width) says which of two
   conjuncts is the better first search without measuring it.
 
+**The tail.** A positive placeholder under ``OR`` (reached from the ``WHERE`` through ``AND``, ``OR`` and
+parentheses only: ``id IN <a> AND (id IN <b> OR id IN <c>)``) is no guard of the rows, so it does not extend
+the chain; but every row is still in every list of the chain, so searching it among the ids of the chain's
+last list drops only documents that cannot be rows, exactly as for a chained entry. With
+``serving.planning.conditional_disjuncts`` (on, under ``conditional``), such entries, each used once and
+unreranked, form the chain's *tail*: each is searched among the last list's ids, after the chain, and the
+chain may then be a single entry. Without it, ``id IN <a> AND (id IN <b> OR id IN <c>)`` intersects three
+independent top-K lists, empty ever more often as the corpus grows. A placeholder under ``NOT`` is never
+conditioned: restricted, it would exclude more than its K says.
+
 How candidates reach the stores: a dense search (``dense``, and the dense half of ``fuse``) is given
 ``id in [...]`` and-ed with its pushed filter; BM25 (``sparse``, and the BM25 half of ``fuse``) scores
 only the candidate documents in process. The ids come from the list a store returned, never from the
@@ -61,10 +71,10 @@ from sqlglot import exp
 
 from indexing.stores.base import Hit
 from serving.dsl.placeholders import placeholder_sites
-from serving.engine.pushdown import and_chained
+from serving.engine.pushdown import and_chained, or_reached
 from serving.engine.retrieval import RetrievalRequest
 
-__all__ = ["condition", "conditional_chain"]
+__all__ = ["condition", "conditional_chain", "conditional_plan"]
 
 
 def conditional_chain(tree: exp.Select, table: str, requests: Sequence[RetrievalRequest]) -> tuple[int, ...]:
@@ -73,17 +83,32 @@ def conditional_chain(tree: exp.Select, table: str, requests: Sequence[Retrieval
     ``tree`` is a planned program's tree (placeholders as sentinel columns) on the corpus table ``table``;
     ``requests`` are its entries' requests, by entry. Pure: the tree is not changed.
     """
+    chain, _ = conditional_plan(tree, table, requests, disjuncts=False)
+    return chain
+
+
+def conditional_plan(
+    tree: exp.Select, table: str, requests: Sequence[RetrievalRequest], *, disjuncts: bool = True
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """``(chain, tail)``: the chain (:func:`conditional_chain`), and with ``disjuncts`` the entries searched
+    among the ids of the chain's last list because they are positive uses under ``OR`` (module docstring,
+    "The tail"); ``((), ())`` when nothing is conditioned.
+
+    >>> import sqlglot
+    >>> tree = sqlglot.parse_one(
+    ...     "SELECT id FROM products WHERE id IN image_1 AND (id IN text_2 OR id IN text_3)", read="clickhouse")
+    >>> requests = [RetrievalRequest("title", "dense", "q", 20, 0)] * 3
+    >>> conditional_plan(tree, "products", requests), conditional_chain(tree, "products", requests)
+    (((0,), (1, 2)), ())
+    """
     sites = placeholder_sites(tree)
     uses = Counter(use.entry for _, use in sites)
-    members = sorted(
-        use.entry
-        for predicate, use in sites
-        if use.positive
-        and uses[use.entry] == 1
-        and requests[use.entry].rerank == 0
-        and and_chained(predicate, table)
-    )
-    return tuple(members) if len(members) > 1 else ()
+    free = [(p, u) for p, u in sites if u.positive and uses[u.entry] == 1 and requests[u.entry].rerank == 0]
+    members = sorted(use.entry for predicate, use in free if and_chained(predicate, table))
+    tail = sorted(use.entry for predicate, use in free if disjuncts and or_reached(predicate, table))
+    if not members or (len(members) < 2 and not tail):
+        return (), ()
+    return tuple(members), tuple(tail)
 
 
 def condition(request: RetrievalRequest, previous: Sequence[Hit]) -> RetrievalRequest:

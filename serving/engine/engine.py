@@ -30,7 +30,7 @@ from serving.dsl import (
 )
 from serving.dsl.substitute import parameterize_tree, render, substitute_tree
 from serving.engine.adaptive import rows_needed, widen
-from serving.engine.conditional import condition, conditional_chain
+from serving.engine.conditional import condition, conditional_plan
 from serving.engine.plan import flatten_self_subqueries, pin_clock, stable_order
 from serving.engine.prepared import BatchOutcome, EngineStats, Prepared, Rejection, program_key
 from serving.engine.pushdown import pushdown_filters
@@ -248,8 +248,12 @@ class Engine:
         if self.planning.pushdown:
             filters = pushdown_filters(tree, self.schema)
             requests = tuple(dataclasses.replace(r, filter=filters.get(i)) for i, r in enumerate(requests))
-        chain = conditional_chain(tree, validated.table, requests) if self.planning.conditional else ()
-        return Prepared(validated, dataclasses.replace(validated, tree=tree), requests, chain)
+        chain, tail = (
+            conditional_plan(tree, validated.table, requests, disjuncts=self.planning.conditional_disjuncts)
+            if self.planning.conditional
+            else ((), ())
+        )
+        return Prepared(validated, dataclasses.replace(validated, tree=tree), requests, chain, tail)
 
     def _execute(self, program_list: Sequence[Program], k: int, deadline: float | None) -> list[BatchOutcome]:
         for program in program_list:
@@ -357,24 +361,24 @@ class Engine:
     ) -> dict[int, tuple[RetrievalRequest, ...]]:
         """Resolve into ``hits`` the lists of the programs of ``base`` (their requests by entry) and return
         the requests those lists come from: ``base``, except that each entry of a program's conditional
-        chain after the first is searched among the ids of the entry before it
-        (:mod:`serving.engine.conditional`). One retriever call per link of the longest chain, each for
-        the whole batch."""
+        chain after the first is searched among the ids of the entry before it, and each entry of its tail
+        among the ids of the chain's last entry (:mod:`serving.engine.conditional`). One retriever call per
+        link of the longest chain (its tail one more), each for the whole batch."""
         used = {i: list(reqs) for i, reqs in base.items()}
-        todo = {
-            i: [r for e, r in enumerate(reqs) if e not in prepared[i].chain[1:]] for i, reqs in base.items()
-        }
-        link = 1
+        # each program's rounds after the first: (entry, the entry whose list it is searched among)
+        rounds = {i: _rounds(prepared[i].chain, prepared[i].tail) for i in base}
+        later = {i: {e for r in rs for e, _ in r} for i, rs in rounds.items()}
+        todo = {i: [r for e, r in enumerate(reqs) if e not in later[i]] for i, reqs in base.items()}
+        n = 0
         while todo:
             self._resolve(todo, hits, own, batch_ms)
             todo = {}
             for i in base:
-                chain = prepared[i].chain
-                if link < len(chain):
-                    entry, before = chain[link], chain[link - 1]
-                    used[i][entry] = condition(base[i][entry], hits[used[i][before]])
-                    todo[i] = [used[i][entry]]
-            link += 1
+                if n < len(rounds[i]):
+                    for entry, among in rounds[i][n]:
+                        used[i][entry] = condition(base[i][entry], hits[used[i][among]])
+                    todo[i] = [used[i][entry] for entry, _ in rounds[i][n]]
+            n += 1
         return {i: tuple(reqs) for i, reqs in used.items()}
 
     def _resolve(
@@ -530,3 +534,16 @@ def _late(prepared: dict[int, Prepared], outcomes: list[BatchOutcome | None], de
 
 def _counts(cache: LRU[Any, Any]) -> dict[str, int]:
     return {"size": len(cache), "maxsize": cache.maxsize, "hits": cache.hits, "misses": cache.misses}
+
+
+def _rounds(chain: tuple[int, ...], tail: tuple[int, ...]) -> list[list[tuple[int, int]]]:
+    """The retrieval rounds after the first of a conditional plan: each chained entry among the one before,
+    then the whole tail among the chain's last entry.
+
+    >>> _rounds((0, 2), (1, 3)), _rounds((), ())
+    ([[(2, 0)], [(1, 2), (3, 2)]], [])
+    """
+    out = [[(chain[n], chain[n - 1])] for n in range(1, len(chain))]
+    if chain and tail:
+        out.append([(t, chain[-1]) for t in tail])
+    return out

@@ -30,7 +30,10 @@ class Prepared:
     chain: tuple[int, ...] = ()
     """Entries searched within each other's candidates, in order (:mod:`serving.engine.conditional`):
     each after the first is searched among the ids of the one before. Empty unless the conditional pass
-    is on and at least two entries qualify."""
+    is on and at least two entries qualify (one, with a tail)."""
+    tail: tuple[int, ...] = ()
+    """Entries searched among the ids of the chain's last list, after it: positive uses under ``OR``
+    (:func:`serving.engine.conditional.conditional_plan`)."""
 
     @property
     def names(self) -> tuple[str, ...]:

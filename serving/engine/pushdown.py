@@ -78,7 +78,7 @@ from indexing.schema import CorpusSchema, DType, Role
 from serving.dsl.placeholders import placeholder_sites
 from serving.engine.plan import is_plain_filter, reads_only
 
-__all__ = ["and_chained", "conjoin", "id_at_most", "id_filter", "pushdown_filters", "to_milvus"]
+__all__ = ["and_chained", "conjoin", "id_at_most", "id_filter", "or_reached", "pushdown_filters", "to_milvus"]
 
 _INT64 = (-(2**63), 2**63 - 1)
 _EXACT_FLOAT_INT = 2**53
@@ -177,6 +177,27 @@ def and_chained(predicate: exp.In, table: str) -> bool:
     """
     steps, top = _climb(predicate, table)
     return top and all(isinstance(node.parent, exp.And | exp.Paren) for node in steps)
+
+
+def or_reached(predicate: exp.In, table: str) -> bool:
+    """True when ``predicate`` is reached from the outer ``WHERE`` through ``AND``, ``OR`` and parentheses only
+    (crossing plain self-subqueries under ``id IN``), with at least one ``OR``: a positive use that is not a
+    conjunct, and under no ``NOT``.
+
+    >>> import sqlglot
+    >>> tree = sqlglot.parse_one(
+    ...     "SELECT id FROM products WHERE id IN text_1 AND (id IN text_2 OR (brand = 'x' AND id IN text_3)) "
+    ...     "AND NOT (id IN text_4 OR price > 3)", read="clickhouse")
+    >>> sorted((node.args["field"].name, or_reached(node, "products")) for node in tree.find_all(exp.In))
+    [('text_1', False), ('text_2', True), ('text_3', True), ('text_4', False)]
+    """
+    steps, top = _climb(predicate, table)
+    parents = [node.parent for node in steps]
+    return (
+        top
+        and all(isinstance(p, exp.And | exp.Or | exp.Paren) for p in parents)
+        and any(isinstance(p, exp.Or) for p in parents)
+    )
 
 
 def _reads(node: exp.Expr, columns: frozenset[str]) -> bool:

@@ -26,7 +26,7 @@ from indexing.stores.milvus import MilvusStore
 from serving.dsl import DslLimits, Program, Retrieval
 from serving.dsl.placeholders import mark_placeholders
 from serving.engine import Engine, ExecutionResult
-from serving.engine.conditional import conditional_chain
+from serving.engine.conditional import conditional_chain, conditional_plan
 from serving.engine.pushdown import conjoin, id_filter
 from serving.engine.retrieval import SCORE_DECIMALS, RetrievalRequest
 from serving.settings import SECTIONS, PlanningOptions, ServingSettings
@@ -74,6 +74,36 @@ def test_the_chain_is_the_positive_conjuncts_of_the_outer_where(
     where: str, expected: tuple[int, ...]
 ) -> None:
     assert chain_of(f"SELECT id FROM products WHERE {where}") == expected
+
+
+def plan_of(sql: str, disjuncts: bool = True) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    tree = sqlglot.parse_one(mark_placeholders(sql)[0], read="clickhouse")
+    assert isinstance(tree, exp.Select)
+    requests = [RetrievalRequest("title", "dense", "q", 20, 0) for _ in range(4)]
+    return conditional_plan(tree, "products", requests, disjuncts=disjuncts)
+
+
+@pytest.mark.parametrize(
+    ("where", "expected"),
+    [
+        ("id IN <text_1> AND (id IN <text_2> OR id IN <text_3>)", ((0,), (1, 2))),
+        ("id IN <text_1> AND id IN <text_3> AND (id IN <text_2> OR price < 9)", ((0, 2), (1,))),
+        ("id IN <text_1> AND (price < 9 OR (rating > 4 AND id IN <text_2>))", ((0,), (1,))),
+        ("id IN <text_1> AND id IN (SELECT id FROM products WHERE id IN <text_2> OR id IN <text_3>)", ((0,), (1, 2))),
+        # No conjunct to search among; under NOT; used twice: not conditioned.
+        ("id IN <text_1> OR id IN <text_2>", ((), ())),
+        ("id IN <text_1> AND NOT (id IN <text_2> OR id IN <text_3>)", ((), ())),
+        ("id IN <text_1> AND (id IN <text_2> OR id IN <text_2>)", ((), ())),
+        ("id IN <text_1> AND id IN <text_2>", ((0, 1), ())),
+    ],
+)  # fmt: skip
+def test_the_tail_is_the_positive_uses_under_or(
+    where: str, expected: tuple[tuple[int, ...], tuple[int, ...]]
+) -> None:
+    sql = f"SELECT id FROM products WHERE {where}"
+    assert plan_of(sql) == expected
+    chain = expected[0] if len(expected[0]) > 1 else ()
+    assert plan_of(sql, disjuncts=False) == ((chain, ()) if chain else ((), ()))
 
 
 def test_reranked_entries_do_not_join_the_chain() -> None:
@@ -267,6 +297,37 @@ def test_or_and_not_programs_are_unchanged(engines: dict[str, Engine], sql: str)
     assert on.execute(program) == off.execute(program)
 
 
+OR_TAIL = "SELECT id FROM products WHERE id IN <text_1> AND (id IN <image_2> OR id IN <text_3>)"
+THIRD = Retrieval("text", "review", "long battery life", k=3)
+
+
+def test_placeholders_under_or_are_searched_among_the_chains_last_list(engines: dict[str, Engine]) -> None:
+    off, on = engines["off"], engines["on"]
+    program = Program(OR_TAIL, (HEAD, TAIL, THIRD))
+    assert on.prepare(program).chain == (0,) and on.prepare(program).tail == (1, 2)
+    fixed = off.execute(program)
+    result = on.execute(program)
+    head, second, third = lists(result)
+    assert head == lists(fixed)[0]
+    assert_top_k_among(on, TAIL, head, second)
+    assert_top_k_among(on, THIRD, head, third)
+    assert result.ids and set(result.ids) == set(second) | set(third)
+    assert len(result.ids) > len(fixed.ids)
+    conjuncts_only = engine_of(engines["on"].handle.cfg, conditional=True, conditional_disjuncts=False)
+    try:
+        assert conjuncts_only.prepare(program).tail == ()
+        assert conjuncts_only.execute(program) == fixed
+    finally:
+        conjuncts_only.close()
+
+
+def test_with_k_covering_the_corpus_a_tail_changes_no_row(engines: dict[str, Engine]) -> None:
+    off, on = engines["off"], engines["on"]
+    program = Program(OR_TAIL, tuple(dataclasses.replace(r, k=WIDE) for r in (HEAD, TAIL, THIRD)))
+    a, b = off.execute(program, k=N), on.execute(program, k=N)
+    assert a.ids and sorted(a.ids) == sorted(b.ids)
+
+
 def batch() -> list[Program]:
     three = Program(
         pair(HEAD, TAIL).sql + " AND id IN <text_3>", (HEAD, TAIL, Retrieval("text", "review", "sturdy", k=5))
@@ -278,6 +339,7 @@ def batch() -> list[Program]:
         pair(HEAD, TAIL, "SELECT id FROM products WHERE price < 200 AND id IN <A> AND id IN <B>"),
         pair(HEAD, TAIL, "SELECT id FROM products WHERE id IN <A> OR id IN <B>"),
         three,
+        Program(OR_TAIL, (HEAD, TAIL, THIRD)),
     ]
 
 
@@ -287,7 +349,7 @@ def test_the_same_alone_and_in_a_batch(engines: dict[str, Engine], name: str) ->
     programs = batch()
     engine.clear_caches()
     alone = [engine.execute(p, k=10) for p in programs]
-    assert sum(bool(engine.prepare(p).chain) for p in programs) == 5
+    assert sum(bool(engine.prepare(p).chain) for p in programs) == 6  # all but the OR program
     engine.clear_caches()
     assert engine.execute_many(programs, k=10) == alone
     assert engine.execute_many(programs[::-1], k=10) == alone[::-1]

@@ -76,6 +76,16 @@ CANDIDATES: tuple[Candidate, ...] = (
         {"pushdown": True, "adaptive_k": False, "conditional": True},
     ),
     Candidate("all", "all three passes", {"pushdown": True, "adaptive_k": True, "conditional": True}),
+    Candidate(
+        "conditional_pushdown_conjuncts",
+        "conditional (conjuncts only) + pushdown",
+        {"pushdown": True, "adaptive_k": False, "conditional": True, "conditional_disjuncts": False},
+    ),
+    Candidate(
+        "all_conjuncts",
+        "all three, conditional on conjuncts only",
+        {"pushdown": True, "adaptive_k": True, "conditional": True, "conditional_disjuncts": False},
+    ),
     Candidate("fixed_store_ties", "fixed K=20, ties cut by the store", {"exact_ties": False}),
     Candidate(
         "all_store_ties",
