@@ -98,9 +98,11 @@ class MilvusConfig:
     metric_type: str = "IP"
     """Similarity metric; vectors are L2-normalized, so IP is cosine similarity."""
     index_params: dict[str, Any] = field(default_factory=dict)
-    """Extra build parameters for the index type, e.g. ``{nlist: 128}`` for IVF_FLAT."""
+    """Extra build parameters for the index type, e.g. ``{nlist: 128}`` for IVF_FLAT; HNSW types get ``M`` 16 and
+    ``efConstruction`` 128 where these leave them out (the Milvus 2.3 server requires both)."""
     search_params: dict[str, Any] = field(default_factory=dict)
-    """Extra search parameters sent with every search, e.g. ``{radius: 0.2}``; Milvus Lite ignores them."""
+    """Extra search parameters sent with every search, e.g. ``{nprobe: 16}`` (Milvus Lite's FLAT index reads
+    none but a range search's ``radius`` and ``range_filter``, which the engine sets itself)."""
     ef: int | None = None
     """HNSW search breadth sent with each search (raised to the number of hits asked for); ``None``:
     the server's default. Larger is more exact and slower."""

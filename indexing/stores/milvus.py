@@ -122,6 +122,23 @@ def check_index_config(cfg: MilvusConfig, *, lite: bool) -> None:
         raise ConfigError(f"metric {cfg.metric_type!r} is not supported; choose one of {', '.join(METRICS)}")
 
 
+HNSW_DEFAULTS = {"M": 16, "efConstruction": 128}
+"""HNSW build parameters where ``milvus.index_params`` leaves them out: the Milvus 2.3 server refuses an HNSW
+index without them (``efConstruction out of range``); these are ``bench/scale.py``'s measured values."""
+
+
+def index_params(cfg: MilvusConfig) -> dict[str, Any]:
+    """The build ``params`` of the store's index: ``index_params``, over :data:`HNSW_DEFAULTS` for HNSW types.
+
+    >>> index_params(MilvusConfig(index_type="HNSW", index_params={"M": 8}))
+    {'M': 8, 'efConstruction': 128}
+    >>> index_params(MilvusConfig(index_type="IVF_FLAT", index_params={"nlist": 128}))
+    {'nlist': 128}
+    """
+    base = HNSW_DEFAULTS if cfg.index_type.upper().startswith("HNSW") else {}
+    return {**base, **cfg.index_params}
+
+
 def search_params(cfg: MilvusConfig, k: int) -> dict[str, Any]:
     """The ``params`` of one search of ``k`` hits: ``search_params``, plus ``ef`` for HNSW indexes and
     ``nprobe`` for IVF indexes when configured.
@@ -454,7 +471,7 @@ class MilvusStore:
             field_name=vector_field(field),
             index_type=self.cfg.index_type,
             metric_type=self.cfg.metric_type,
-            params=dict(self.cfg.index_params),
+            params=index_params(self.cfg),
         )
         # pymilvus polls every index with a 0.5 s sleep; an empty collection has nothing to wait for
         # (2 s per collection saved), and flush() waits for a full one.

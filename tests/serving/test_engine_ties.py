@@ -102,7 +102,9 @@ def test_a_band_search_returns_exactly_the_tied_products_on_the_milvus_server(
     with MilvusStore(
         milvus_standalone,
         MilvusConfig(
-            index_type="HNSW", metric_type="COSINE", index_params={"M": 16, "efConstruction": 128}, ef=64
+            index_type="HNSW",
+            metric_type="COSINE",
+            ef=64,  # M and efConstruction: the store's HNSW defaults
         ),
     ) as store:
         try:
