@@ -132,9 +132,9 @@ SERVING_FLAGS: Flags[ServingSettings] = Flags(
     Flag("api.fuse_gate", "--fuse_gate", choices=FUSE_GATES),
     exclusive=[("planner.card", "planner.profile")],
 )  # fmt: skip
-"""The transformer's serving flags (the planner and fusion): fields of the config's ``serving.planner`` and ``serving.api``, as
-``prore serve``'s ``--planner-*``, ``--guided-samples``, ``--fuse`` and ``--fuse-gate`` flags are, in the
-underscore style of KServe's parser they join. The planner's URL and timeout come from KServe's own
+"""The transformer's serving flags (the planner and fusion): fields of the config's ``serving.planner`` and
+``serving.api``, as ``prore serve``'s ``--planner-*``, ``--guided-samples``, ``--fuse`` and ``--fuse-gate`` flags
+are, in the underscore style of KServe's parser they join. The planner's URL and timeout come from KServe's own
 ``--predictor_*`` arguments."""
 
 

@@ -135,10 +135,8 @@ class QueryService:
             self.familiarity = open_familiarity(self.planner_settings.card)
             for domain in self.engines:  # fit each corpus's vectors now, not on its first search
                 if domain in self.familiarity.threshold:
-                    n = self.familiarity.requests.get(domain, ())
-                    with timed(
-                        START_LOG, f"start: {domain}'s familiarity gate over {len(n):,} training requests"
-                    ):
+                    n = len(self.familiarity.requests.get(domain, ()))
+                    with timed(START_LOG, f"start: {domain}'s familiarity gate over {n:,} training requests"):
                         await asyncio.to_thread(self.familiarity.space, domain)
         if self.settings.warmup:
             for domain in self.engines:

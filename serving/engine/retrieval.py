@@ -323,10 +323,10 @@ class Retriever:
             for (fld, width, expr, within), queries in dense.items():
                 name = self._handle.embedder(fld).name
                 vectors = np.stack([encoded[(name, q)] for q in queries])
-                results = self._dense(fld, vectors, width, expr, within)
+                results, used = self._dense(fld, vectors, width, expr, within)
                 for q, vector, hits in zip(queries, vectors, results, strict=True):
                     raw[(fld, DENSE, q, width, expr, within)] = self._cut(
-                        fld, vector, _by_score(hits), width, expr, within
+                        fld, vector, _by_score(hits), width, used
                     )
             end = time.perf_counter()
             timings["embed"] = timings.get("embed", 0.0) + (mid - start) * 1000
@@ -353,16 +353,15 @@ class Retriever:
 
     def _dense(
         self, fld: str, vectors: Vectors, width: int, expr: str | None, within: Within
-    ) -> list[list[Hit]]:
-        """One Milvus search of ``vectors`` on ``fld`` among ``within``; a refused pushed filter is dropped
-        (module docstring), the candidates never are."""
+    ) -> tuple[list[list[Hit]], str | None]:
+        """One Milvus search of ``vectors`` on ``fld`` among ``within``, and the filter it ran with; a refused
+        pushed filter is dropped (module docstring), the candidates never are."""
         self._count("ann")
         store = self._handle.vectors
         candidates = None if within is None else id_filter(within)
+        pushed = conjoin(expr, candidates)
         try:
-            return store.search(
-                self._handle.collection, fld, vectors, width, filter=conjoin(expr, candidates)
-            )
+            return store.search(self._handle.collection, fld, vectors, width, filter=pushed), pushed
         except StoreUnavailable:
             raise
         except StoreError:
@@ -370,36 +369,22 @@ class Retriever:
                 raise
         self._count("filter_refused")
         self._count("ann")
-        return store.search(self._handle.collection, fld, vectors, width, filter=candidates)
+        return store.search(self._handle.collection, fld, vectors, width, filter=candidates), candidates
 
     def _cut(
-        self, fld: str, vector: Vectors, hits: tuple[Hit, ...], width: int, expr: str | None, within: Within
+        self, fld: str, vector: Vectors, hits: tuple[Hit, ...], width: int, used: str | None
     ) -> tuple[Hit, ...]:
-        """``hits`` of one dense search, with a tie at its cut settled by id (:mod:`serving.engine.ties`)."""
+        """``hits`` of one dense search that ran with the filter ``used``, with a tie at its cut settled by id
+        over the band the same filter selects (:mod:`serving.engine.ties`)."""
         k = width - WIDTH_MARGIN
         if not self._exact_ties or not needs_settling(hits, k, width, SCORE_DECIMALS):
             return hits
-        store, candidates = self._handle.vectors, None if within is None else id_filter(within)
-
-        pushed = [expr]
+        store = self._handle.vectors
 
         def band(low: float, high: float, limit: int, bound: str | None) -> list[Hit]:
-            below = None if bound is None else id_at_most(bound)
             self._count("band")
-            try:
-                where = conjoin(pushed[0], candidates, below)
-                return store.search_band(self._handle.collection, fld, vector, low, high, limit, filter=where)
-            except StoreUnavailable:
-                raise
-            except StoreError:
-                if pushed[0] is None:
-                    raise
-            # A refused pushed filter is dropped, as for the search itself (module docstring).
-            pushed[0] = None
-            self._count("band")
-            return store.search_band(
-                self._handle.collection, fld, vector, low, high, limit, filter=conjoin(candidates, below)
-            )
+            where = conjoin(used, None if bound is None else id_at_most(bound))
+            return store.search_band(self._handle.collection, fld, vector, low, high, limit, filter=where)
 
         settled = settle(hits, k, width, SCORE_DECIMALS, band)
         self._count("ties_settled" if settled.exact else "ties_unsettled")
