@@ -25,12 +25,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from operators.api import API_VERSION, PLANNER_SERVICE, Fusion, PlannerServiceSpec
+from operators.api import API_VERSION, PLANNER_SERVICE, PlannerServiceSpec
 from operators.errors import SpecError
 from operators.objects import child_metadata
 from operators.schema import dump, load
 from operators.settings import OperatorSettings
-from operators.training import promoted_model_uri, spec_of
+from operators.training import check_transformer_options, promoted_model_uri, spec_of
 
 ISVC_API_VERSION = "serving.kserve.io/v1beta1"
 KEDA_API_VERSION = "keda.sh/v1alpha1"
@@ -84,13 +84,7 @@ def planner_spec(ps: dict[str, Any]) -> PlannerServiceSpec:
     if spec.runtime == "seq2seq" and spec.planner_output == "json":
         raise SpecError("runtime seq2seq decodes under a grammar (plannerOutput grammar or grounded) or free, "
                         "not under the JSON schema", path="spec.plannerOutput")  # fmt: skip
-    if spec.fusion.gate == "familiar" and not spec.planner_card:
-        raise SpecError("fusion gate familiar reads the planner card's training requests: set plannerCard true",
-                        path="spec.fusion.gate")  # fmt: skip
-    if (spec.fusion != Fusion() or spec.planner_card) and not spec.transformer:
-        raise SpecError(
-            "fusion and plannerCard are the transformer's: set transformer true", path="spec.transformer"
-        )
+    check_transformer_options(spec.planner_card, spec.fusion, spec.transformer, "spec")
     return spec
 
 

@@ -83,13 +83,21 @@ def spec_of(job: dict[str, Any]) -> RetrievalTrainingJobSpec:
     if p and p.planner_card and StorageUri.parse(spec.model).scheme == "hf":
         raise SpecError("plannerCard needs spec.model to be the planner directory the run starts from (pvc:// or "
                         "s3://), whose planner.json the served planner keeps", path="spec.promote.plannerCard")  # fmt: skip
-    if p and p.fusion.gate == "familiar" and not p.planner_card:
-        raise SpecError("fusion gate familiar reads the planner card's training requests: set plannerCard true",
-                        path="spec.promote.fusion.gate")  # fmt: skip
-    if p and (p.planner_card or p.fusion != Fusion()) and not p.transformer:
-        raise SpecError("fusion and plannerCard are the transformer's: set transformer true",
-                        path="spec.promote.transformer")  # fmt: skip
+    if p:
+        check_transformer_options(p.planner_card, p.fusion, p.transformer, "spec.promote")
     return spec
+
+
+def check_transformer_options(planner_card: bool, fusion: Fusion, transformer: bool, at: str) -> None:
+    """Refuse a planner card or fusion the served planner cannot honour (a ``PlannerService``'s ``spec``, or a
+    job's ``spec.promote``, at ``at``): the familiar gate reads the card, and both are the transformer's."""
+    if fusion.gate == "familiar" and not planner_card:
+        raise SpecError("fusion gate familiar reads the planner card's training requests: set plannerCard true",
+                        path=f"{at}.fusion.gate")  # fmt: skip
+    if (planner_card or fusion != Fusion()) and not transformer:
+        raise SpecError(
+            "fusion and plannerCard are the transformer's: set transformer true", path=f"{at}.transformer"
+        )
 
 
 def _camel(name: str) -> str:
