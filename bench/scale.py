@@ -69,6 +69,7 @@ from rl.eval.scale.runs import (
     size_label,
 )
 from rl.eval.scale.worker import Options, worker
+from serving.settings import PLANNING_MODES
 
 DEFAULT_SIZES = (5_000, 50_000, 200_000, 1_000_000)
 QUICK_SIZES = (2_000, 10_000)
@@ -90,6 +91,7 @@ def spawn(run: Run, args: argparse.Namespace, bench_from: Path | None, root: Pat
         "--embedder", run.embedder, "--docs", str(run.docs), "--run-workspace", str(run.workspace(root)),
         "--test", str(args.test), "--per-level", str(args.per_level), "--candidates", args.candidates_run,
         "--hnsw-m", str(args.hnsw_m), "--hnsw-ef-construction", str(args.hnsw_ef_construction), "--ef", str(args.ef),
+        "--kept-under", args.kept_under,
     ]  # fmt: skip
     if bench_from is not None:
         cmd += ["--bench-from", str(bench_from)]
@@ -145,6 +147,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--report", action="store_true", help="only redo ratios, goals, table and plots from the --out JSON"
     )
+    parser.add_argument(
+        "--kept-under",
+        choices=PLANNING_MODES,
+        default="default",
+        help="planning mode the benchmark is synthesized under (default: the default engine; fixed-k: the paper's)",
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--embedder", help=argparse.SUPPRESS)
     parser.add_argument("--docs", type=int, help=argparse.SUPPRESS)
@@ -160,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = 1
         options = Options(test=args.test, per_level=args.per_level, candidates=tuple(args.candidates.split(",")),
                           hnsw_m=args.hnsw_m, hnsw_ef_construction=args.hnsw_ef_construction, ef=args.ef,
-                          keep_server=args.keep_server)  # fmt: skip
+                          keep_server=args.keep_server, kept_under=args.kept_under)  # fmt: skip
         try:
             code = worker(Run(args.embedder, args.docs), Path(args.run_workspace), options,
                           Path(args.bench_from) if args.bench_from else None)  # fmt: skip
@@ -211,6 +219,7 @@ def orchestrate(args: argparse.Namespace) -> int:
         "planning_defaults": planning_defaults,
         "hnsw": {"M": args.hnsw_m, "efConstruction": args.hnsw_ef_construction, "ef": args.ef},
         "k": K,
+        "kept_under": args.kept_under,
         "neural": {},
         "runs": [],
         "skipped": [],

@@ -8,9 +8,9 @@ see :func:`indexing.config.load_config`)::
         max_entries: 8
       engine:           # entries kept by the engine's caches (serving.settings.CacheSizes)
         programs: 50000
-      planning:         # optional planning passes (serving.settings.PlanningOptions)
-        pushdown: false
-        conditional: false
+      planning:         # what a placeholder means (serving.settings.PlanningOptions)
+        mode: default   # or fixed-k, the paper's
+        adaptive_k: false
       sql:              # how id sets reach ClickHouse (serving.settings.SqlSettings)
         ids: bound
       api:              # prore serve's limits and deadlines (serving.settings.ApiSettings)
@@ -64,47 +64,61 @@ class CacheSizes:
         return cls(0, 0, 0)
 
 
+PLANNING_MODES: tuple[str, ...] = ("default", "fixed-k")
+"""What ``serving.planning.mode`` names: the engine's passes as their switches say, or the paper's fixed K."""
+
+
 @dataclass(frozen=True)
 class PlanningOptions:
-    """Optional planning passes of the engine (:mod:`serving.engine.pushdown`,
-    :mod:`serving.engine.adaptive`, :mod:`serving.engine.conditional`): each changes which candidates a
-    program's searches return.
+    """The engine's planning passes (:mod:`serving.engine.pushdown`, :mod:`serving.engine.adaptive`,
+    :mod:`serving.engine.conditional`, :mod:`serving.engine.ties`): each changes which candidates a
+    program's searches return, and so what a placeholder means.
 
-    Defaults follow one rule: a pass is on by default only if the oracle (each benchmark instance's
-    gold program run again) keeps Hit@1 = 1.0 on the benchmarks. Measured with ``bench/planning.py``
-    on the demo benchmarks (hashing embedder, 3,000 products and 5,000 emails): neither pushdown nor
-    adaptive K does, and neither does conditional evaluation (0.923-1.000), so all three are off; see
-    README, "Filter pushdown and adaptive K". At scale the rule costs answers: with all three on,
-    ``bench/scale.py`` measured 5% of programs returning nothing at 200k products against 36% with
-    fixed K, P@1 0.637 against 0.437 (7% against 37% and 0.607 against 0.430 at 1M).
+    **The default engine** is conditional evaluation with filter pushdown: a placeholder that guards the
+    rows (a positive conjunct of the ``WHERE``) is its entry's top-K *among the documents the program can
+    still return* (its structured guards pushed into the search, then among the previous entry's list), not
+    among the whole corpus. That meaning does not depend on the corpus size, so a program keeps its answer
+    from 5k to 1M documents: ``bench/scale.py`` (hashing embedder, Milvus server) measured 0.0-0.3% of
+    programs returning nothing at 5k, 50k, 200k and 1M against 0.7-37% with fixed K, P@1 0.630 against 0.430
+    at 1M, and p50 / p95 at 1M of 10.6 / 17.9, 21.3 / 45.2 and 35.3 / 54.6 ms for L1 / L2 / L3. Benchmarks are
+    synthesized by the engine they are kept under (:func:`rl.datasets.synth.synthesize` records it in the
+    manifest), so the oracle keeps Hit@1 = P@1 = 1.0 under the default.
+
+    ``mode: fixed-k`` is the paper's semantics, kept for reproducing it: every placeholder is its entry's
+    own top-K over the whole corpus, and the pass switches (``pushdown``, ``adaptive_k``, ``conditional``)
+    are all off whatever they say. Ties are cut by the ranking contract in either mode (``exact_ties``).
+
+    >>> PlanningOptions().pushdown, PlanningOptions().conditional
+    (True, True)
+    >>> PlanningOptions(mode="fixed-k").pushdown, PlanningOptions(mode="fixed-k", conditional=True).conditional
+    (False, False)
     """
 
-    pushdown: bool = False
+    mode: Literal["default", "fixed-k"] = "default"
+    """``default``: the passes as their switches below say; ``fixed-k``: the paper's fixed top-K
+    membership, every pass off (README, "What a placeholder means")."""
+    pushdown: bool = True
     """Push the structured conditions that guard a positive placeholder (its AND siblings on the way
     up to the WHERE) into that entry's dense search as a Milvus ``filter``, so its top-K is drawn from
     documents that can be results. Exact once K covers the guarded documents; at a fixed K a program's
-    WHERE keeps the same rows or more, so its first row can change. Measured: oracle Hit@1 0.950-1.000
-    (1.000 only on the 12-query email OOD split), P@1 0.960-1.000, P@5 up 0.03-0.07, R@10 up
-    0.08-0.11, no empty result, 1.0-2.1x the time per program on Milvus Lite. Off."""
+    WHERE keeps the same rows or more. On; measured alone on the demo benchmarks kept under fixed K:
+    oracle Hit@1 0.950-1.000, P@5 up 0.03-0.07, R@10 up 0.08-0.11, 1.0-2.1x the time per program on
+    Milvus Lite."""
     adaptive_k: bool = False
     """Widen the positive, unreranked entries of a program whose SQL returns fewer rows than the call's
     ``k`` (or the program's LIMIT), one rung of ``serving.dsl.k_ladder`` per round (past the top rung,
-    doubling), up to ``adaptive_k_max``. Measured (``adaptive_k_max`` 50): oracle Hit@1 0.990 on the
-    ecommerce test split (1.000 on the others), P@1 1.000, P@5 up 0.02-0.09, 33-58% of gold programs
-    widened, 1.5-3.3x the time per program. Off."""
+    doubling), up to ``adaptive_k_max``. Off: beside the default passes it changed no P@1 at scale
+    (``bench/scale.py``: 0.630 at 1M either way) and costs rounds (L3 p50 44 against 35 ms at 1M)."""
     adaptive_k_max: int = 50
     """Widest ``k`` adaptive K may give an entry; at least the ladder's smallest rung. Values past the
     ladder's top rung are reached by doubling it (50, 100, 200, ...)."""
-    conditional: bool = False
+    conditional: bool = True
     """Search the positive placeholders that are conjuncts of the outer WHERE (``... AND id IN <a> AND
     id IN <b>``: only AND on the way up, each entry used once, unreranked) within each other's
     candidates, in ``retrieval_list`` order: the first as usual, each next one only among the ids of the
     list before it (a Milvus filter on ``id``; BM25 scores only those ids), so its top-K is drawn from
     documents the earlier entries kept. The conjunction is then the last list, non-empty whenever the
-    first list is, at any corpus size; placeholders under OR or NOT keep the fixed-K meaning. Measured
-    (hashing embedder): oracle Hit@1 0.927-1.000 on the fixed-K demo benchmarks (1.000 on a benchmark
-    synthesized under it); at 200k products 17% of programs return nothing against 36% with fixed K (5%
-    with pushdown and adaptive K too), P@1 0.540 against 0.437 (0.637). Off."""
+    first list is, at any corpus size. On."""
     conditional_disjuncts: bool = True
     """Under ``conditional``, also search the positive placeholders under ``OR`` (``id IN <a> AND (id IN <b> OR
     id IN <c>)``: each used once, unreranked, under no ``NOT``) among the ids of the chain's last list, the
@@ -119,6 +133,20 @@ class PlanningOptions:
     the search's margin costs anything (one to four range searches): with the hashing embedder at 1M products,
     which ties thousands, L3's p50 42 ms against 27 ms under all three passes, and no first result changed
     (``bench/scale.py``). On; off leaves the cut to the store, as before, for comparison."""
+
+    def __post_init__(self) -> None:
+        if self.mode not in PLANNING_MODES:
+            raise ConfigError(
+                f"{SECTION}.planning.mode must be one of {', '.join(PLANNING_MODES)}, got {self.mode!r}"
+            )
+        if self.mode == "fixed-k":  # the paper's semantics: no pass changes a placeholder's top-K
+            for name in ("pushdown", "adaptive_k", "conditional"):
+                object.__setattr__(self, name, False)
+
+    @classmethod
+    def fixed_k(cls) -> PlanningOptions:
+        """The paper's semantics: every placeholder its entry's top-K over the whole corpus."""
+        return cls(mode="fixed-k")
 
 
 @dataclass(frozen=True)
@@ -267,8 +295,8 @@ class ServingSettings:
     engine: CacheSizes = field(default_factory=CacheSizes)
     """Entries kept by each of the engine's caches; 0 turns a cache off."""
     planning: PlanningOptions = field(default_factory=PlanningOptions)
-    """Optional planning passes: filter pushdown, bounded adaptive K and conditional evaluation of
-    conjunctions."""
+    """What a placeholder means: the default engine (conditional evaluation with filter pushdown), or the
+    paper's fixed K (``mode: fixed-k``); adaptive K is a further, optional pass."""
     sql: SqlSettings = field(default_factory=SqlSettings)
     """How id sets reach ClickHouse: bound query parameters or SQL literals."""
     api: ApiSettings = field(default_factory=ApiSettings)

@@ -146,6 +146,36 @@ def load_manifest(ws: Workspace, domain: str) -> dict[str, Any]:
     return data
 
 
+PLANNING_SWITCHES = ("pushdown", "adaptive_k", "conditional")
+"""The planning passes that change a placeholder's meaning, compared between a benchmark and an engine."""
+
+
+def kept_under(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The engine planning a benchmark was synthesized under, as its manifest records it (``serving.planning``'s
+    fields); a manifest written before it was recorded was kept under fixed K, every pass off, then the only
+    default."""
+    recorded = manifest.get("planning")
+    return (
+        dict(recorded)
+        if isinstance(recorded, Mapping)
+        else {"mode": "fixed-k", **dict.fromkeys(PLANNING_SWITCHES, False)}
+    )
+
+
+def planning_mismatch(manifest: Mapping[str, Any], planning: Mapping[str, Any]) -> str | None:
+    """One line saying that an engine of ``planning`` is not the one the benchmark was kept under (its gold
+    programs may then rank another document first, so the oracle falls below 1.0), or ``None``."""
+    kept = kept_under(manifest)
+    differ = [k for k in PLANNING_SWITCHES if bool(kept.get(k)) != bool(planning.get(k))]
+    if not differ:
+        return None
+    said = ", ".join(f"{k} {bool(kept.get(k))} -> {bool(planning.get(k))}" for k in differ)
+    return (
+        f"the benchmark was synthesized under another engine than this run's ({said}; serving.planning), so "
+        "its gold programs may rank another document first; synthesize it again, or run under its planning"
+    )
+
+
 def load_split(ws: Workspace, domain: str, split: str) -> list[Instance]:
     """The instances of one split (``train``, ``test`` or ``ood``), in stored order."""
     if split not in SPLITS:

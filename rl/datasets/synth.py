@@ -28,7 +28,7 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from tqdm import tqdm
@@ -435,6 +435,7 @@ def synthesize(
             "corpus_fingerprint": ctx.corpus_fingerprint,
             "corpus_rows": ctx.corpus_rows,
             "index_version": ctx.index_version,
+            "planning": asdict(ctx.engine.planning),
             "disjoint_gold": ctx.disjoint_gold,
             "thresholds": vars(scfg.thresholds),
             "rank_filter": "gold strictly first (ranked first, not tied with the second)",

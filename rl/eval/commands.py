@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
@@ -19,6 +20,7 @@ from indexing.schema import DOMAINS, schema_for
 from indexing.workspace import Workspace
 from rl.eval.errors import EvalError
 from rl.settings import SECTION, EvalSettings, RlSettings
+from serving.settings import ServingSettings
 
 HUMAN = "human"
 """The hand-written split (:mod:`rl.datasets.human`): packaged requests judged on the workspace's corpus at
@@ -109,6 +111,7 @@ def _run_eval(args: argparse.Namespace, cfg: Config) -> int:
     if args.limit is not None and args.limit < 1:
         raise EvalError(f"--limit must be positive, got {args.limit}")
     spec = get_method(args.method)  # an unknown method fails before any benchmark or index is opened
+    planning = dataclasses.asdict(cfg.section(ServingSettings).planning)
     if split == HUMAN:
         from rl.datasets.human import HUMAN_NOTE, load_human
 
@@ -124,8 +127,13 @@ def _run_eval(args: argparse.Namespace, cfg: Config) -> int:
         benchmark = human.identity
         instances = spread(list(human.instances), args.limit)
     else:
+        from rl.datasets.store import planning_mismatch
+
         benchmark = benchmark_identity(cfg, domain)
         instances = spread(load_instances(cfg, domain, split), args.limit)
+        mismatch = planning_mismatch(benchmark, planning)
+        if mismatch is not None:
+            print(f"note: {mismatch}")
     run = evaluate(
         cfg,
         domain,
@@ -136,7 +144,7 @@ def _run_eval(args: argparse.Namespace, cfg: Config) -> int:
         batch_size=settings.batch_size,
         progress=not args.quiet,
         benchmark=benchmark,
-        meta={"limit": args.limit},
+        meta={"limit": args.limit, "planning": planning},
     )
     ws = Workspace(cfg.workspace)
     run_dir = write_run(

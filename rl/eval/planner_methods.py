@@ -25,7 +25,7 @@ import atexit
 import contextlib
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -270,16 +270,22 @@ SHOTS_KEY = "llm:shots"
 
 
 def pick_exemplars(train: Sequence[Any], n: int = N_SHOTS) -> list[tuple[str, str]]:
-    """``n`` (request, program) pairs from ``train``, one per (level, modality group) first, then the rest."""
+    """``n`` (request, program) pairs from ``train``: one per modality group first, then one per (level, modality
+    group), then the rest, each pass in stored order. Every group is shown as long as ``n`` covers them, however
+    many levels the split's first requests span."""
     from rl.eval.runner import modality_group
 
+    keys: tuple[Callable[[Any], Hashable], ...] = (
+        lambda i: modality_group(i.modalities),
+        lambda i: (i.level, modality_group(i.modalities)),
+        lambda i: id(i),
+    )
     picked: list[Any] = []
-    seen: set[tuple[str, str]] = set()
-    for second_pass in (False, True):
+    for key in keys:
+        seen = {key(i) for i in picked}
         for inst in train:
-            key = (inst.level, modality_group(inst.modalities))
-            if len(picked) < n and inst not in picked and (second_pass or key not in seen):
-                seen.add(key)
+            if len(picked) < n and key(inst) not in seen and inst not in picked:
+                seen.add(key(inst))
                 picked.append(inst)
     return [(i.nl, i.program) for i in picked]
 

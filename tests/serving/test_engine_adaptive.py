@@ -75,7 +75,9 @@ def cfg(hashing_index: Callable[..., Config]) -> Config:
 
 
 def engine_of(cfg: Config, **planning: Any) -> Engine:
-    return Engine.open(cfg, "ecommerce", planning=PlanningOptions(**planning))
+    return Engine.open(
+        cfg, "ecommerce", planning=PlanningOptions(**{"pushdown": False, "conditional": False, **planning})
+    )
 
 
 @pytest.fixture(scope="module")

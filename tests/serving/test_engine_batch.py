@@ -12,7 +12,7 @@ import pytest
 from core.errors import ProReError
 from indexing.config import Config
 from serving.dsl import DslError, ValidationError
-from serving.engine import CacheSizes, Engine, ExecutionError, ExecutionResult
+from serving.engine import CacheSizes, Engine, ExecutionError, ExecutionResult, PlanningOptions
 from tests.serving.batch_support import (
     docs,
     failing_at_runtime,
@@ -56,7 +56,9 @@ def test_batch_equals_a_loop_of_execute(handle: Any) -> None:
 def test_batch_makes_few_store_calls(handle: Any) -> None:
     ds = docs(handle, 12)
     batch = programs([plain(d) for d in ds] + [ordered(d) for d in ds[:4]])
-    engine = Engine(handle)
+    engine = Engine(
+        handle, planning=PlanningOptions.fixed_k()
+    )  # pushdown gives each filter a search of its own
     out = engine.execute_many(batch)
     assert all(isinstance(o, ExecutionResult) for o in out)
     # One embedding call per embedder (text and image share MiniLM), one vector search per field.

@@ -19,6 +19,7 @@ import sqlglot
 import yaml
 from sqlglot import exp
 
+from core.errors import ConfigError
 from indexing.config import Config, MilvusConfig, load_config
 from indexing.embedders.hashing import HashingEmbedder
 from indexing.schema import PRODUCTS
@@ -134,7 +135,10 @@ def cfg(hashing_index: Callable[..., Config]) -> Config:
 
 def engine_of(cfg: Config, **planning: Any) -> Engine:
     return Engine.open(
-        cfg, "ecommerce", dsl_limits=DslLimits(k_ladder=LADDER), planning=PlanningOptions(**planning)
+        cfg,
+        "ecommerce",
+        dsl_limits=DslLimits(k_ladder=LADDER),
+        planning=PlanningOptions(**{"pushdown": False, "conditional": False, **planning}),
     )
 
 
@@ -405,18 +409,25 @@ def test_a_refused_pushed_filter_is_dropped_but_never_the_candidates(engines: di
     assert out[bad] == out[good] and len(out[good]) == 10 and {d for d, _ in out[good]} <= set(within)
 
 
-def test_the_conditional_pass_reads_the_config_file(cfg: Config, tmp_path: Path) -> None:
-    path = tmp_path / "prore.yaml"
-    path.write_text(yaml.safe_dump({"serving": {"planning": {"conditional": True}}}))
-    settings = load_config(path, sections=SECTIONS).section(ServingSettings)
-    assert settings.planning == PlanningOptions(conditional=True)
-    with Engine.open(cfg.with_section(settings), "ecommerce") as engine:
-        assert engine.planning.conditional
-        assert engine.prepare(pair(HEAD, TAIL)).chain == (0, 1)
-        assert engine.execute(pair(HEAD, TAIL)).ids
+def test_the_conditional_pass_is_the_default_and_fixed_k_is_a_named_mode(cfg: Config, tmp_path: Path) -> None:
+    """The default engine chains a conjunction; ``mode: fixed-k`` in the config file is the paper's meaning,
+    every pass off even where a switch says on."""
     with Engine.open(cfg, "ecommerce") as default:
-        assert not default.planning.conditional
-        assert default.prepare(pair(HEAD, TAIL)).chain == ()
+        assert default.planning.conditional and default.planning.pushdown
+        assert default.prepare(pair(HEAD, TAIL)).chain == (0, 1)
+        assert default.execute(pair(HEAD, TAIL)).ids
+    path = tmp_path / "prore.yaml"
+    path.write_text(yaml.safe_dump({"serving": {"planning": {"mode": "fixed-k", "conditional": True}}}))
+    settings = load_config(path, sections=SECTIONS).section(ServingSettings)
+    assert settings.planning == PlanningOptions.fixed_k()
+    with Engine.open(cfg.with_section(settings), "ecommerce") as paper:
+        assert not (paper.planning.conditional or paper.planning.pushdown or paper.planning.adaptive_k)
+        assert paper.prepare(pair(HEAD, TAIL)).chain == ()
+    path.write_text(yaml.safe_dump({"serving": {"planning": {"mode": "paper"}}}))
+    with pytest.raises(
+        ConfigError, match=r"^serving\.planning\.mode must be one of default, fixed-k, got str 'paper'$"
+    ):
+        load_config(path, sections=SECTIONS)
 
 
 # -- the id filter on both Milvus deployments ----------------------------------------------------

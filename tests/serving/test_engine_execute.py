@@ -21,6 +21,7 @@ from serving.engine import (
     ExecutionError,
     ExecutionLimits,
     ExecutionResult,
+    PlanningOptions,
     RerankRequest,
     candidate_name,
     rrf_fuse,
@@ -65,8 +66,8 @@ def image(query: str, **rpl: Any) -> dict[str, Any]:
     return {"type": "image", "field": "image", "query": query, **rpl}
 
 
-def dense_oracle(engine: Engine, field: str, query: str, k: int) -> list[str]:
-    hits = engine.handle.dense_search(field, [query], 50)[0]
+def dense_oracle(engine: Engine, field: str, query: str, k: int, width: int = 50) -> list[str]:
+    hits = engine.handle.dense_search(field, [query], width)[0]
     return [d for d, _ in sorted(hits, key=lambda h: (-h[1], h[0]))[:k]]
 
 
@@ -182,17 +183,25 @@ def test_two_placeholders_on_one_field(engine: Engine) -> None:
     assert fresh.retriever.calls["embed"] == 1 and fresh.retriever.calls["ann"] == 1
 
 
-def test_text_with_image(engine: Engine) -> None:
+def test_text_with_image(engine: Engine, small_index_cfg: Config) -> None:
+    """Under fixed K the image entry is its top 50 over the corpus; under the default engine, its top 50 among the
+    text entry's list (conditional evaluation). Both rank the gold first, by the contract's order."""
     gold = doc(engine, 14)
     p = prog(
         "SELECT id FROM products WHERE id IN <text_1> AND id IN <image_2>",
         text("title", gold["title"], k=50),
         image(gold["image"], k=50),
     )
-    res = engine.execute(p, k=10)
-    assert res.ids[0] == gold["id"]
-    assert res.candidates["image_2"] == tuple(dense_oracle(engine, "image", gold["image"], 50))
-    assert list(res.ids) == contract_order(res, ["text_1", "image_2"])[:10]
+    with Engine.open(small_index_cfg, "ecommerce", planning=PlanningOptions.fixed_k()) as paper:
+        fixed = paper.execute(p, k=10)
+    default = engine.execute(p, k=10)
+    everywhere = dense_oracle(engine, "image", gold["image"], 2_000, width=2_000)  # the whole small corpus
+    assert fixed.candidates["image_2"] == tuple(everywhere[:50])
+    among = set(default.candidates["text_1"])
+    assert default.candidates["image_2"] == tuple([d for d in everywhere if d in among][:50])
+    for res in (fixed, default):
+        assert res.ids[0] == gold["id"]
+        assert list(res.ids) == contract_order(res, ["text_1", "image_2"])[:10]
 
 
 @pytest.mark.parametrize("mode", ["dense", "sparse", "fuse"])

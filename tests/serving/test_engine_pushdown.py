@@ -247,7 +247,9 @@ def engine_of(cfg: Config, *, pushdown: bool, adaptive_k: bool = False, adaptive
         cfg,
         "ecommerce",
         dsl_limits=DslLimits(k_ladder=LADDER),
-        planning=PlanningOptions(pushdown=pushdown, adaptive_k=adaptive_k, adaptive_k_max=adaptive_k_max),
+        planning=PlanningOptions(
+            pushdown=pushdown, conditional=False, adaptive_k=adaptive_k, adaptive_k_max=adaptive_k_max
+        ),
     )
 
 
@@ -472,11 +474,11 @@ def test_sparse_entries_are_not_filtered(engines: tuple[Engine, Engine]) -> None
 
 def test_pushdown_reads_the_config(odd_cfg: Config) -> None:
     with Engine.open(odd_cfg, "ecommerce") as default:
-        assert default.planning == PlanningOptions()
+        assert default.planning == PlanningOptions() and default.planning.pushdown
     on = odd_cfg.with_section(
-        config_from_mapping({"serving": {"planning": {"pushdown": True}}}, sections=SECTIONS).section(
-            ServingSettings
-        )
+        config_from_mapping(
+            {"serving": {"planning": {"pushdown": True, "conditional": False}}}, sections=SECTIONS
+        ).section(ServingSettings)
     )
     with Engine.open(on, "ecommerce") as engine:
         assert engine.planning.pushdown

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import sys
@@ -147,16 +148,21 @@ def ensure_built(cfg: Config, run: Run, memory: MemorySampler) -> dict[str, Any]
 
 
 def ensure_bench(cfg: Config, test: int, run: Run) -> dict[str, Any]:
-    """Synthesize the benchmark of this workspace's index unless one with the same sizes exists."""
+    """Synthesize the benchmark of this workspace's index, under ``cfg``'s planning, unless one with the same
+    sizes, index and planning exists."""
     from rl.datasets import load_manifest
+    from rl.datasets.store import planning_mismatch
     from rl.datasets.synth import SynthConfig, synthesize
+    from serving.settings import ServingSettings
 
     ws = Workspace(cfg.workspace)
     sizes = {"train": 1, "test": test, "ood": 1}
+    planning = dataclasses.asdict(cfg.section(ServingSettings).planning)
     with contextlib.suppress(ProReError):
         m = load_manifest(ws, DOMAIN)
         index_version = (ws.index_root(DOMAIN) / "CURRENT").read_text().strip()
-        if m.get("sizes") == sizes and m.get("seed") == 0 and m.get("index_version") == index_version:
+        same = m.get("sizes") == sizes and m.get("seed") == 0 and m.get("index_version") == index_version
+        if same and planning_mismatch(m, planning) is None:
             log(f"{run.label}: benchmark present, reused")
             return m
     log(f"{run.label}: synthesizing the benchmark ({test} test instances)")

@@ -21,9 +21,15 @@ K = 20
 BUILD_STAGES = ("generate", "clickhouse", "embed", "milvus", "bm25", "total")
 LEVELS = ("L1", "L2", "L3")
 GOAL_P50_MS = 50.0
-"""The latency goal: p50 at most this at 1M products."""
+"""The latency goal: p50 at most this per level at 1M products..."""
+GOAL_P95_MS = 100.0
+"""... and p95 at most this."""
 GOAL_P1_RATIO = 0.95
-"""The quality goal: P@1 with pushdown at 1M at least this share of P@1 at the smallest size."""
+"""The quality goal: the default engine's P@1 at the largest size at least this share of its P@1 at the smallest."""
+GOAL_EMPTY = 0.01
+"""The empty-answer goal: at most this share of the benchmark's programs return nothing, at every size."""
+DEFAULT_CANDIDATE = "conditional_pushdown"
+"""The candidate that is the engine's default planning (``serving.planning``'s defaults)."""
 RESULT_FILE = "result.json"
 """A run's results, in its workspace."""
 BUILD_FILE = "build.json"
@@ -65,14 +71,14 @@ class Candidate:
 
 
 CANDIDATES: tuple[Candidate, ...] = (
-    Candidate("fixed", "fixed K=20", {"pushdown": False, "adaptive_k": False}),
-    Candidate("pushdown", "filter pushdown", {"pushdown": True, "adaptive_k": False}),
-    Candidate("adaptive", "adaptive K", {"pushdown": False, "adaptive_k": True}),
-    Candidate("both", "pushdown + adaptive K", {"pushdown": True, "adaptive_k": True}),
+    Candidate("fixed", "fixed K=20", {"mode": "fixed-k"}),
+    Candidate("pushdown", "filter pushdown", {"pushdown": True, "adaptive_k": False, "conditional": False}),
+    Candidate("adaptive", "adaptive K", {"pushdown": False, "adaptive_k": True, "conditional": False}),
+    Candidate("both", "pushdown + adaptive K", {"pushdown": True, "adaptive_k": True, "conditional": False}),
     Candidate("conditional", "conditional", {"pushdown": False, "adaptive_k": False, "conditional": True}),
     Candidate(
         "conditional_pushdown",
-        "conditional + pushdown",
+        "conditional + pushdown (the default)",
         {"pushdown": True, "adaptive_k": False, "conditional": True},
     ),
     Candidate("all", "all three passes", {"pushdown": True, "adaptive_k": True, "conditional": True}),
@@ -86,7 +92,9 @@ CANDIDATES: tuple[Candidate, ...] = (
         "all three, conditional on conjuncts only",
         {"pushdown": True, "adaptive_k": True, "conditional": True, "conditional_disjuncts": False},
     ),
-    Candidate("fixed_store_ties", "fixed K=20, ties cut by the store", {"exact_ties": False}),
+    Candidate(
+        "fixed_store_ties", "fixed K=20, ties cut by the store", {"mode": "fixed-k", "exact_ties": False}
+    ),
     Candidate(
         "all_store_ties",
         "all three, ties cut by the store",
@@ -147,7 +155,9 @@ def candidate_config(cfg: Config, candidate: Candidate) -> Config:
     if cls is None:
         return cfg
     settings = cfg.section(ServingSettings)
-    values = {k: v for k, v in candidate.planning.items() if k in defaults}
+    # The candidate's mode is "default" unless it names one: a fixed-k config underneath would turn its passes off.
+    wanted = {"mode": "default", **candidate.planning}
+    values = {k: v for k, v in wanted.items() if k in defaults}
     planning = dataclasses.replace(settings.planning, **values)  # type: ignore[attr-defined]
     return cfg.with_section(dataclasses.replace(settings, planning=planning))  # type: ignore[call-arg]
 

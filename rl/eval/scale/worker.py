@@ -20,6 +20,7 @@ from rl.eval.scale.build import ensure_bench, ensure_built
 from rl.eval.scale.measure import measure
 from rl.eval.scale.memory import MemorySampler
 from rl.eval.scale.runs import CANDIDATES, RESULT_FILE, Run, atomic_json, log
+from serving.settings import PlanningOptions, ServingSettings
 
 SOURCE = Path(__file__).resolve().parents[3]
 """Where the packages are (the repository in a checkout)."""
@@ -41,11 +42,14 @@ class Options:
     """HNSW's search ``ef`` (raised to k)."""
     keep_server: bool = False
     """Leave the run's Milvus server running at the end."""
+    kept_under: str = "default"
+    """Planning mode (``serving.planning.mode``) the benchmark is synthesized under."""
 
 
 def run_config(ws: Path, embedder: str, uri: str | None, options: Options) -> Config:
-    """One run's config: its workspace and chDB files, the Milvus server at ``uri`` with HNSW."""
-    return Config(
+    """One run's config: its workspace and chDB files, the Milvus server at ``uri`` with HNSW, and the planning
+    mode the benchmark is kept under (each measured candidate sets its own, :func:`~rl.eval.scale.runs.candidate_config`)."""
+    cfg = Config(
         workspace=ws,
         clickhouse=ClickHouseConfig(chdb_path=str(ws / "chdb")),
         milvus=MilvusConfig(
@@ -58,6 +62,9 @@ def run_config(ws: Path, embedder: str, uri: str | None, options: Options) -> Co
         ),
         embedder=EmbedderConfig(text=embedder, image=embedder),
     )
+    serving = cfg.section(ServingSettings)
+    planning = PlanningOptions(mode=options.kept_under)  # type: ignore[arg-type]
+    return cfg.with_section(dataclasses.replace(serving, planning=planning))
 
 
 def code_fingerprint() -> str:
