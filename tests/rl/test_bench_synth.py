@@ -21,7 +21,7 @@ from rl.datasets.compile import literal, predicate
 from rl.datasets.context import BenchContext
 from rl.datasets.noise import keeps_values
 from rl.datasets.phrases import PhraseBook
-from rl.datasets.store import RELEVANT_CAP, SPLITS
+from rl.datasets.store import RELEVANT_CAP, SPLITS, kept_under, planning_mismatch
 from rl.datasets.structure import quotas
 from rl.datasets.synth import _anchors
 from rl.datasets.tree import And, Leaf, Node, Not, Or, signed_leaves
@@ -455,6 +455,23 @@ def test_bench_show_reports_relevant_set_sizes_per_level(
         assert f"  {split:<5} {size:>8}  {n_nl} ({n_nl / size:.1%})" in out
         assert f"{n_prog} ({n_prog / size:.1%})" in out
     assert any(line.strip().startswith("L1 ") for line in out.splitlines())
+
+
+def test_a_benchmark_records_the_planning_it_was_kept_under(bench: Workspace) -> None:
+    """The manifest names the engine's planning; an engine of another planning is told apart, and a manifest
+    written before the record counts as fixed K's, the only engine then."""
+    from serving.settings import PlanningOptions
+
+    manifest = load_manifest(bench, "ecommerce")
+    default = dataclasses.asdict(PlanningOptions())
+    assert manifest["planning"] == default and kept_under(manifest) == default
+    assert planning_mismatch(manifest, default) is None
+    paper = dataclasses.asdict(PlanningOptions.fixed_k())
+    note = planning_mismatch(manifest, paper)
+    assert note is not None and "pushdown True -> False" in note and "conditional True -> False" in note
+    legacy = {k: v for k, v in manifest.items() if k != "planning"}
+    assert kept_under(legacy)["mode"] == "fixed-k" and planning_mismatch(legacy, paper) is None
+    assert "conditional False -> True" in (planning_mismatch(legacy, default) or "")
 
 
 @pytest.mark.parametrize("domain", DOMAINS)

@@ -138,7 +138,8 @@ def test_planner_method_generates_executes_and_scores(small_index_cfg: Config, t
 def test_execution_guided_decoding_resamples_only_what_failed(small_index_cfg: Config, train_bench: Workspace,
                                                               tiny_planner: Path,
                                                               planner_ctx: MethodContext) -> None:  # fmt: skip
-    instances = list(load_split(train_bench, "ecommerce", "test"))
+    # Test and OOD requests, then training ones: enough that the 3-step planner fails some.
+    instances = [i for s in ("test", "ood", "train") for i in load_split(train_bench, "ecommerce", s)][:40]
     ctx = planner_ctx
     greedy = evaluate(small_index_cfg, "ecommerce", get_method(f"planner-json:{tiny_planner}"), instances,
                       progress=False, ctx=ctx).results  # fmt: skip
