@@ -43,5 +43,9 @@ def carry_familiarity(init: Path | None, final: Path) -> dict[str, Any]:
     section = card_familiarity(read_card(init))
     if section is None:
         return {}
-    shutil.copytree(init / section.get("index", FAMILIARITY_DIR), final / FAMILIARITY_DIR, dirs_exist_ok=True)
+    gate = init / section.get("index", FAMILIARITY_DIR)
+    if not gate.is_dir():
+        raise TrainError(f"{init}: its card names a familiarity gate at {gate.name}/, which is not there; "
+                         f"run prore train familiarity {init} again", code="planner_path")  # fmt: skip
+    shutil.copytree(gate, final / FAMILIARITY_DIR, dirs_exist_ok=True)
     return {"familiarity": {**section, "index": FAMILIARITY_DIR}}

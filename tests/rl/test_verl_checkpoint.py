@@ -61,6 +61,9 @@ def test_an_init_whose_card_names_a_missing_gate_leaves_no_planner(
     ckpt, init = run
     shutil.rmtree(init / str(card_familiarity(read_card(init))["index"]))  # type: ignore[index]
     out = tmp_path / "dapo-planner"
-    with pytest.raises((TrainError, OSError)):
+    with pytest.raises(
+        TrainError, match=r"names a familiarity gate at familiarity/, which is not there"
+    ) as err:
         import_planner(ckpt, init, out, step=2, algorithm="dapo")
+    assert err.value.code == "planner_path" and "\n" not in str(err.value)
     assert not out.exists() and not list(tmp_path.glob(".dapo-planner.*"))
