@@ -78,11 +78,13 @@ class PlanningOptions:
     rows (a positive conjunct of the ``WHERE``) is its entry's top-K *among the documents the program can
     still return* (its structured guards pushed into the search, then among the previous entry's list), not
     among the whole corpus. That meaning does not depend on the corpus size, so a program keeps its answer
-    from 5k to 1M documents: ``bench/scale.py`` (hashing embedder, Milvus server) measured 0.0-0.3% of
-    programs returning nothing at 5k, 50k, 200k and 1M against 0.7-37% with fixed K, P@1 0.630 against 0.430
-    at 1M, and p50 / p95 at 1M of 10.6 / 17.9, 21.3 / 45.2 and 35.3 / 54.6 ms for L1 / L2 / L3. Benchmarks are
-    synthesized by the engine they are kept under (:func:`rl.datasets.synth.synthesize` records it in the
-    manifest), so the oracle keeps Hit@1 = P@1 = 1.0 under the default.
+    from 5k to 1M documents. ``bench/scale.py`` (Milvus server, a benchmark kept under this engine) measured
+    0.0-0.7% of programs returning nothing from 5k to 1M products with the hashing embedder and 0.0-1.0% to 200k
+    with MiniLM, against 25-31% with fixed K from 50k on; P@1 0.653 against 0.500 at 1M (hashing) and 0.863
+    against 0.663 at 200k (MiniLM); p50 / p95 at 1M of 9.6 / 16.9, 22.3 / 35.5 and 35.4 / 64.6 ms for L1 / L2 /
+    L3 (README, "What a placeholder means"). Benchmarks are synthesized by the engine they are kept under
+    (:func:`rl.datasets.synth.synthesize` records it in the manifest), so the oracle keeps Hit@1 = P@1 = 1.0
+    under the default.
 
     ``mode: fixed-k`` is the paper's semantics, kept for reproducing it: every placeholder is its entry's
     own top-K over the whole corpus, and the pass switches (``pushdown``, ``adaptive_k``, ``conditional``)
