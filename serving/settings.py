@@ -109,8 +109,8 @@ class PlanningOptions:
     adaptive_k: bool = False
     """Widen the positive, unreranked entries of a program whose SQL returns fewer rows than the call's
     ``k`` (or the program's LIMIT), one rung of ``serving.dsl.k_ladder`` per round (past the top rung,
-    doubling), up to ``adaptive_k_max``. Off: beside the default passes it changed no P@1 at scale
-    (``bench/scale.py``: 0.630 at 1M either way) and costs rounds (L3 p50 44 against 35 ms at 1M)."""
+    doubling), up to ``adaptive_k_max``. Off: beside the default passes it moved P@1 by at most 0.007 at any
+    size (``bench/scale.py``) and costs rounds (L3 p50 38 against 35 ms at 1M)."""
     adaptive_k_max: int = 50
     """Widest ``k`` adaptive K may give an entry; at least the ladder's smallest rung. Values past the
     ladder's top rung are reached by doubling it (50, 100, 200, ...)."""
