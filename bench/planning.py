@@ -20,8 +20,9 @@ conditional evaluation of conjunctions, conditional + pushdown, and all three. F
 A benchmark's gold document is what the engine it was synthesized under ranks first, so each
 candidate's oracle Hit@1 is read against that engine: ``--kept-under default`` (the default engine,
 conditional + pushdown) or ``--kept-under fixed-k`` (the paper's). The workspace (default
-``bench/results/workspace-planning-MODE``) is prepared on first use with the ``prore`` commands of ``scripts/demo.sh`` at the demo's corpus sizes
-(3,000 products, 5,000 emails; ``--quick``: 1,000 and 1,500), the hashing embedder unless
+``bench/results/workspace-planning-MODE``) is prepared on first use with the ``prore`` commands of
+``scripts/demo.sh`` at the demo's corpus sizes (3,000 products, 5,000 emails; ``--quick``: 1,000 and 1,500),
+the hashing embedder unless
 ``--embedder`` says otherwise, and demo-size benchmarks; a rerun reuses it. Prints a table; writes
 ``bench/results/planning.json``.
 

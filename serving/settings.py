@@ -34,7 +34,7 @@ core.errors.ConfigError: serving.api.max_concurrent must be at least 1, got 0
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Literal
+from typing import Literal, get_args
 
 from core.errors import ConfigError
 from core.settings import Section
@@ -64,8 +64,10 @@ class CacheSizes:
         return cls(0, 0, 0)
 
 
-PLANNING_MODES: tuple[str, ...] = ("default", "fixed-k")
+PlanningMode = Literal["default", "fixed-k"]
 """What ``serving.planning.mode`` names: the engine's passes as their switches say, or the paper's fixed K."""
+PLANNING_MODES: tuple[str, ...] = get_args(PlanningMode)
+"""The names of :data:`PlanningMode`, for choices and messages."""
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,7 @@ class PlanningOptions:
     (False, False)
     """
 
-    mode: Literal["default", "fixed-k"] = "default"
+    mode: PlanningMode = "default"
     """``default``: the passes as their switches below say; ``fixed-k``: the paper's fixed top-K
     membership, every pass off (README, "What a placeholder means")."""
     pushdown: bool = True

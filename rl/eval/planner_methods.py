@@ -282,10 +282,11 @@ def pick_exemplars(train: Sequence[Any], n: int = N_SHOTS) -> list[tuple[str, st
     )
     picked: list[Any] = []
     for key in keys:
-        seen = {key(i) for i in picked}
+        seen = {key(i) for i in picked}  # a picked request's key is seen, so no pass picks it again
         for inst in train:
-            if len(picked) < n and key(inst) not in seen and inst not in picked:
-                seen.add(key(inst))
+            k = key(inst)
+            if len(picked) < n and k not in seen:
+                seen.add(k)
                 picked.append(inst)
     return [(i.nl, i.program) for i in picked]
 

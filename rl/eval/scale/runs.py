@@ -148,17 +148,15 @@ def available_candidates(wanted: Sequence[str]) -> tuple[list[Candidate], dict[s
 
 
 def candidate_config(cfg: Config, candidate: Candidate) -> Config:
-    """``cfg`` with the candidate's ``serving.planning`` options (the others keep their defaults)."""
+    """``cfg`` with the candidate's ``serving.planning`` options, the others at their defaults (whatever mode the
+    config's planning has: it is the benchmark's, not the candidate's)."""
     from serving.settings import ServingSettings
 
     cls, defaults = planning_options()
     if cls is None:
         return cfg
     settings = cfg.section(ServingSettings)
-    # The candidate's mode is "default" unless it names one: a fixed-k config underneath would turn its passes off.
-    wanted = {"mode": "default", **candidate.planning}
-    values = {k: v for k, v in wanted.items() if k in defaults}
-    planning = dataclasses.replace(settings.planning, **values)  # type: ignore[attr-defined]
+    planning = cls(**{k: v for k, v in candidate.planning.items() if k in defaults})
     return cfg.with_section(dataclasses.replace(settings, planning=planning))  # type: ignore[call-arg]
 
 

@@ -20,7 +20,7 @@ from rl.eval.scale.build import ensure_bench, ensure_built
 from rl.eval.scale.measure import measure
 from rl.eval.scale.memory import MemorySampler
 from rl.eval.scale.runs import CANDIDATES, RESULT_FILE, Run, atomic_json, log
-from serving.settings import PlanningOptions, ServingSettings
+from serving.settings import PlanningMode, PlanningOptions, ServingSettings
 
 SOURCE = Path(__file__).resolve().parents[3]
 """Where the packages are (the repository in a checkout)."""
@@ -42,7 +42,7 @@ class Options:
     """HNSW's search ``ef`` (raised to k)."""
     keep_server: bool = False
     """Leave the run's Milvus server running at the end."""
-    kept_under: str = "default"
+    kept_under: PlanningMode = "default"
     """Planning mode (``serving.planning.mode``) the benchmark is synthesized under."""
 
 
@@ -63,7 +63,7 @@ def run_config(ws: Path, embedder: str, uri: str | None, options: Options) -> Co
         embedder=EmbedderConfig(text=embedder, image=embedder),
     )
     serving = cfg.section(ServingSettings)
-    planning = PlanningOptions(mode=options.kept_under)  # type: ignore[arg-type]
+    planning = PlanningOptions(mode=options.kept_under)
     return cfg.with_section(dataclasses.replace(serving, planning=planning))
 
 
