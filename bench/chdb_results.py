@@ -39,7 +39,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
-from common import RESULTS, ROOT, machine, write_results
+from common import RESULTS, ROOT, machine, run_main, write_results
 
 from indexing.build import build_index
 from indexing.config import ClickHouseConfig, Config, EmbedderConfig
@@ -145,4 +145,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

@@ -13,7 +13,9 @@ servers holding the workspace's chDB). Then:
 - :func:`write_results`: the results JSON (each script's default path is under :data:`RESULTS`);
 - :func:`ensure_corpus`: the seeded ``ecommerce`` corpus of a size, generated once per workspace;
 - :func:`start_milvus` / :func:`stop_milvus`: the local Milvus standalone server (``prore stores up``) of
-  a benchmark's directory.
+  a benchmark's directory;
+- :func:`run_main`: a script's (and its child processes') entry point, which ends the process with the status
+  ``main`` returns, past chDB's shutdown.
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ import os
 import platform
 import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import numpy as np
 
@@ -144,3 +146,13 @@ def stop_milvus(root: Path, *, timeout_s: float = 15.0) -> None:
     from indexing.stores import server
 
     server.stop(server.server_dir(root), timeout_s=timeout_s)
+
+
+def run_main(main: Callable[[], int | None]) -> NoReturn:
+    """Run a benchmark's ``main`` and end the process with its status (``None``: 0) through
+    :func:`indexing.index.exit_process`. A process that opened chDB can hang or abort at interpreter exit, in
+    chDB's and Arrow's static destructors, after its work is done: ``bench/reward.py``'s stage-budget child
+    printed its JSON and then waited forever in Arrow's thread-pool shutdown, and its parent with it."""
+    from indexing.index import exit_process
+
+    exit_process(main() or 0)

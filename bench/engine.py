@@ -50,7 +50,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common import RESULTS, ensure_corpus, machine, percentile, start_milvus, stop_milvus, write_results
+from common import (
+    RESULTS,
+    ensure_corpus,
+    machine,
+    percentile,
+    run_main,
+    start_milvus,
+    stop_milvus,
+    write_results,
+)
 from engine_candidates import compare, compare_table
 from engine_programs import PROMPTS, ROLLOUTS, grpo_batch, program, sample_docs
 
@@ -362,4 +371,4 @@ def finish(results: dict[str, Any], out: Path) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

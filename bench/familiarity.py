@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import RESULTS, machine, write_results
+from common import RESULTS, machine, run_main, write_results
 
 from serving.familiarity import DEFAULT_QUANTILE
 
@@ -119,4 +119,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

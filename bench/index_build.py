@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-from common import RESULTS, ROOT, machine, write_results
+from common import RESULTS, ROOT, machine, run_main, write_results
 
 from indexing.build import build_index
 from indexing.config import BuildConfig, ClickHouseConfig, Config, EmbedderConfig
@@ -298,4 +298,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import yaml
-from common import RESULTS, ROOT, machine, percentile, start_milvus, stop_milvus, write_results
+from common import RESULTS, ROOT, machine, percentile, run_main, start_milvus, stop_milvus, write_results
 
 from indexing.build import build_index
 from indexing.config import ClickHouseConfig, Config, EmbedderConfig, MilvusConfig
@@ -467,4 +467,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

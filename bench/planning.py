@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from common import RESULTS, ROOT, machine, write_results
+from common import RESULTS, ROOT, machine, run_main, write_results
 
 from core.errors import ProReError
 from indexing.config import load_config
@@ -235,6 +235,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from indexing.index import exit_process
-
-    exit_process(main())
+    run_main(main)

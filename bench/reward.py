@@ -48,7 +48,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from common import RESULTS, ROOT, machine, percentile, start_milvus, stop_milvus, write_results
+from common import RESULTS, ROOT, machine, percentile, run_main, start_milvus, stop_milvus, write_results
 from reward_steps import (
     BACKEND_ENV,
     DEPLOYMENTS,
@@ -578,4 +578,4 @@ def measure_set(args: argparse.Namespace, base: Path, rollouts_file: Path, docs:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

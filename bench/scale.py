@@ -52,7 +52,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from common import RESULTS, machine
+from common import RESULTS, machine, run_main
 
 from rl.eval.scale.estimates import embed_rate, estimate_build_s, pick_neural_sizes
 from rl.eval.scale.report import finish, table
@@ -303,4 +303,4 @@ def orchestrate(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import RESULTS, machine, write_results
+from common import RESULTS, machine, run_main, write_results
 
 DEFAULT_OUT = RESULTS / "seq2seq_generate.json"
 SAMPLES = (1, 4, 8, 16)
@@ -151,4 +151,4 @@ def _batching(planner: Any, texts: list[str], grammars: list[str], concurrency: 
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

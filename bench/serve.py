@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from common import RESULTS, ROOT, ensure_corpus, machine, percentile, write_results
+from common import RESULTS, ROOT, ensure_corpus, machine, percentile, run_main, write_results
 
 from core import processes
 from indexing.build import build_index
@@ -225,4 +225,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run_main(main)

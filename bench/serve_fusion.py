@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from common import RESULTS, ROOT, machine, percentile, write_results
+from common import RESULTS, ROOT, machine, percentile, run_main, write_results
 
 from core import processes
 from indexing.stores.server import free_port
@@ -140,4 +140,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

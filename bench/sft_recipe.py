@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import RESULTS, machine, write_results
+from common import RESULTS, machine, run_main, write_results
 
 CANDIDATES = {
     "short/lines/random": ("short", "lines", "random"),
@@ -144,4 +144,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)

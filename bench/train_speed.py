@@ -17,7 +17,7 @@ import json
 import os
 import time
 
-from common import RESULTS, ROOT, write_results
+from common import RESULTS, ROOT, run_main, write_results
 
 
 def main() -> None:
@@ -81,4 +81,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)
