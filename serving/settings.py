@@ -69,6 +69,9 @@ PlanningMode = Literal["default", "fixed-k"]
 PLANNING_MODES: tuple[str, ...] = get_args(PlanningMode)
 """The names of :data:`PlanningMode`, for choices and messages."""
 
+MAX_SEARCH_WIDTH = 16_384
+"""The widest search a planning pass may ask of a store: Milvus's largest ``topk``."""
+
 
 @dataclass(frozen=True)
 class PlanningOptions:
@@ -130,6 +133,12 @@ class PlanningOptions:
     cannot be rows are dropped. Measured with pushdown (``bench/scale.py``, hashing embedder): programs returning
     nothing 0.3% against 7.7% at 1M products, P@1 0.630 against 0.600 (0.913 against 0.933 at 5k, where the
     benchmark was kept under fixed K). On; off is the conjuncts-only chain, for comparison."""
+    chain_head_k: int = 0
+    """Under ``conditional``, search the first entry of a chain (its *head*) at this width when it is wider than
+    the entry's own ``k``: the chain's next entries, and its tail, are then searched among a wider first list,
+    and the head's placeholder means its entry's top ``chain_head_k`` (:mod:`serving.engine.conditional`,
+    "A wider head"). The other entries keep their ``k``, so the rows are still at most the last list's.
+    0 (the default): the head is its entry's top-K, like every other placeholder."""
     exact_ties: bool = True
     """Settle a tie at a dense search's cut by id over the whole band of equal scores, as the ranking
     contract orders ties (:mod:`serving.engine.ties`): a placeholder's set is then its K best by ``(score,
@@ -143,9 +152,14 @@ class PlanningOptions:
             raise ConfigError(
                 f"{SECTION}.planning.mode must be one of {', '.join(PLANNING_MODES)}, got {self.mode!r}"
             )
+        if not 0 <= self.chain_head_k <= MAX_SEARCH_WIDTH:
+            raise ConfigError(
+                f"{SECTION}.planning.chain_head_k must be between 0 and {MAX_SEARCH_WIDTH}, got {self.chain_head_k}"
+            )
         if self.mode == "fixed-k":  # the paper's semantics: no pass changes a placeholder's top-K
             for name in ("pushdown", "adaptive_k", "conditional"):
                 object.__setattr__(self, name, False)
+            object.__setattr__(self, "chain_head_k", 0)
 
     @classmethod
     def fixed_k(cls) -> PlanningOptions:

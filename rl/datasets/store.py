@@ -148,6 +148,8 @@ def load_manifest(ws: Workspace, domain: str) -> dict[str, Any]:
 
 PLANNING_SWITCHES = ("pushdown", "adaptive_k", "conditional")
 """The planning passes that change a placeholder's meaning, compared between a benchmark and an engine."""
+PLANNING_WIDTHS = ("chain_head_k",)
+"""The planning widths that change a placeholder's meaning (0, or absent from an older manifest: off)."""
 
 
 def kept_under(manifest: Mapping[str, Any]) -> dict[str, Any]:
@@ -166,10 +168,18 @@ def planning_mismatch(manifest: Mapping[str, Any], planning: Mapping[str, Any]) 
     """One line saying that an engine of ``planning`` is not the one the benchmark was kept under (its gold
     programs may then rank another document first, so the oracle falls below 1.0), or ``None``."""
     kept = kept_under(manifest)
-    differ = [k for k in PLANNING_SWITCHES if bool(kept.get(k)) != bool(planning.get(k))]
+    was = {
+        **{k: bool(kept.get(k)) for k in PLANNING_SWITCHES},
+        **{k: int(kept.get(k) or 0) for k in PLANNING_WIDTHS},
+    }
+    now = {
+        **{k: bool(planning.get(k)) for k in PLANNING_SWITCHES},
+        **{k: int(planning.get(k) or 0) for k in PLANNING_WIDTHS},
+    }
+    differ = [k for k in was if was[k] != now[k]]
     if not differ:
         return None
-    said = ", ".join(f"{k} {bool(kept.get(k))} -> {bool(planning.get(k))}" for k in differ)
+    said = ", ".join(f"{k} {was[k]} -> {now[k]}" for k in differ)
     return (
         f"the benchmark was synthesized under another engine than this run's ({said}; serving.planning), so "
         "its gold programs may rank another document first; synthesize it again, or run under its planning"

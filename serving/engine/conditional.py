@@ -42,6 +42,12 @@ chain may then be a single entry. Without it, ``id IN <a> AND (id IN <b> OR id I
 independent top-K lists, empty ever more often as the corpus grows. A placeholder under ``NOT`` is never
 conditioned: restricted, it would exclude more than its K says.
 
+**A wider head.** The chain's first list is its entry's top-K over every document its pushed filter allows,
+so as the corpus grows it holds ever fewer documents that also satisfy the next entries. With
+``serving.planning.chain_head_k`` above an entry's ``k`` (:func:`widen_head`), the head alone is searched at
+that width: the next entries then take their top-K among a wider first list, and the rows are still at most
+the last list's. Off (0) by default: the head is its entry's top-K, like every other placeholder.
+
 How candidates reach the stores: a dense search (``dense``, and the dense half of ``fuse``) is given
 ``id in [...]`` and-ed with its pushed filter; BM25 (``sparse``, and the BM25 half of ``fuse``) scores
 only the candidate documents in process. The ids come from the list a store returned, never from the
@@ -74,7 +80,7 @@ from serving.dsl.placeholders import placeholder_sites
 from serving.engine.pushdown import and_chained, or_reached
 from serving.engine.retrieval import RetrievalRequest
 
-__all__ = ["condition", "conditional_chain", "conditional_plan"]
+__all__ = ["condition", "conditional_chain", "conditional_plan", "widen_head"]
 
 
 def conditional_chain(tree: exp.Select, table: str, requests: Sequence[RetrievalRequest]) -> tuple[int, ...]:
@@ -114,3 +120,17 @@ def conditional_plan(
 def condition(request: RetrievalRequest, previous: Sequence[Hit]) -> RetrievalRequest:
     """``request`` searched among the ids of ``previous``, the list of the chain's entry before it."""
     return dataclasses.replace(request, within=tuple(sorted({doc for doc, _ in previous})))
+
+
+def widen_head(requests: Sequence[RetrievalRequest], head: int, width: int) -> tuple[RetrievalRequest, ...]:
+    """``requests`` with the chain's head (entry ``head``) searched at ``width`` when that is wider than its
+    own ``k`` (module docstring, "A wider head"); the others unchanged.
+
+    >>> reqs = [RetrievalRequest("title", "dense", "q", 20, 0), RetrievalRequest("review", "dense", "r", 20, 0)]
+    >>> [r.k for r in widen_head(reqs, 0, 200)], [r.k for r in widen_head(reqs, 1, 10)]
+    ([200, 20], [20, 20])
+    """
+    out = tuple(requests)
+    if width <= out[head].k:
+        return out
+    return (*out[:head], dataclasses.replace(out[head], k=width), *out[head + 1 :])

@@ -472,6 +472,16 @@ def test_a_benchmark_records_the_planning_it_was_kept_under(bench: Workspace) ->
     legacy = {k: v for k, v in manifest.items() if k != "planning"}
     assert kept_under(legacy)["mode"] == "fixed-k" and planning_mismatch(legacy, paper) is None
     assert "conditional False -> True" in (planning_mismatch(legacy, default) or "")
+    # a wider chain head changes what the head's placeholder means; a manifest without the width had none
+    wide = dataclasses.asdict(PlanningOptions(chain_head_k=100))
+    assert (planning_mismatch(manifest, wide) or "").count("chain_head_k 0 -> 100") == 1
+    assert planning_mismatch({**manifest, "planning": {**default, "chain_head_k": 100}}, wide) is None
+    assert (
+        planning_mismatch(
+            {**manifest, "planning": {k: v for k, v in default.items() if k != "chain_head_k"}}, default
+        )
+        is None
+    )
 
 
 @pytest.mark.parametrize("domain", DOMAINS)

@@ -430,6 +430,40 @@ def test_the_conditional_pass_is_the_default_and_fixed_k_is_a_named_mode(cfg: Co
         load_config(path, sections=SECTIONS)
 
 
+def test_a_wider_head_searches_the_next_entries_among_more_candidates(
+    engines: dict[str, Engine], cfg: Config, tmp_path: Path
+) -> None:
+    """``chain_head_k``: the head is its entry's top ``chain_head_k``, the next entry its own top-K among
+    those; the narrow head's list is the wide one's prefix, so the next entry's best score can only rise."""
+    narrow = engines["on"]
+    program = pair(HEAD, TAIL)
+    with engine_of(cfg, conditional=True, chain_head_k=40) as wide:
+        assert [r.k for r in wide.prepare(program).requests] == [40, TAIL.k]
+        result, before = wide.execute(program), narrow.execute(program)
+        head, tail = lists(result)
+        assert len(head) == 40 and head[: HEAD.k] == lists(before)[0]
+        assert_top_k_among(wide, TAIL, head, tail)
+        assert set(result.ids) == set(tail) and max(result.scores) > 0
+        # A wider pool: the next entry's best match scores at least as high as among the narrow head.
+        query = np.asarray(wide.handle.embedder(TAIL.field).embed([TAIL.query]))[0]
+        stored = wide.handle.vectors.fetch_vectors(
+            wide.handle.collection, TAIL.field, [*tail, *lists(before)[1]]
+        )
+        assert (
+            float(np.dot(stored[tail[0]], query)) >= float(np.dot(stored[lists(before)[1][0]], query)) - TOL
+        )
+        # a single entry is no chain: nothing is widened
+        single = Program("SELECT id FROM products WHERE id IN <text_1>", (HEAD,))
+        assert [r.k for r in wide.prepare(single).requests] == [HEAD.k]
+    assert PlanningOptions(mode="fixed-k", chain_head_k=40).chain_head_k == 0
+    path = tmp_path / "prore.yaml"
+    path.write_text(yaml.safe_dump({"serving": {"planning": {"chain_head_k": -1}}}))
+    with pytest.raises(
+        ConfigError, match=r"^serving\.planning\.chain_head_k must be between 0 and 16384, got -1$"
+    ):
+        load_config(path, sections=SECTIONS)
+
+
 # -- the id filter on both Milvus deployments ----------------------------------------------------
 
 ODD_IDS = ["P'apos", 'P"quote', "P\\slash", "P单词 ü", "P with space", "P\ttab", "P\nnl", "P\x07bell"]

@@ -83,6 +83,16 @@ CANDIDATES: tuple[Candidate, ...] = (
     ),
     Candidate("all", "all three passes", {"pushdown": True, "adaptive_k": True, "conditional": True}),
     Candidate(
+        "wide_head_100",
+        "the default, a chain's head of 100",
+        {"pushdown": True, "adaptive_k": False, "conditional": True, "chain_head_k": 100},
+    ),
+    Candidate(
+        "wide_head_400",
+        "the default, a chain's head of 400",
+        {"pushdown": True, "adaptive_k": False, "conditional": True, "chain_head_k": 400},
+    ),
+    Candidate(
         "conditional_pushdown_conjuncts",
         "conditional (conjuncts only) + pushdown",
         {"pushdown": True, "adaptive_k": False, "conditional": True, "conditional_disjuncts": False},
