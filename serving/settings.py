@@ -139,6 +139,11 @@ class PlanningOptions:
     and the head's placeholder means its entry's top ``chain_head_k`` (:mod:`serving.engine.conditional`,
     "A wider head"). The other entries keep their ``k``, so the rows are still at most the last list's.
     0 (the default): the head is its entry's top-K, like every other placeholder."""
+    chain_head_docs: int = 0
+    """Under ``conditional``, read a chain head's ``k`` as written for a corpus of this many documents: on a larger
+    corpus the head is searched at ``k × rows / chain_head_docs`` (rounded up; at most 16,384), so it keeps the same
+    share of the corpus as the corpus grows, where a fixed top-K becomes an ever smaller share. The wider of this
+    and ``chain_head_k`` is used. 0 (the default): off."""
     exact_ties: bool = True
     """Settle a tie at a dense search's cut by id over the whole band of equal scores, as the ranking
     contract orders ties (:mod:`serving.engine.ties`): a placeholder's set is then its K best by ``(score,
@@ -156,10 +161,27 @@ class PlanningOptions:
             raise ConfigError(
                 f"{SECTION}.planning.chain_head_k must be between 0 and {MAX_SEARCH_WIDTH}, got {self.chain_head_k}"
             )
+        if self.chain_head_docs < 0:
+            raise ConfigError(
+                f"{SECTION}.planning.chain_head_docs must be 0 or more, got {self.chain_head_docs}"
+            )
         if self.mode == "fixed-k":  # the paper's semantics: no pass changes a placeholder's top-K
             for name in ("pushdown", "adaptive_k", "conditional"):
                 object.__setattr__(self, name, False)
             object.__setattr__(self, "chain_head_k", 0)
+            object.__setattr__(self, "chain_head_docs", 0)
+
+    def head_width(self, k: int, rows: int) -> int:
+        """The width a chain's head of ``k`` is searched at on a corpus of ``rows`` documents (``chain_head_k``,
+        ``chain_head_docs``); ``k`` itself when neither widens it.
+
+        >>> PlanningOptions(chain_head_docs=5000).head_width(20, 1_000_000), PlanningOptions().head_width(20, 10**6)
+        (4000, 20)
+        >>> PlanningOptions(chain_head_k=100, chain_head_docs=5000).head_width(20, 10_000)
+        100
+        """
+        share = -(-k * rows // self.chain_head_docs) if self.chain_head_docs else 0
+        return max(k, min(max(self.chain_head_k, share), MAX_SEARCH_WIDTH))
 
     @classmethod
     def fixed_k(cls) -> PlanningOptions:

@@ -148,7 +148,7 @@ def load_manifest(ws: Workspace, domain: str) -> dict[str, Any]:
 
 PLANNING_SWITCHES = ("pushdown", "adaptive_k", "conditional")
 """The planning passes that change a placeholder's meaning, compared between a benchmark and an engine."""
-PLANNING_WIDTHS = ("chain_head_k",)
+PLANNING_WIDTHS = ("chain_head_k", "chain_head_docs")
 """The planning widths that change a placeholder's meaning (0, or absent from an older manifest: off)."""
 
 

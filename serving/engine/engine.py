@@ -254,7 +254,8 @@ class Engine:
             else ((), ())
         )
         if chain:
-            requests = widen_head(requests, chain[0], self.planning.chain_head_k)
+            head = requests[chain[0]]
+            requests = widen_head(requests, chain[0], self.planning.head_width(head.k, self.handle.rows))
         return Prepared(validated, dataclasses.replace(validated, tree=tree), requests, chain, tail)
 
     def _execute(self, program_list: Sequence[Program], k: int, deadline: float | None) -> list[BatchOutcome]:

@@ -434,7 +434,8 @@ def test_a_wider_head_searches_the_next_entries_among_more_candidates(
     engines: dict[str, Engine], cfg: Config, tmp_path: Path
 ) -> None:
     """``chain_head_k``: the head is its entry's top ``chain_head_k``, the next entry its own top-K among
-    those; the narrow head's list is the wide one's prefix, so the next entry's best score can only rise."""
+    those; the narrow head's list is the wide one's prefix, so the next entry's best score can only rise.
+    ``chain_head_docs``: the head's k is read as a share of a corpus of that size."""
     narrow = engines["on"]
     program = pair(HEAD, TAIL)
     with engine_of(cfg, conditional=True, chain_head_k=40) as wide:
@@ -455,12 +456,23 @@ def test_a_wider_head_searches_the_next_entries_among_more_candidates(
         # a single entry is no chain: nothing is widened
         single = Program("SELECT id FROM products WHERE id IN <text_1>", (HEAD,))
         assert [r.k for r in wide.prepare(single).requests] == [HEAD.k]
-    assert PlanningOptions(mode="fixed-k", chain_head_k=40).chain_head_k == 0
+    # chain_head_docs: the head's k read at a corpus of N / 4 documents is 4k here, and nothing at N or more
+    with engine_of(cfg, conditional=True, chain_head_docs=N // 4) as share:
+        assert share.handle.rows == N
+        assert [r.k for r in share.prepare(program).requests] == [4 * HEAD.k, TAIL.k]
+        assert len(lists(share.execute(program))[0]) == 4 * HEAD.k
+    with engine_of(cfg, conditional=True, chain_head_docs=N) as same:
+        assert [r.k for r in same.prepare(program).requests] == [HEAD.k, TAIL.k]
+    fixed = PlanningOptions(mode="fixed-k", chain_head_k=40, chain_head_docs=10)
+    assert (fixed.chain_head_k, fixed.chain_head_docs) == (0, 0)
     path = tmp_path / "prore.yaml"
     path.write_text(yaml.safe_dump({"serving": {"planning": {"chain_head_k": -1}}}))
     with pytest.raises(
         ConfigError, match=r"^serving\.planning\.chain_head_k must be between 0 and 16384, got -1$"
     ):
+        load_config(path, sections=SECTIONS)
+    path.write_text(yaml.safe_dump({"serving": {"planning": {"chain_head_docs": -5}}}))
+    with pytest.raises(ConfigError, match=r"^serving\.planning\.chain_head_docs must be 0 or more, got -5$"):
         load_config(path, sections=SECTIONS)
 
 

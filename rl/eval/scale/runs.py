@@ -93,6 +93,16 @@ CANDIDATES: tuple[Candidate, ...] = (
         {"pushdown": True, "adaptive_k": False, "conditional": True, "chain_head_k": 400},
     ),
     Candidate(
+        "head_share_5k",
+        "the default, a chain's head k read at 5k documents",
+        {"pushdown": True, "adaptive_k": False, "conditional": True, "chain_head_docs": 5000},
+    ),
+    Candidate(
+        "head_share_20k",
+        "the default, a chain's head k read at 20k documents",
+        {"pushdown": True, "adaptive_k": False, "conditional": True, "chain_head_docs": 20000},
+    ),
+    Candidate(
         "conditional_pushdown_conjuncts",
         "conditional (conjuncts only) + pushdown",
         {"pushdown": True, "adaptive_k": False, "conditional": True, "conditional_disjuncts": False},
