@@ -69,8 +69,9 @@ PlanningMode = Literal["default", "fixed-k"]
 PLANNING_MODES: tuple[str, ...] = get_args(PlanningMode)
 """The names of :data:`PlanningMode`, for choices and messages."""
 
-MAX_SEARCH_WIDTH = 16_384
-"""The widest search a planning pass may ask of a store: Milvus's largest ``topk``."""
+MAX_HEAD_WIDTH = 16_000
+"""The widest a chain's head may be searched (``chain_head_k``, ``chain_head_docs``): under the stores' ceiling
+(:data:`indexing.stores.base.MAX_HITS`, 16,384) with room for the engine's margin past ``k``."""
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,7 @@ class PlanningOptions:
     0 (the default): the head is its entry's top-K, like every other placeholder."""
     chain_head_docs: int = 0
     """Under ``conditional``, read a chain head's ``k`` as written for a corpus of this many documents: on a larger
-    corpus the head is searched at ``k × rows / chain_head_docs`` (rounded up; at most 16,384), so it keeps the same
+    corpus the head is searched at ``k × rows / chain_head_docs`` (rounded up; at most 16,000), so it keeps the same
     share of the corpus as the corpus grows, where a fixed top-K becomes an ever smaller share. The wider of this
     and ``chain_head_k`` is used. 0 (the default): off."""
     exact_ties: bool = True
@@ -157,9 +158,9 @@ class PlanningOptions:
             raise ConfigError(
                 f"{SECTION}.planning.mode must be one of {', '.join(PLANNING_MODES)}, got {self.mode!r}"
             )
-        if not 0 <= self.chain_head_k <= MAX_SEARCH_WIDTH:
+        if not 0 <= self.chain_head_k <= MAX_HEAD_WIDTH:
             raise ConfigError(
-                f"{SECTION}.planning.chain_head_k must be between 0 and {MAX_SEARCH_WIDTH}, got {self.chain_head_k}"
+                f"{SECTION}.planning.chain_head_k must be between 0 and {MAX_HEAD_WIDTH}, got {self.chain_head_k}"
             )
         if self.chain_head_docs < 0:
             raise ConfigError(
@@ -181,7 +182,7 @@ class PlanningOptions:
         100
         """
         share = -(-k * rows // self.chain_head_docs) if self.chain_head_docs else 0
-        return max(k, min(max(self.chain_head_k, share), MAX_SEARCH_WIDTH))
+        return max(k, min(max(self.chain_head_k, share), MAX_HEAD_WIDTH))
 
     @classmethod
     def fixed_k(cls) -> PlanningOptions:

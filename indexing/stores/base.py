@@ -17,6 +17,9 @@ import pyarrow as pa
 Hit = tuple[str, float]
 Vectors = npt.NDArray[np.float32]
 
+MAX_HITS = 16_384
+"""The most hits one vector search may ask for: Milvus's ``topk`` (and range search ``limit``) ceiling."""
+
 
 class SqlStore(Protocol):
     """A ClickHouse engine: embedded chDB or a server through clickhouse-connect."""

@@ -166,16 +166,21 @@ def kept_under(manifest: Mapping[str, Any]) -> dict[str, Any]:
 
 def planning_mismatch(manifest: Mapping[str, Any], planning: Mapping[str, Any]) -> str | None:
     """One line saying that an engine of ``planning`` is not the one the benchmark was kept under (its gold
-    programs may then rank another document first, so the oracle falls below 1.0), or ``None``."""
-    kept = kept_under(manifest)
-    was = {
-        **{k: bool(kept.get(k)) for k in PLANNING_SWITCHES},
-        **{k: int(kept.get(k) or 0) for k in PLANNING_WIDTHS},
-    }
-    now = {
-        **{k: bool(planning.get(k)) for k in PLANNING_SWITCHES},
-        **{k: int(planning.get(k) or 0) for k in PLANNING_WIDTHS},
-    }
+    programs may then rank another document first, so the oracle falls below 1.0), or ``None``.
+
+    Compared as they act on the benchmark's corpus (``corpus_rows``): a ``chain_head_docs`` of that size or
+    more widens no head there, so it counts as off.
+    """
+    rows = int(manifest.get("corpus_rows") or 0)
+
+    def effective(p: Mapping[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {k: bool(p.get(k)) for k in PLANNING_SWITCHES}
+        out.update({k: int(p.get(k) or 0) for k in PLANNING_WIDTHS})
+        if rows and out["chain_head_docs"] >= rows:
+            out["chain_head_docs"] = 0
+        return out
+
+    was, now = effective(kept_under(manifest)), effective(planning)
     differ = [k for k in was if was[k] != now[k]]
     if not differ:
         return None

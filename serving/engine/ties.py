@@ -17,7 +17,8 @@ pure-vector L1 miss at 5k to a tie beyond K. Learned embedders tie only on dupli
 :data:`BAND_LIMIT` hits. Fewer than that: the whole band was read, and its smallest ids fill the cut. A
 full answer is some of the band: its ``need``-th smallest id bounds the ``need`` smallest ids of the whole
 band from above, so the band is read again below that bound (``id <= bound``, a smaller band each round),
-for at most :data:`MAX_ROUNDS` reads. A band still unread after them (never seen in the measured runs) is
+for at most :data:`MAX_ROUNDS` reads. A read asks for at least twice the hits the cut needs, so a cut wider
+than :data:`BAND_LIMIT` (a chain's wide head, :mod:`serving.engine.conditional`) is settled the same way. A band still unread after them (never seen in the measured runs) is
 settled among what was read, and counted. The band is read with the filter the search ran with (the entry's
 pushed filter, unless the store refused it, and its candidates).
 
@@ -30,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from indexing.stores.base import Hit
+from indexing.stores.base import MAX_HITS, Hit
 
 __all__ = ["BAND_LIMIT", "MAX_ROUNDS", "BandSearch", "Settled", "needs_settling", "settle"]
 
@@ -82,6 +83,13 @@ def settle(hits: Sequence[Hit], k: int, width: int, decimals: int, search: BandS
     >>> settled, searches, exact = settle([("P999", 0.9), *band[:4]], 2, 5, 5, search)
     >>> [d for d, _ in settled], searches, exact
     (['P999', 'P001', 'P002', 'P003', 'P004'], 1, True)
+
+    A cut wider than :data:`BAND_LIMIT` (a chain's wide head): each read asks for twice the cut.
+
+    >>> band = [(f"Q{i:05d}", 0.5) for i in range(3 * BAND_LIMIT, 0, -1)]
+    >>> settled, searches, exact = settle(band[: 2 * BAND_LIMIT], BAND_LIMIT + 10, 2 * BAND_LIMIT, 5, search)
+    >>> len(settled), settled[0][0], settled[-1][0], searches, exact
+    (2048, 'Q00001', 'Q02048', 1, True)
     """
     score = round(hits[k - 1][1], decimals)
     half = 0.5 * 10.0**-decimals
@@ -90,11 +98,13 @@ def settle(hits: Sequence[Hit], k: int, width: int, decimals: int, search: BandS
     members = {d: s for d, s in hits if round(s, decimals) == score}
     bound: str | None = None
     searches, exact = 0, False
+    # twice the cut, so that a full read's need-th smallest id is a bound below its largest (the next read shrinks)
+    limit = min(max(BAND_LIMIT, 2 * need), MAX_HITS)
     while searches < MAX_ROUNDS:
-        band = search(score - half, score + half, BAND_LIMIT, bound)
+        band = search(score - half, score + half, limit, bound)
         searches += 1
         members.update((d, s) for d, s in band if round(s, decimals) == score)
-        if len(band) < BAND_LIMIT:
+        if len(band) < limit:
             exact = True
             break
         ids = sorted(d for d, _ in band)

@@ -468,7 +468,7 @@ def test_a_wider_head_searches_the_next_entries_among_more_candidates(
     path = tmp_path / "prore.yaml"
     path.write_text(yaml.safe_dump({"serving": {"planning": {"chain_head_k": -1}}}))
     with pytest.raises(
-        ConfigError, match=r"^serving\.planning\.chain_head_k must be between 0 and 16384, got -1$"
+        ConfigError, match=r"^serving\.planning\.chain_head_k must be between 0 and 16000, got -1$"
     ):
         load_config(path, sections=SECTIONS)
     path.write_text(yaml.safe_dump({"serving": {"planning": {"chain_head_docs": -5}}}))
