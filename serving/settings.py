@@ -70,7 +70,7 @@ PLANNING_MODES: tuple[str, ...] = get_args(PlanningMode)
 """The names of :data:`PlanningMode`, for choices and messages."""
 
 MAX_HEAD_WIDTH = 16_000
-"""The widest a chain's head may be searched (``chain_head_k``, ``chain_head_docs``): under the stores' ceiling
+"""The widest a chain's head may be searched (``chain_head_max``): under the stores' ceiling
 (:data:`indexing.stores.base.MAX_HITS`, 16,384) with room for the engine's margin past ``k``."""
 
 
@@ -83,8 +83,9 @@ class PlanningOptions:
     **The default engine** is conditional evaluation with filter pushdown: a placeholder that guards the
     rows (a positive conjunct of the ``WHERE``) is its entry's top-K *among the documents the program can
     still return* (its structured guards pushed into the search, then among the previous entry's list), not
-    among the whole corpus. That meaning does not depend on the corpus size, so a program keeps its answer
-    from 5k to 1M documents. ``bench/scale.py`` (Milvus server, a benchmark kept under this engine) measured
+    among the whole corpus; on a corpus larger than ``chain_head_docs`` the chain's first list is its entry's
+    top ``k × rows / chain_head_docs`` (at most ``chain_head_max``), the same share of the corpus at every size.
+    That meaning does not depend on the corpus size, so a program keeps its answer from 5k to 1M documents. ``bench/scale.py`` (Milvus server, a benchmark kept under this engine) measured
     0.0-0.7% of programs returning nothing from 5k to 1M products with the hashing embedder and 0.0-1.0% to 200k
     with MiniLM, against 25-31% with fixed K from 50k on; P@1 0.653 against 0.500 at 1M (hashing) and 0.863
     against 0.663 at 200k (MiniLM); p50 / p95 at 1M of 9.6 / 16.9, 22.3 / 35.5 and 35.4 / 64.6 ms for L1 / L2 /
@@ -134,17 +135,21 @@ class PlanningOptions:
     cannot be rows are dropped. Measured with pushdown (``bench/scale.py``, hashing embedder): programs returning
     nothing 0.3% against 7.7% at 1M products, P@1 0.630 against 0.600 (0.913 against 0.933 at 5k, where the
     benchmark was kept under fixed K). On; off is the conjuncts-only chain, for comparison."""
-    chain_head_k: int = 0
-    """Under ``conditional``, search the first entry of a chain (its *head*) at this width when it is wider than
-    the entry's own ``k``: the chain's next entries, and its tail, are then searched among a wider first list,
-    and the head's placeholder means its entry's top ``chain_head_k`` (:mod:`serving.engine.conditional`,
-    "A wider head"). The other entries keep their ``k``, so the rows are still at most the last list's.
-    0 (the default): the head is its entry's top-K, like every other placeholder."""
-    chain_head_docs: int = 0
-    """Under ``conditional``, read a chain head's ``k`` as written for a corpus of this many documents: on a larger
-    corpus the head is searched at ``k × rows / chain_head_docs`` (rounded up; at most 16,000), so it keeps the same
-    share of the corpus as the corpus grows, where a fixed top-K becomes an ever smaller share. The wider of this
-    and ``chain_head_k`` is used. 0 (the default): off."""
+    chain_head_docs: int = 5000
+    """Under ``conditional``, read a chain's first entry's (its *head*'s) ``k`` as written for a corpus of this many
+    documents: on a larger corpus of ``rows`` the head is searched at ``k × rows / chain_head_docs`` (rounded up),
+    at most ``chain_head_max``, and the chain's next entries and its tail take their top-K among that wider first
+    list (:mod:`serving.engine.conditional`, "A wider head"). A fixed top-K is an ever smaller share of a growing
+    corpus, and at 1M products the head's 20 seldom hold a document that also satisfies the next entries. The
+    head's placeholder then means its entry's top ``head_width``; the other entries keep their ``k``, so the rows
+    are still at most the last list's. At or below this size nothing changes. Default 5,000, the size the paper's
+    corpora (3,000 products, 5,000 emails) and the scale benchmark's programs were written at: measured with
+    ``bench/scale.py``, P@1 at 1M 0.747 against 0.653 with the head's own K (hashing embedder), 0.917 against 0.867
+    at 200k with MiniLM, and unchanged at 5k. 0: off, the head is its entry's top-K like every other placeholder."""
+    chain_head_max: int = 400
+    """The widest a chain's head is searched (``chain_head_docs``); at most 16,000. Measured at 1M products: a
+    head of 1,000 or 4,000 gave P@1 0.753 against 0.747 at 400, with p95 latency of 109-173 ms against 70 ms
+    (L3), past the 100 ms goal."""
     exact_ties: bool = True
     """Settle a tie at a dense search's cut by id over the whole band of equal scores, as the ranking
     contract orders ties (:mod:`serving.engine.ties`): a placeholder's set is then its K best by ``(score,
@@ -158,9 +163,9 @@ class PlanningOptions:
             raise ConfigError(
                 f"{SECTION}.planning.mode must be one of {', '.join(PLANNING_MODES)}, got {self.mode!r}"
             )
-        if not 0 <= self.chain_head_k <= MAX_HEAD_WIDTH:
+        if not 0 <= self.chain_head_max <= MAX_HEAD_WIDTH:
             raise ConfigError(
-                f"{SECTION}.planning.chain_head_k must be between 0 and {MAX_HEAD_WIDTH}, got {self.chain_head_k}"
+                f"{SECTION}.planning.chain_head_max must be between 0 and {MAX_HEAD_WIDTH}, got {self.chain_head_max}"
             )
         if self.chain_head_docs < 0:
             raise ConfigError(
@@ -169,20 +174,21 @@ class PlanningOptions:
         if self.mode == "fixed-k":  # the paper's semantics: no pass changes a placeholder's top-K
             for name in ("pushdown", "adaptive_k", "conditional"):
                 object.__setattr__(self, name, False)
-            object.__setattr__(self, "chain_head_k", 0)
             object.__setattr__(self, "chain_head_docs", 0)
 
     def head_width(self, k: int, rows: int) -> int:
-        """The width a chain's head of ``k`` is searched at on a corpus of ``rows`` documents (``chain_head_k``,
-        ``chain_head_docs``); ``k`` itself when neither widens it.
+        """The width a chain's head of ``k`` is searched at on a corpus of ``rows`` documents (``chain_head_docs``,
+        ``chain_head_max``); ``k`` itself when the corpus is no larger than ``chain_head_docs``.
 
-        >>> PlanningOptions(chain_head_docs=5000).head_width(20, 1_000_000), PlanningOptions().head_width(20, 10**6)
-        (4000, 20)
-        >>> PlanningOptions(chain_head_k=100, chain_head_docs=5000).head_width(20, 10_000)
-        100
+        >>> o = PlanningOptions()
+        >>> o.head_width(20, 5000), o.head_width(20, 50_000), o.head_width(20, 1_000_000), o.head_width(500, 10**6)
+        (20, 200, 400, 500)
+        >>> PlanningOptions(chain_head_docs=0).head_width(20, 10**6), PlanningOptions(mode="fixed-k").head_width(20, 10**6)
+        (20, 20)
         """
-        share = -(-k * rows // self.chain_head_docs) if self.chain_head_docs else 0
-        return max(k, min(max(self.chain_head_k, share), MAX_HEAD_WIDTH))
+        if not self.chain_head_docs or rows <= self.chain_head_docs:
+            return k
+        return max(k, min(-(-k * rows // self.chain_head_docs), self.chain_head_max))
 
     @classmethod
     def fixed_k(cls) -> PlanningOptions:

@@ -148,7 +148,7 @@ def load_manifest(ws: Workspace, domain: str) -> dict[str, Any]:
 
 PLANNING_SWITCHES = ("pushdown", "adaptive_k", "conditional")
 """The planning passes that change a placeholder's meaning, compared between a benchmark and an engine."""
-PLANNING_WIDTHS = ("chain_head_k", "chain_head_docs")
+PLANNING_WIDTHS = ("chain_head_docs", "chain_head_max")
 """The planning widths that change a placeholder's meaning (0, or absent from an older manifest: off)."""
 
 
@@ -169,15 +169,19 @@ def planning_mismatch(manifest: Mapping[str, Any], planning: Mapping[str, Any]) 
     programs may then rank another document first, so the oracle falls below 1.0), or ``None``.
 
     Compared as they act on the benchmark's corpus (``corpus_rows``): a ``chain_head_docs`` of that size or
-    more widens no head there, so it counts as off.
+    more (or 0, or a ``chain_head_max`` of 0) widens no head there, so both count as off.
     """
     rows = int(manifest.get("corpus_rows") or 0)
 
     def effective(p: Mapping[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {k: bool(p.get(k)) for k in PLANNING_SWITCHES}
         out.update({k: int(p.get(k) or 0) for k in PLANNING_WIDTHS})
-        if rows and out["chain_head_docs"] >= rows:
-            out["chain_head_docs"] = 0
+        if (
+            not out["chain_head_docs"]
+            or not out["chain_head_max"]
+            or (rows and out["chain_head_docs"] >= rows)
+        ):
+            out.update(dict.fromkeys(PLANNING_WIDTHS, 0))
         return out
 
     was, now = effective(kept_under(manifest)), effective(planning)

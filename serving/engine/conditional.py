@@ -43,12 +43,12 @@ independent top-K lists, empty ever more often as the corpus grows. A placeholde
 conditioned: restricted, it would exclude more than its K says.
 
 **A wider head.** The chain's first list is its entry's top-K over every document its pushed filter allows,
-so as the corpus grows it holds ever fewer documents that also satisfy the next entries. With
-``serving.planning.chain_head_k`` above an entry's ``k``, or ``chain_head_docs`` below the corpus size (the head's
-``k`` read as a share of a corpus of that many documents), the head alone is searched wider
-(:func:`widen_head`, :meth:`~serving.settings.PlanningOptions.head_width`): the next entries then take their
-top-K among a wider first list, and the rows are still at most the last list's. Off by default: the head is
-its entry's top-K, like every other placeholder.
+so as the corpus grows it is an ever smaller share of it and holds ever fewer documents that also satisfy the
+next entries. On a corpus larger than ``serving.planning.chain_head_docs`` (5,000 by default), the head alone
+is searched wider, at ``k × rows / chain_head_docs``, at most ``chain_head_max`` (:func:`widen_head`,
+:meth:`~serving.settings.PlanningOptions.head_width`): the next entries then take their top-K among a wider
+first list, and the rows are still at most the last list's. At or below that size the head is its entry's
+top-K, like every other placeholder.
 
 How candidates reach the stores: a dense search (``dense``, and the dense half of ``fuse``) is given
 ``id in [...]`` and-ed with its pushed filter; BM25 (``sparse``, and the BM25 half of ``fuse``) scores

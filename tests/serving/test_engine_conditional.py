@@ -433,16 +433,19 @@ def test_the_conditional_pass_is_the_default_and_fixed_k_is_a_named_mode(cfg: Co
 def test_a_wider_head_searches_the_next_entries_among_more_candidates(
     engines: dict[str, Engine], cfg: Config, tmp_path: Path
 ) -> None:
-    """``chain_head_k``: the head is its entry's top ``chain_head_k``, the next entry its own top-K among
-    those; the narrow head's list is the wide one's prefix, so the next entry's best score can only rise.
-    ``chain_head_docs``: the head's k is read as a share of a corpus of that size."""
+    """``chain_head_docs``: on a corpus larger than it, the head's k is read as a share of a corpus of that size
+    (at most ``chain_head_max``) and the next entry takes its own top-K among the wider list; the narrow head's
+    list is the wide one's prefix, so the next entry's best score can only rise. At or below that size nothing
+    changes, which is the default here (N documents, under 5,000)."""
     narrow = engines["on"]
     program = pair(HEAD, TAIL)
-    with engine_of(cfg, conditional=True, chain_head_k=40) as wide:
-        assert [r.k for r in wide.prepare(program).requests] == [40, TAIL.k]
+    assert narrow.planning.chain_head_docs == 5000 and narrow.handle.rows == N
+    assert [r.k for r in narrow.prepare(program).requests] == [HEAD.k, TAIL.k]
+    with engine_of(cfg, conditional=True, chain_head_docs=N // 4) as wide:  # k read at N / 4: 4k here
+        assert [r.k for r in wide.prepare(program).requests] == [4 * HEAD.k, TAIL.k]
         result, before = wide.execute(program), narrow.execute(program)
         head, tail = lists(result)
-        assert len(head) == 40 and head[: HEAD.k] == lists(before)[0]
+        assert len(head) == 4 * HEAD.k and head[: HEAD.k] == lists(before)[0]
         assert_top_k_among(wide, TAIL, head, tail)
         assert set(result.ids) == set(tail) and max(result.scores) > 0
         # A wider pool: the next entry's best match scores at least as high as among the narrow head.
@@ -456,19 +459,15 @@ def test_a_wider_head_searches_the_next_entries_among_more_candidates(
         # a single entry is no chain: nothing is widened
         single = Program("SELECT id FROM products WHERE id IN <text_1>", (HEAD,))
         assert [r.k for r in wide.prepare(single).requests] == [HEAD.k]
-    # chain_head_docs: the head's k read at a corpus of N / 4 documents is 4k here, and nothing at N or more
-    with engine_of(cfg, conditional=True, chain_head_docs=N // 4) as share:
-        assert share.handle.rows == N
-        assert [r.k for r in share.prepare(program).requests] == [4 * HEAD.k, TAIL.k]
-        assert len(lists(share.execute(program))[0]) == 4 * HEAD.k
-    with engine_of(cfg, conditional=True, chain_head_docs=N) as same:
-        assert [r.k for r in same.prepare(program).requests] == [HEAD.k, TAIL.k]
-    fixed = PlanningOptions(mode="fixed-k", chain_head_k=40, chain_head_docs=10)
-    assert (fixed.chain_head_k, fixed.chain_head_docs) == (0, 0)
+    with engine_of(cfg, conditional=True, chain_head_docs=N // 10, chain_head_max=25) as capped:
+        assert [r.k for r in capped.prepare(program).requests] == [25, TAIL.k]  # 10k, at most 25
+    with engine_of(cfg, conditional=True, chain_head_docs=N // 10, chain_head_max=0) as off:
+        assert [r.k for r in off.prepare(program).requests] == [HEAD.k, TAIL.k]
+    assert PlanningOptions(mode="fixed-k", chain_head_docs=10).chain_head_docs == 0
     path = tmp_path / "prore.yaml"
-    path.write_text(yaml.safe_dump({"serving": {"planning": {"chain_head_k": -1}}}))
+    path.write_text(yaml.safe_dump({"serving": {"planning": {"chain_head_max": -1}}}))
     with pytest.raises(
-        ConfigError, match=r"^serving\.planning\.chain_head_k must be between 0 and 16000, got -1$"
+        ConfigError, match=r"^serving\.planning\.chain_head_max must be between 0 and 16000, got -1$"
     ):
         load_config(path, sections=SECTIONS)
     path.write_text(yaml.safe_dump({"serving": {"planning": {"chain_head_docs": -5}}}))
