@@ -85,10 +85,11 @@ class PlanningOptions:
     still return* (its structured guards pushed into the search, then among the previous entry's list), not
     among the whole corpus; on a corpus larger than ``chain_head_docs`` the chain's first list is its entry's
     top ``k × rows / chain_head_docs`` (at most ``chain_head_max``), the same share of the corpus at every size.
-    That meaning does not depend on the corpus size, so a program keeps its answer from 5k to 1M documents. ``bench/scale.py`` (Milvus server, a benchmark kept under this engine) measured
-    0.0-0.7% of programs returning nothing from 5k to 1M products with the hashing embedder and 0.0-1.0% to 200k
-    with MiniLM, against 25-31% with fixed K from 50k on; P@1 0.653 against 0.500 at 1M (hashing) and 0.863
-    against 0.663 at 200k (MiniLM); p50 / p95 at 1M of 9.6 / 16.9, 22.3 / 35.5 and 35.4 / 64.6 ms for L1 / L2 /
+    That meaning does not depend on the corpus size, so a program keeps its answer from 5k to 1M documents.
+    ``bench/scale.py`` (Milvus server, a benchmark kept under this engine) measured 0.0-0.7% of programs
+    returning nothing from 5k to 1M products with the hashing embedder and 0.0-1.0% to 200k with MiniLM, against
+    25-31% with fixed K from 50k on; P@1 0.747 against 0.500 at 1M (hashing) and 0.917 against 0.663 at 200k
+    (MiniLM); p50 / p95 at 1M of 7.2 / 11.9, 22.8 / 34.7 and 37.3 / 65.4 ms for L1 / L2 /
     L3 (README, "What a placeholder means"). Benchmarks are synthesized by the engine they are kept under
     (:func:`rl.datasets.synth.synthesize` records it in the manifest), so the oracle keeps Hit@1 = P@1 = 1.0
     under the default.
