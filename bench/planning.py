@@ -22,8 +22,7 @@ candidate's oracle Hit@1 is read against that engine: ``--kept-under default`` (
 conditional + pushdown) or ``--kept-under fixed-k`` (the paper's). The workspace (default
 ``bench/results/workspace-planning-MODE``) is prepared on first use with the ``prore`` commands of
 ``scripts/demo.sh`` at the demo's corpus sizes (3,000 products, 5,000 emails; ``--quick``: 1,000 and 1,500),
-the hashing embedder unless
-``--embedder`` says otherwise, and demo-size benchmarks; a rerun reuses it. Prints a table; writes
+the hashing embedder unless ``--embedder`` says otherwise, and demo-size benchmarks; a rerun reuses it. Prints a table; writes
 ``bench/results/planning.json``.
 
     .venv/bin/python bench/planning.py

@@ -74,6 +74,17 @@ MAX_HEAD_WIDTH = 16_000
 (:data:`indexing.stores.base.MAX_HITS`, 16,384) with room for the engine's margin past ``k``."""
 
 
+def head_widens(chain_head_docs: int, chain_head_max: int, rows: int) -> bool:
+    """Whether a chain's head is searched wider than its ``k`` on a corpus of ``rows`` documents: only past
+    ``chain_head_docs`` documents, and neither setting 0 (:meth:`PlanningOptions.head_width`). Benchmarks compare
+    planning by it (:func:`rl.datasets.store.planning_mismatch`).
+
+    >>> head_widens(5000, 400, 5000), head_widens(5000, 400, 5001), head_widens(0, 400, 10**6), head_widens(5000, 0, 10**6)
+    (False, True, False, False)
+    """
+    return bool(chain_head_docs and chain_head_max) and rows > chain_head_docs
+
+
 @dataclass(frozen=True)
 class PlanningOptions:
     """The engine's planning passes (:mod:`serving.engine.pushdown`, :mod:`serving.engine.adaptive`,
@@ -187,7 +198,7 @@ class PlanningOptions:
         >>> PlanningOptions(chain_head_docs=0).head_width(20, 10**6), PlanningOptions(mode="fixed-k").head_width(20, 10**6)
         (20, 20)
         """
-        if not self.chain_head_docs or rows <= self.chain_head_docs:
+        if not head_widens(self.chain_head_docs, self.chain_head_max, rows):
             return k
         return max(k, min(-(-k * rows // self.chain_head_docs), self.chain_head_max))
 

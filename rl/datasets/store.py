@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -171,16 +172,14 @@ def planning_mismatch(manifest: Mapping[str, Any], planning: Mapping[str, Any]) 
     Compared as they act on the benchmark's corpus (``corpus_rows``): a ``chain_head_docs`` of that size or
     more (or 0, or a ``chain_head_max`` of 0) widens no head there, so both count as off.
     """
-    rows = int(manifest.get("corpus_rows") or 0)
+    from serving.settings import head_widens
+
+    rows = int(manifest.get("corpus_rows") or 0) or sys.maxsize  # unrecorded: any widening counts
 
     def effective(p: Mapping[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {k: bool(p.get(k)) for k in PLANNING_SWITCHES}
         out.update({k: int(p.get(k) or 0) for k in PLANNING_WIDTHS})
-        if (
-            not out["chain_head_docs"]
-            or not out["chain_head_max"]
-            or (rows and out["chain_head_docs"] >= rows)
-        ):
+        if not head_widens(out["chain_head_docs"], out["chain_head_max"], rows):
             out.update(dict.fromkeys(PLANNING_WIDTHS, 0))
         return out
 

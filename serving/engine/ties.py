@@ -18,8 +18,8 @@ pure-vector L1 miss at 5k to a tie beyond K. Learned embedders tie only on dupli
 full answer is some of the band: its ``need``-th smallest id bounds the ``need`` smallest ids of the whole
 band from above, so the band is read again below that bound (``id <= bound``, a smaller band each round),
 for at most :data:`MAX_ROUNDS` reads. A read asks for at least twice the hits the cut needs, so a cut wider
-than :data:`BAND_LIMIT` (a chain's wide head, :mod:`serving.engine.conditional`) is settled the same way. A band still unread after them (never seen in the measured runs) is
-settled among what was read, and counted. The band is read with the filter the search ran with (the entry's
+than :data:`BAND_LIMIT` (a chain's wide head, :mod:`serving.engine.conditional`) is settled the same way. A
+band still unread after them (never seen in the measured runs) is settled among what was read, and counted. The band is read with the filter the search ran with (the entry's
 pushed filter, unless the store refused it, and its candidates).
 
 An approximate index (HNSW) may miss band members in a range search as in any search; the cut is then
