@@ -97,7 +97,10 @@ class Scripted:
                 for name, value in answer.headers.items():
                     self.send_header(name, value)
                 self.end_headers()
-                self.wfile.write(out)
+                try:
+                    self.wfile.write(out)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client timed out first (the timeout tests): nothing is left to answer
 
             do_GET = do_POST = _answer
 
