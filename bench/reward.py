@@ -51,6 +51,8 @@ from typing import Any
 from common import RESULTS, ROOT, machine, percentile, run_main, start_milvus, stop_milvus, write_results
 from reward_steps import (
     BACKEND_ENV,
+    CANDIDATES,
+    CANDIDATES_ENV,
     DEPLOYMENTS,
     DOMAIN,
     MILVUS_ENV,
@@ -272,12 +274,16 @@ def set_table(name: str, results: dict[str, Any], common: dict[str, Any]) -> str
         notes.append(f"{deployment}: layer pass rates " + ", ".join(f"{k} {v:.2f}" for k, v in s["layer_pass_rate"].items())
                      + "; cache hit rates " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(s["cache_hit_rate"].items())))  # fmt: skip
     for deployment, d in results["deployments"].items():
-        if "stage_budget" in d:
-            b = d["stage_budget"]
+        budgets = d.get("stage_budgets") or ({"process": d["stage_budget"]} if "stage_budget" in d else {})
+        for candidates, b in budgets.items():
+            where = f", candidates scored in {candidates}" if len(budgets) > 1 else ""
             lines.append(f"{deployment}: in-process step {b['wall_s']:.2f} s for {b['programs']} distinct programs in "
-                         "batches of 512; engine stages (s): " + ", ".join(
+                         f"batches of 512{where}; engine stages (s): " + ", ".join(
                              f"{k} {v:.2f}" for k, v in b["stage_s"].items() if k != "total" and v > 0.0005)
                          + f"; total {b['stage_s']['total']:.2f}")  # fmt: skip
+        if {"process", "store"} <= set(budgets):
+            lines.append(f"{deployment}: in-process step, candidates in process / in the store: "
+                         f"{budgets['process']['wall_s'] / budgets['store']['wall_s']:.2f}x the time")  # fmt: skip
     lines += notes
     if "embed_batching" in results:
         e = results["embed_batching"]
@@ -314,32 +320,41 @@ def measure(
     subprocess.run([*me, "--child", "index", "--docs", str(docs), *common], check=True)
     out: dict[str, Any] = {"index_s": time.perf_counter() - start}
     services: dict[str, dict[str, Any]] = {}
-    for replicas in args.replicas:
-        for workers in args.engine_workers:
-            for batch_ms in args.client_batch_ms:
-                label = f"{replicas} repl. x {workers} wkr, cl. batch {batch_ms:g} ms"
-                print(
-                    f"{deployment}: service, {len(rollouts)} rollouts, {CLIENTS} clients, {label}",
-                    file=sys.stderr,
-                )
-                runs = [
-                    service_run(
-                        workspace, rollouts, args.in_flight, args.window_ms, workers, batch_ms, replicas
+    for candidates in args.candidates:
+        os.environ[CANDIDATES_ENV] = candidates  # the service's config file and the children read it
+        for replicas in args.replicas:
+            for workers in args.engine_workers:
+                for batch_ms in args.client_batch_ms:
+                    label = f"{replicas} repl. x {workers} wkr, cl. batch {batch_ms:g} ms"
+                    if args.candidates != ["process"]:
+                        label += f", cand. {candidates}"
+                    print(
+                        f"{deployment}: service, {len(rollouts)} rollouts, {CLIENTS} clients, {label}",
+                        file=sys.stderr,
                     )
-                    for _ in range(args.repeat)
-                ]
-                runs.sort(key=lambda run: run["elapsed_s"])
-                services[label] = runs[len(runs) // 2]  # the median run (of an odd number)
-                services[label]["repeats_s"] = [run["elapsed_s"] for run in runs]
+                    runs = [
+                        service_run(
+                            workspace, rollouts, args.in_flight, args.window_ms, workers, batch_ms, replicas
+                        )
+                        for _ in range(args.repeat)
+                    ]
+                    runs.sort(key=lambda run: run["elapsed_s"])
+                    services[label] = runs[len(runs) // 2]  # the median run (of an odd number)
+                    services[label]["repeats_s"] = [run["elapsed_s"] for run in runs]
+    os.environ.pop(CANDIDATES_ENV, None)
     fastest = min(services, key=lambda w: services[w]["elapsed_s"])
     print(f"{deployment}: one by one, {loop_prompts * SAMPLES} rollouts", file=sys.stderr)
     loop_out = subprocess.run([*me, "--child", "loop", "--loop-prompts", str(loop_prompts), *common],
                               check=True, capture_output=True, text=True).stdout  # fmt: skip
     loop = json.loads(loop_out.strip().splitlines()[-1])
-    print(f"{deployment}: the engine's stage budget, in-process", file=sys.stderr)
-    stages_out = subprocess.run([*me, "--child", "stages", *common], check=True, capture_output=True,
-                                text=True).stdout  # fmt: skip
-    out["stage_budget"] = json.loads(stages_out.strip().splitlines()[-1])
+    out["stage_budgets"] = {}
+    for candidates in args.candidates:
+        print(f"{deployment}: the engine's stage budget, in-process, candidates scored in {candidates}",
+              file=sys.stderr)  # fmt: skip
+        stages_out = subprocess.run([*me, "--child", "stages", *common], check=True, capture_output=True, text=True,
+                                    env={**os.environ, CANDIDATES_ENV: candidates}).stdout  # fmt: skip
+        out["stage_budgets"][candidates] = json.loads(stages_out.strip().splitlines()[-1])
+    out["stage_budget"] = out["stage_budgets"][args.candidates[0]]
     subset = [i for i, r in enumerate(rollouts) if r["prompt"] < loop_prompts]
     out["agree"] = all(
         run["keys"][i] == loop["keys"][j] for run in services.values() for j, i in enumerate(subset)
@@ -453,6 +468,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "default 0,2)",
     )
     parser.add_argument(
+        "--candidates",
+        type=lambda v: [c.strip() for c in v.split(",") if c.strip()],
+        default=["process"],
+        help="where a conditioned dense search scores its candidates, side by side: process (the engine's "
+        "default, serving.planning.candidates_in_process) or store (one Milvus search per candidate set); "
+        "default process",
+    )
+    parser.add_argument(
         "--planner",
         type=Path,
         default=None,
@@ -483,6 +506,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = sorted(set(args.milvus) - set(DEPLOYMENTS))
     if unknown or not args.milvus:
         parser.error(f"--milvus takes {', '.join(DEPLOYMENTS)}; got {', '.join(unknown) or 'nothing'}")
+    unknown = sorted(set(args.candidates) - set(CANDIDATES))
+    if unknown or not args.candidates:
+        parser.error(f"--candidates takes {', '.join(CANDIDATES)}; got {', '.join(unknown) or 'nothing'}")
     if not args.child:
         # The children inherit the backend; their own default must not override it (it did: the loop, stage and
         # index children of an onnx-int8 run ran fp32 against the int8 index, the "same scores: False" of int8).

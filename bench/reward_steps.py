@@ -26,14 +26,25 @@ BACKEND_ENV = "PRORE_BENCH_MINILM_BACKEND"
 MILVUS_ENV = "PRORE_BENCH_MILVUS_URI"
 """How the children learn the Milvus server of the deployment they measure (unset: Milvus Lite)."""
 DEPLOYMENTS = ("lite", "server")
+CANDIDATES_ENV = "PRORE_BENCH_CANDIDATES"
+"""How the service's config and the children learn where conditioned dense searches are scored: ``process``
+(the default, ``serving.planning.candidates_in_process``) or ``store``."""
+CANDIDATES = ("process", "store")
+
+
+def in_process() -> bool:
+    """Whether this run scores conditioned dense searches in process (:data:`CANDIDATES_ENV`)."""
+    return os.environ.get(CANDIDATES_ENV, "process") == "process"
 
 
 def config(workspace: Path) -> Any:
     from indexing.config import Config, EmbedderConfig, MilvusConfig
+    from serving.settings import PlanningOptions, ServingSettings
 
     backend = os.environ.get(BACKEND_ENV, "onnx")
-    return Config(workspace=workspace, embedder=EmbedderConfig(text="minilm", image="minilm", minilm_backend=backend),
-                  milvus=MilvusConfig(uri=os.environ.get(MILVUS_ENV) or None))  # fmt: skip
+    cfg = Config(workspace=workspace, embedder=EmbedderConfig(text="minilm", image="minilm", minilm_backend=backend),
+                 milvus=MilvusConfig(uri=os.environ.get(MILVUS_ENV) or None))  # fmt: skip
+    return cfg.with_section(ServingSettings(planning=PlanningOptions(candidates_in_process=in_process())))
 
 
 def config_file(workspace: Path) -> Path:
@@ -43,6 +54,7 @@ def config_file(workspace: Path) -> Path:
     text = f"embedder:\n  minilm_backend: {cfg.embedder.minilm_backend}\n"
     if cfg.milvus.uri:
         text += f"milvus:\n  uri: {json.dumps(cfg.milvus.uri)}\n"
+    text += f"serving:\n  planning:\n    candidates_in_process: {str(in_process()).lower()}\n"
     path.write_text(text)
     return path
 

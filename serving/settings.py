@@ -57,11 +57,14 @@ class CacheSizes:
     """Final candidate lists, keyed by the whole retrieval request."""
     programs: int = 50_000
     """Validated programs, their rendered SQL and their SQL results, keyed by the program."""
+    vectors: int = 50_000
+    """Stored document vectors, keyed by (field, id): the candidates that conditioned searches and the
+    reranker score in process (about 1.5 KB each at 384 dimensions)."""
 
     @classmethod
     def disabled(cls) -> CacheSizes:
         """No engine caching: every call searches and runs SQL again (embeddings stay with the embedders)."""
-        return cls(0, 0, 0)
+        return cls(0, 0, 0, 0)
 
 
 PlanningMode = Literal["default", "fixed-k"]
@@ -137,9 +140,9 @@ class PlanningOptions:
     """Search the positive placeholders that are conjuncts of the outer WHERE (``... AND id IN <a> AND
     id IN <b>``: only AND on the way up, each entry used once, unreranked) within each other's
     candidates, in ``retrieval_list`` order: the first as usual, each next one only among the ids of the
-    list before it (a Milvus filter on ``id``; BM25 scores only those ids), so its top-K is drawn from
-    documents the earlier entries kept. The conjunction is then the last list, non-empty whenever the
-    first list is, at any corpus size. On."""
+    list before it (dense: scored in process, ``candidates_in_process``; BM25 scores only those ids), so
+    its top-K is drawn from documents the earlier entries kept. The conjunction is then the last list,
+    non-empty whenever the first list is, at any corpus size. On."""
     conditional_disjuncts: bool = True
     """Under ``conditional``, also search the positive placeholders under ``OR`` (``id IN <a> AND (id IN <b> OR
     id IN <c>)``: each used once, unreranked, under no ``NOT``) among the ids of the chain's last list, the
@@ -162,6 +165,13 @@ class PlanningOptions:
     """The widest a chain's head is searched (``chain_head_docs``); at most 16,000. Measured at 1M products: a
     head of 1,000 or 4,000 gave P@1 0.753 against 0.747 at 400, with p95 latency of 109-173 ms against 70 ms
     (L3), past the 100 ms goal."""
+    candidates_in_process: bool = True
+    """Score a dense search among candidates (a chained entry's, under ``conditional``) in process: the
+    candidates' stored vectors fetched once per field for the whole batch (cached, ``serving.engine.vectors``)
+    and every candidate scored by the store's metric, as the store's own search among them ranks them
+    (:mod:`serving.engine.retrieval`, "Candidates"). Off, each such search is a store call of its own, with
+    ``id in [...]`` in its filter: the results are the same (tested), only the calls differ. A search whose
+    entry keeps a pushed filter of its own goes to the store either way. On."""
     exact_ties: bool = True
     """Settle a tie at a dense search's cut by id over the whole band of equal scores, as the ranking
     contract orders ties (:mod:`serving.engine.ties`): a placeholder's set is then its K best by ``(score,

@@ -20,6 +20,34 @@ Vectors = npt.NDArray[np.float32]
 MAX_HITS = 16_384
 """The most hits one vector search may ask for: Milvus's ``topk`` (and range search ``limit``) ceiling."""
 
+METRICS = ("IP", "COSINE", "L2")
+"""The similarity metrics a vector store scores by."""
+
+
+def similarity(metric: str, queries: Vectors, docs: Vectors) -> npt.NDArray[np.float32]:
+    """Each document's score for each query (a row per query, a column per document) as a store's search
+    reports it under ``metric``: the inner product (``IP``), the cosine (``COSINE``; 0 for a zero vector) or
+    the squared Euclidean distance negated (``L2``, so that higher is better for all three), in float32 as
+    Milvus computes them. The engine scores a few candidates in process with it instead of asking the store
+    (:mod:`serving.engine.retrieval`).
+
+    >>> q = np.array([[1, 0]], dtype=np.float32)
+    >>> d = np.array([[2, 0], [0, 1], [0, 0]], dtype=np.float32)
+    >>> [similarity(m, q, d).tolist() for m in METRICS]
+    [[[2.0, 0.0, 0.0]], [[1.0, 0.0, 0.0]], [[-1.0, -2.0, -1.0]]]
+    """
+    q = np.asarray(queries, dtype=np.float32)
+    d = np.asarray(docs, dtype=np.float32)
+    dots: npt.NDArray[np.float32] = np.asarray(q @ d.T, dtype=np.float32)
+    if metric == "IP":
+        return dots
+    if metric == "COSINE":
+        norms = np.outer(np.linalg.norm(q, axis=1), np.linalg.norm(d, axis=1)).astype(np.float32)
+        return np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
+    if metric == "L2":
+        return np.asarray(-np.square(q[:, None, :] - d[None, :, :]).sum(axis=2), dtype=np.float32)
+    raise ValueError(f"metric {metric!r} is not one of {', '.join(METRICS)}")
+
 
 class SqlStore(Protocol):
     """A ClickHouse engine: embedded chDB or a server through clickhouse-connect."""
@@ -87,8 +115,13 @@ class VectorStore(Protocol):
         """At most ``k`` hits of one ``vector`` on ``field`` scoring in ``(low, high]`` (a range search: the
         engine reads a band of equal scores to break ties at a cut by id)."""
 
+    @property
+    def metric(self) -> str:
+        """What its searches score by: one of :data:`METRICS` (scores as :func:`similarity` computes them)."""
+
     def fetch_vectors(self, collection: str, field: str, ids: Sequence[str]) -> dict[str, Vectors]:
-        """Stored vectors of ``ids`` on ``field`` (used by the reranker)."""
+        """Stored vectors of ``ids`` on ``field`` (the reranker's and a conditioned search's candidates);
+        unknown ids are absent."""
 
     def count(self, collection: str) -> int: ...
 

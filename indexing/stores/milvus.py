@@ -58,7 +58,7 @@ from core.errors import ConfigError, require
 from indexing.config import Config, MilvusConfig
 from indexing.errors import StoreError, StoreUnavailable
 from indexing.schema import CorpusSchema, DType
-from indexing.stores.base import Hit, Vectors
+from indexing.stores.base import METRICS, Hit, Vectors
 from indexing.stores.milvus_connection import (  # close_all, is_lite, open_connections: re-exported
     Connection,
     acquire,
@@ -79,7 +79,6 @@ SERVER_INDEX_TYPES = (
     "FLAT", "IVF_FLAT", "IVF_SQ8", "IVF_PQ", "IVF_RABITQ", "HNSW", "HNSW_SQ", "HNSW_PQ", "HNSW_PRQ",
     "DISKANN", "SCANN", "AUTOINDEX", "GPU_CAGRA", "GPU_IVF_FLAT", "GPU_IVF_PQ", "GPU_BRUTE_FORCE",
 )  # fmt: skip
-METRICS = ("IP", "COSINE", "L2")
 VARCHAR_MAX = 4096
 MILVUS_LAYOUT = "collection_per_field"
 """The layout of a version's vectors, recorded in its build settings (earlier builds: one collection)."""
@@ -189,6 +188,11 @@ class MilvusStore:
     @property
     def closed(self) -> bool:
         return self._conn is None or self._conn.closed
+
+    @property
+    def metric(self) -> str:
+        """The metric its collections are indexed and searched by (``milvus.metric_type``)."""
+        return self.cfg.metric_type
 
     def create_collection(
         self, name: str, schema: CorpusSchema, dims: Mapping[str, int], *, plan: LoadPlan = INTERACTIVE

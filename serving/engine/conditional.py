@@ -119,9 +119,28 @@ def conditional_plan(
     return tuple(members), tuple(tail)
 
 
-def condition(request: RetrievalRequest, previous: Sequence[Hit]) -> RetrievalRequest:
-    """``request`` searched among the ids of ``previous``, the list of the chain's entry before it."""
-    return dataclasses.replace(request, within=tuple(sorted({doc for doc, _ in previous})))
+def condition(
+    request: RetrievalRequest, among: RetrievalRequest, previous: Sequence[Hit]
+) -> RetrievalRequest:
+    """``request`` searched among the ids of ``previous``, the list of ``among`` (the chain's entry before
+    it, as planned: its own pushed filter, before any conditioning).
+
+    Every id of ``previous`` passed ``among``'s pushed filter, so the same filter on ``request`` selects
+    nothing more among them: it is dropped, and such a dense search is scored in process
+    (:mod:`serving.engine.retrieval`, "Candidates"). (Should a store have refused ``among``'s filter,
+    which the translation is held never to provoke, its list holds the unpushed meaning, and so does this
+    one.) A different filter stays.
+
+    >>> head = RetrievalRequest("title", "dense", "q", 20, 0, filter="price < 9")
+    >>> hits = [("b", 0.9), ("a", 0.8)]
+    >>> same = condition(dataclasses.replace(head, query="r"), head, hits)
+    >>> same.filter, same.within
+    (None, ('a', 'b'))
+    >>> condition(dataclasses.replace(head, filter="brand == 'x'"), head, hits).filter
+    "brand == 'x'"
+    """
+    kept = None if request.filter == among.filter else request.filter
+    return dataclasses.replace(request, filter=kept, within=tuple(sorted({doc for doc, _ in previous})))
 
 
 def widen_head(requests: Sequence[RetrievalRequest], head: int, width: int) -> tuple[RetrievalRequest, ...]:

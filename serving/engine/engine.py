@@ -90,7 +90,11 @@ class Engine:
         self.limits = limits or ExecutionLimits.from_config(handle.cfg.clickhouse)
         sizes = caches or CacheSizes()
         self.retriever = Retriever(
-            handle, reranker=reranker, sizes=sizes, exact_ties=self.planning.exact_ties
+            handle,
+            reranker=reranker,
+            sizes=sizes,
+            exact_ties=self.planning.exact_ties,
+            in_process=self.planning.candidates_in_process,
         )
         self.sql = SqlRunner(self._query, handle.table, handle.schema.table, self.limits)
         self._prepared: LRU[str, Prepared | Rejection] = LRU(sizes.programs)
@@ -379,7 +383,7 @@ class Engine:
             for i in base:
                 if n < len(rounds[i]):
                     for entry, among in rounds[i][n]:
-                        used[i][entry] = condition(base[i][entry], hits[used[i][among]])
+                        used[i][entry] = condition(base[i][entry], base[i][among], hits[used[i][among]])
                     todo[i] = [used[i][entry] for entry, _ in rounds[i][n]]
             n += 1
         return {i: tuple(reqs) for i, reqs in used.items()}

@@ -1,8 +1,9 @@
 """Conditional evaluation of conjunctions: which placeholders form the chain, and on the real stores
-(chDB, Milvus Lite with FLAT indexes, in-process BM25; the Milvus standalone server for the id filter) that
-a chained entry's list is its own top-K among the previous entry's candidates, checked against the store's
-vectors and an unrestricted BM25 ranking; that K covering the corpus changes no row; that OR / NOT programs
-are untouched; the same answer alone and in a batch; and composition with pushdown and adaptive K."""
+(chDB, Milvus Lite with FLAT indexes, in-process BM25; the Milvus standalone server for the id filter and the
+in-process scores) that a chained entry's list is its own top-K among the previous entry's candidates, checked
+against the store's vectors and an unrestricted BM25 ranking; that a dense search among candidates scored in
+process ranks them as the store's own search does; that K covering the corpus changes no row; that OR / NOT
+programs are untouched; the same answer alone and in a batch; and composition with pushdown and adaptive K."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from core.errors import ConfigError
 from indexing.config import Config, MilvusConfig, load_config
 from indexing.embedders.hashing import HashingEmbedder
 from indexing.schema import PRODUCTS
+from indexing.stores.base import METRICS, similarity
 from indexing.stores.milvus import MilvusStore
 from serving.dsl import DslLimits, Program, Retrieval
 from serving.dsl.placeholders import mark_placeholders
@@ -409,6 +411,90 @@ def test_a_refused_pushed_filter_is_dropped_but_never_the_candidates(engines: di
     assert out[bad] == out[good] and len(out[good]) == 10 and {d for d, _ in out[good]} <= set(within)
 
 
+def test_a_conditioned_dense_search_is_scored_in_process_as_the_store_ranks_it(
+    engines: dict[str, Engine],
+) -> None:
+    """Without a pushed filter, a dense search among candidates makes no store search: one fetch of the
+    batch's candidates' vectors (cached), scored by the store's metric. It answers what the store's own
+    search among the same ids answers (the filtered path, through a filter every document passes),
+    scores and the id order of ties included, at a cut inside the list and past it."""
+    retriever = engines["on"].retriever
+    retriever.clear()
+    within = tuple(sorted(f"P{i:05d}" for i in range(0, N, 3)))
+    queries = ["Sony headphones", "glossy black speaker", "cheap charger", "red running shoes"]
+    plain = [
+        RetrievalRequest("title", "dense", q, k, 0, within=within) for q in queries for k in (5, 20, WIDE)
+    ]
+    stored = [dataclasses.replace(r, filter="price >= 0.0") for r in plain]
+    before = retriever.calls
+    ours = retriever.resolve(plain, {})
+    after = retriever.calls
+    assert after["ann"] == before["ann"] and after["band"] == before["band"]  # no store search
+    assert after["scored_within"] - before["scored_within"] == 3  # one per (width, candidates) group
+    assert after["fetch_vectors"] - before["fetch_vectors"] == 1  # the candidates' vectors, fetched once
+    theirs = retriever.resolve(stored, {})
+    assert retriever.calls["ann"] > after["ann"]
+    for mine, store in zip(plain, stored, strict=True):
+        got, want = ours[mine], theirs[store]
+        assert [d for d, _ in got] == [d for d, _ in want], mine
+        assert np.allclose([s for _, s in got], [s for _, s in want], atol=TOL)
+        assert len(got) == min(mine.k, len(within)) and {d for d, _ in got} <= set(within)
+    # the vectors stay cached: the same candidates for other phrases fetch nothing
+    retriever.resolve([dataclasses.replace(r, query=r.query + " case") for r in plain], {})
+    assert retriever.calls["fetch_vectors"] == after["fetch_vectors"]
+
+
+def test_candidates_scored_by_the_store_give_the_same_rows(cfg: Config, engines: dict[str, Engine]) -> None:
+    """``candidates_in_process: false`` asks the store for each conditioned search: the same lists and rows,
+    one store search per candidate set."""
+    programs = [
+        pair(HEAD, TAIL),
+        pair(
+            Retrieval("text", "title", "Anker charger", k=20),
+            Retrieval("text", "description", "fast usb", k=5),
+        ),
+        Program(
+            "SELECT id FROM products WHERE id IN <text_1> AND id IN <image_2> AND id IN <text_3>",
+            (HEAD, dataclasses.replace(TAIL, k=5), Retrieval("text", "description", "noise cancelling", k=3)),
+        ),
+    ]
+    local = engines["on"]
+    with engine_of(cfg, conditional=True, candidates_in_process=False) as remote:
+        before = remote.retriever.calls["ann"]
+        for program in programs:
+            got, want = local.execute(program), remote.execute(program)
+            assert (got.ids, lists(got)) == (want.ids, lists(want)) and lists(got)[-1]
+        # every entry a store search: 7 entries, the head of the first and the last the same search (cached)
+        assert remote.retriever.calls["ann"] - before == 6
+        assert not remote.retriever.calls["scored_within"]
+
+
+def test_a_chained_entry_with_its_heads_filter_drops_it_and_one_with_its_own_keeps_it(
+    engines: dict[str, Engine],
+) -> None:
+    """Under pushdown every chained entry carries the outer WHERE's guards; the head's list already passed
+    them, so the next entry is searched among it without a filter (in process). A filter of its own, in
+    an OR branch of the tail, stays and goes to the store."""
+    pushed = engines["pushed"]
+    first, second = dataclasses.replace(HEAD, k=20), dataclasses.replace(TAIL, k=3)
+    result = pushed.execute(pair(first, second, PAIR + " AND price < 200"))
+    head, tail = lists(result)
+    assert set(tail) <= set(head) and set(head) <= ids_where(pushed, "price < 200")
+    assert_top_k_among(pushed, second, head, tail)
+    program = Program(
+        "SELECT id FROM products WHERE id IN <text_1> AND price < 200 AND "
+        "(id IN <image_2> AND rating >= 4.0 OR brand = 'Sony')",
+        (first, second),
+    )
+    used = pushed.prepare(program).requests
+    assert used[0].filter is not None and used[1].filter not in (None, used[0].filter)
+    before = pushed.retriever.calls
+    rows = pushed.execute(program)
+    assert pushed.retriever.calls["ann"] > before["ann"]  # the tail's own filter reached the store
+    head, tail = lists(rows)
+    assert set(tail) <= set(head) & ids_where(pushed, "price < 200 AND rating >= 4.0")
+
+
 def test_the_conditional_pass_is_the_default_and_fixed_k_is_a_named_mode(cfg: Config, tmp_path: Path) -> None:
     """The default engine chains a conjunction; ``mode: fixed-k`` in the config file is the paper's meaning,
     every pass off even where a switch says on."""
@@ -475,7 +561,54 @@ def test_a_wider_head_searches_the_next_entries_among_more_candidates(
         load_config(path, sections=SECTIONS)
 
 
-# -- the id filter on both Milvus deployments ----------------------------------------------------
+# -- the id filter, and in-process scores, on both Milvus deployments ----------------------------
+
+
+def check_similarity(store: MilvusStore, name: str, table: pa.Table) -> None:
+    """:func:`similarity` scores candidates as the store's own search among them does, under its metric."""
+    emb = HashingEmbedder(32)
+    store.create_collection(name, PRODUCTS, {f: 32 for f in PRODUCTS.vector_fields})
+    store.upsert(
+        name, PRODUCTS, table, {f: emb.embed(table.column(f).to_pylist()) for f in PRODUCTS.vector_fields}
+    )
+    store.flush(name)
+    within = sorted(table.column("id").to_pylist())[::2]
+    queries = np.asarray(emb.embed(["black headphones", "usb charger", "anything"]), dtype=np.float32)
+    vectors = store.fetch_vectors(name, "title", within)
+    scores = similarity(store.metric, queries, np.stack([vectors[d] for d in within]))
+    for q, row in zip(queries, scores, strict=True):
+        want = store.search(name, "title", q[None, :], len(within), filter=id_filter(within))[0]
+        got = sorted(
+            zip(within, row.tolist(), strict=True), key=lambda h: (-round(h[1], SCORE_DECIMALS), h[0])
+        )
+        want = sorted(want, key=lambda h: (-round(h[1], SCORE_DECIMALS), h[0]))
+        assert [d for d, _ in got] == [d for d, _ in want]
+        assert np.allclose([s for _, s in got], [s for _, s in want], atol=TOL)
+
+
+@pytest.mark.parametrize("metric", METRICS)
+def test_in_process_scores_are_the_stores_on_milvus_lite(
+    tmp_path: Path, synthetic_table: Callable[..., Any], metric: str
+) -> None:
+    with MilvusStore(
+        str(tmp_path / "milvus.db"), MilvusConfig(index_type="FLAT", metric_type=metric)
+    ) as store:
+        check_similarity(store, "similarity__v0001", synthetic_table("ecommerce", 60, seed=3))
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("metric", METRICS)
+def test_in_process_scores_are_the_stores_on_the_milvus_server(
+    milvus_standalone: str, synthetic_table: Callable[..., Any], metric: str
+) -> None:
+    name = f"similarity_{metric.lower()}__v0001"
+    with MilvusStore(milvus_standalone, MilvusConfig(index_type="HNSW", metric_type=metric)) as store:
+        store.drop_collection(name)
+        try:
+            check_similarity(store, name, synthetic_table("ecommerce", 60, seed=3))
+        finally:
+            store.drop_collection(name)
+
 
 ODD_IDS = ["P'apos", 'P"quote', "P\\slash", "P单词 ü", "P with space", "P\ttab", "P\nnl", "P\x07bell"]
 
