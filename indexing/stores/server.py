@@ -35,6 +35,7 @@ import contextlib
 import json
 import logging
 import os
+import random
 import socket
 import subprocess
 import time
@@ -250,12 +251,36 @@ def wait_ready(
     )  # fmt: skip
 
 
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+"""Where Linux keeps the range it takes outgoing connections' local ports from (default 32768-60999)."""
+LISTEN_PORTS_FROM = 20_000
+"""The lowest port :func:`free_port` hands out (clear of Milvus's 19530 and the usual 8000s)."""
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    """A TCP port on 127.0.0.1 that nothing listens on now, chosen at random below the system's ephemeral range.
+
+    A port the kernel picks (binding port 0) comes from that range, which is also where every outgoing
+    connection takes its local port: in the minute before a slow server (vLLM loading a model) binds a port
+    handed out so, a client's connection may take it, and the server fails with "address already in use".
+    Below the range no outgoing connection lands. The choice is random (from the OS, never a seeded
+    generator, so two test processes do not walk the same sequence); past 200 taken ports it falls back to
+    the kernel's pick.
+    """
+    try:
+        low = int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32_768
+    pick = random.SystemRandom()
+    if low > LISTEN_PORTS_FROM + 1000:
+        for _ in range(200):
+            port = pick.randrange(LISTEN_PORTS_FROM, low)
+            if _port_free(port):
+                return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+        chosen: int = s.getsockname()[1]
+        return chosen
 
 
 def _spawn(

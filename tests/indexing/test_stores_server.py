@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -152,6 +153,15 @@ def test_a_server_that_goes_away_is_unavailable_and_the_store_reconnects(
     assert _status(base, capsys)["running"] is False
     assert main([*ws, "stores", "down"]) == 0
     assert "was not running" in capsys.readouterr().out
+
+
+def test_free_ports_are_below_the_range_outgoing_connections_take_theirs_from() -> None:
+    low = int(server.EPHEMERAL_RANGE.read_text().split()[0])
+    ports = [server.free_port() for _ in range(20)]
+    assert all(server.LISTEN_PORTS_FROM <= p < low for p in ports) and len(set(ports)) > 1
+    with socket.socket() as s:  # and nothing listens there: a server can bind it
+        s.bind(("127.0.0.1", ports[0]))
+        s.listen()
 
 
 def test_an_unknown_port_flag_is_a_one_line_error(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
