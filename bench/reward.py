@@ -281,6 +281,11 @@ def set_table(name: str, results: dict[str, Any], common: dict[str, Any]) -> str
                          f"batches of 512{where}; engine stages (s): " + ", ".join(
                              f"{k} {v:.2f}" for k, v in b["stage_s"].items() if k != "total" and v > 0.0005)
                          + f"; total {b['stage_s']['total']:.2f}")  # fmt: skip
+            if b.get("store_calls"):
+                lines.append(
+                    f"{deployment}:   its calls: "
+                    + ", ".join(f"{k} {v}" for k, v in sorted(b["store_calls"].items()))
+                )
         if {"process", "store"} <= set(budgets):
             lines.append(f"{deployment}: in-process step, candidates in process / in the store: "
                          f"{budgets['process']['wall_s'] / budgets['store']['wall_s']:.2f}x the time")  # fmt: skip

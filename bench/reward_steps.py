@@ -274,8 +274,9 @@ def stage_budget(workspace: Path, rollouts_file: Path) -> dict[str, Any]:
                 for stage in STAGES:
                     stages[stage] += res.timings.get(stage, 0.0) / 1000
     wall = time.perf_counter() - start
+    calls = dict(engine.retriever.calls)
     scorer.close()
-    return {"wall_s": wall, "programs": programs, "stage_s": stages,
+    return {"wall_s": wall, "programs": programs, "stage_s": stages, "store_calls": calls,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}  # fmt: skip
 
 

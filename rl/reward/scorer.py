@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from indexing.config import Config
-from indexing.index import open_index
 from indexing.schema import DOMAINS
 from rl.eval.outcome import Failure, Ran, read_completion, run_programs
 from rl.reward.config import LengthUnit, RewardConfig
@@ -124,7 +123,9 @@ class RewardScorer:
         """A scorer on the published index of each of ``domains`` in ``cfg``'s workspace.
 
         ``limits`` (default: ``cfg.clickhouse``'s) are what every program runs under; a program past
-        ``max_execution_time_s`` scores ``S_e = 0`` with code ``exec_timeout``.
+        ``max_execution_time_s`` scores ``S_e = 0`` with code ``exec_timeout``. The engines take the config's
+        ``serving`` section (planning passes, DSL limits, SQL settings; cache sizes unless ``caches``), as
+        ``prore serve`` and evaluation do, so a reward is the same program's meaning as there.
         """
         engines: dict[str, Engine] = {}
         try:
@@ -133,7 +134,7 @@ class RewardScorer:
                     raise RewardError(
                         f"unknown domain {domain!r}; choose from {', '.join(DOMAINS)}", code="unknown_domain"
                     )
-                engines[domain] = Engine(open_index(cfg, domain), limits=limits, caches=caches)
+                engines[domain] = Engine.open(cfg, domain, limits=limits, caches=caches)
         except BaseException:
             for engine in engines.values():
                 engine.close()

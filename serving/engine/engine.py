@@ -78,8 +78,8 @@ class Engine:
     ) -> None:
         self.handle = handle
         self.planning = planning or PlanningOptions()
-        """Optional planning passes: filter pushdown, bounded adaptive K and conditional evaluation of
-        conjunctions (off unless configured)."""
+        """The planning passes (filter pushdown, bounded adaptive K, conditional evaluation of conjunctions)
+        and their settings: ``serving.planning``'s defaults unless given."""
         self.sql_settings = sql_settings or SqlSettings()
         """How id sets reach ClickHouse: bound query parameters or SQL literals (same results)."""
         self.dsl_limits = dsl_limits or DEFAULT_LIMITS
@@ -117,6 +117,7 @@ class Engine:
         *,
         version: str | None = None,
         reranker: Reranker | None = None,
+        limits: ExecutionLimits | None = None,
         caches: CacheSizes | None = None,
         dsl_limits: DslLimits | None = None,
         sql_settings: SqlSettings | None = None,
@@ -124,7 +125,7 @@ class Engine:
     ) -> Engine:
         """An engine on the published index of ``domain`` (or ``version``) in ``cfg``'s workspace.
 
-        Its execution limits are ``cfg.clickhouse``'s; its cache sizes and DSL limits are the config's
+        Its execution limits are ``cfg.clickhouse``'s unless ``limits`` are given; its cache sizes and DSL limits are the config's
         ``serving`` section (:class:`~serving.settings.ServingSettings`: ``engine``, ``dsl`` and ``sql``)
         unless ``caches``, ``dsl_limits`` or ``sql_settings`` are given; its planning passes are
         ``serving.planning`` unless ``planning`` is given.
@@ -133,6 +134,7 @@ class Engine:
         return cls(
             open_index(cfg, domain, version),
             reranker=reranker,
+            limits=limits,
             caches=caches or settings.engine,
             dsl_limits=dsl_limits or settings.dsl,
             sql_settings=sql_settings or settings.sql,

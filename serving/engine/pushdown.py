@@ -236,8 +236,13 @@ def pushdown_filters(
             per_entry[use.entry] = [e for e in per_entry[use.entry] if e in mine]
         else:
             per_entry[use.entry] = exprs
+    # Conjuncts in sorted order: two entries with the same guards get the same filter, whatever the nesting
+    # they were collected through (a chain's next entry then drops the filter its candidates already passed,
+    # :func:`serving.engine.conditional.condition`), and the filter is one cache key.
     return {
-        entry: _and(exprs) for entry, exprs in sorted(per_entry.items()) if exprs and entry not in excluded
+        entry: _and(sorted(exprs))
+        for entry, exprs in sorted(per_entry.items())
+        if exprs and entry not in excluded
     }
 
 

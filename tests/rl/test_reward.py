@@ -273,3 +273,20 @@ def test_scored_completions_are_bounded_and_gated(
     if t.s_r == 0.0:
         assert r.total == t.s_f + t.s_e * t.s_f
     assert r.total == combine(t.s_f, t.s_e, t.s_r, t.s_l)
+
+
+def test_the_scorers_engines_take_the_configs_serving_section(small_index_cfg: Config) -> None:
+    """A reward is the program's meaning under the same engine settings as ``prore serve`` and evaluation:
+    the config's ``serving.planning`` (here the paper's fixed K) and its DSL limits, not the defaults."""
+    from serving.dsl import DslLimits
+    from serving.settings import PlanningOptions, ServingSettings
+
+    cfg = small_index_cfg.with_section(
+        ServingSettings(planning=PlanningOptions.fixed_k(), dsl=DslLimits(max_entries=2))
+    )
+    s = RewardScorer.open(cfg, [DOMAIN])
+    try:
+        engine = s.engines[DOMAIN]
+        assert engine.planning == PlanningOptions.fixed_k() and engine.dsl_limits.max_entries == 2
+    finally:
+        s.close()

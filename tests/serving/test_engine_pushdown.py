@@ -170,7 +170,7 @@ def filters(
          {0: '(brand == "a" or brand == "b")'}),
         # A plain self-subquery is crossed; one that limits is not, but its own guards stay.
         ("SELECT id FROM products WHERE price < 9 AND id IN (SELECT id FROM products WHERE rating > 4 AND id IN <text_1>)",
-         {0: "rating > 4.0 and price < 9.0"}),
+         {0: "price < 9.0 and rating > 4.0"}),
         ("SELECT id FROM products WHERE price < 9 AND id IN (SELECT id FROM products WHERE rating > 4 AND id IN <text_1> ORDER BY price LIMIT 3)",
          {0: "rating > 4.0"}),
         # An entry used twice keeps only the guards of both uses.
