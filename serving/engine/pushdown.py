@@ -59,9 +59,9 @@ arithmetic on columns, column to column) is not pushed.
 ...     "SELECT id FROM products WHERE price < 200 AND brand IN ('Sony', 'Bose') AND title LIKE '%x%' "
 ...     "AND (color = 'red' OR id IN text_1) AND id NOT IN text_2", read="clickhouse")
 >>> pushdown_filters(tree, PRODUCTS)
-{0: 'price < 200.0 and brand in ["Sony", "Bose"]'}
+{0: 'brand in ["Sony", "Bose"] and price < 200.0'}
 >>> pushdown_filters(tree, PRODUCTS, negative=True)[1]
-'price < 200.0 and brand in ["Sony", "Bose"]'
+'brand in ["Sony", "Bose"] and price < 200.0'
 """
 
 from __future__ import annotations
