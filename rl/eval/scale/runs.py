@@ -88,6 +88,18 @@ CANDIDATES: tuple[Candidate, ...] = (
         },
     ),
     Candidate(
+        "store_candidates",
+        "the default, each conditioned search a store search of its own (candidates_in_process off)",
+        {
+            "pushdown": True,
+            "adaptive_k": False,
+            "conditional": True,
+            "chain_head_docs": 5000,
+            "chain_head_max": 400,
+            "candidates_in_process": False,
+        },
+    ),
+    Candidate(
         "narrow_head",
         "conditional + pushdown, the head its own top-K",
         {"pushdown": True, "adaptive_k": False, "conditional": True, "chain_head_docs": 0},
