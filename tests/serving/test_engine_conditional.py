@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -564,24 +564,34 @@ def test_a_wider_head_searches_the_next_entries_among_more_candidates(
 # -- the id filter, and in-process scores, on both Milvus deployments ----------------------------
 
 
-def check_similarity(store: MilvusStore, name: str, table: pa.Table) -> None:
-    """:func:`similarity` scores candidates as the store's own search among them does, under its metric."""
+def load_hashed(store: MilvusStore, name: str, table: pa.Table) -> HashingEmbedder:
+    """``table``'s products in collection ``name``, embedded by a 32-dimension hashing embedder (returned)."""
     emb = HashingEmbedder(32)
     store.create_collection(name, PRODUCTS, {f: 32 for f in PRODUCTS.vector_fields})
     store.upsert(
         name, PRODUCTS, table, {f: emb.embed(table.column(f).to_pylist()) for f in PRODUCTS.vector_fields}
     )
     store.flush(name)
+    return emb
+
+
+def by_rounded_score(hits: Iterable[tuple[str, float]]) -> list[tuple[str, float]]:
+    """Hits in the engine's order: rounded score, then id."""
+    return sorted(hits, key=lambda h: (-round(h[1], SCORE_DECIMALS), h[0]))
+
+
+def check_similarity(store: MilvusStore, name: str, table: pa.Table) -> None:
+    """:func:`similarity` scores candidates as the store's own search among them does, under its metric."""
+    emb = load_hashed(store, name, table)
     within = sorted(table.column("id").to_pylist())[::2]
     queries = np.asarray(emb.embed(["black headphones", "usb charger", "anything"]), dtype=np.float32)
     vectors = store.fetch_vectors(name, "title", within)
     scores = similarity(store.metric, queries, np.stack([vectors[d] for d in within]))
     for q, row in zip(queries, scores, strict=True):
-        want = store.search(name, "title", q[None, :], len(within), filter=id_filter(within))[0]
-        got = sorted(
-            zip(within, row.tolist(), strict=True), key=lambda h: (-round(h[1], SCORE_DECIMALS), h[0])
+        want = by_rounded_score(
+            store.search(name, "title", q[None, :], len(within), filter=id_filter(within))[0]
         )
-        want = sorted(want, key=lambda h: (-round(h[1], SCORE_DECIMALS), h[0]))
+        got = by_rounded_score(zip(within, row.tolist(), strict=True))
         assert [d for d, _ in got] == [d for d, _ in want]
         assert np.allclose([s for _, s in got], [s for _, s in want], atol=TOL)
 
@@ -621,12 +631,7 @@ def odd_ids_table(synthetic_table: Callable[..., Any]) -> pa.Table:
 
 
 def check_id_filter(store: MilvusStore, name: str, table: pa.Table) -> None:
-    emb = HashingEmbedder(32)
-    store.create_collection(name, PRODUCTS, {f: 32 for f in PRODUCTS.vector_fields})
-    store.upsert(
-        name, PRODUCTS, table, {f: emb.embed(table.column(f).to_pylist()) for f in PRODUCTS.vector_fields}
-    )
-    store.flush(name)
+    emb = load_hashed(store, name, table)
     query = np.asarray(emb.embed(["anything"]))
     within = [*ODD_IDS, "P00010", "P00011", "not there"]
     got = {d for d, _ in store.search(name, "title", query, 100, filter=id_filter(within))[0]}
