@@ -274,7 +274,7 @@ def set_table(name: str, results: dict[str, Any], common: dict[str, Any]) -> str
         notes.append(f"{deployment}: layer pass rates " + ", ".join(f"{k} {v:.2f}" for k, v in s["layer_pass_rate"].items())
                      + "; cache hit rates " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(s["cache_hit_rate"].items())))  # fmt: skip
     for deployment, d in results["deployments"].items():
-        budgets = d.get("stage_budgets") or ({"process": d["stage_budget"]} if "stage_budget" in d else {})
+        budgets = d.get("stage_budgets") or ({"store": d["stage_budget"]} if "stage_budget" in d else {})
         for candidates, b in budgets.items():
             where = f", candidates scored in {candidates}" if len(budgets) > 1 else ""
             lines.append(f"{deployment}: in-process step {b['wall_s']:.2f} s for {b['programs']} distinct programs in "
@@ -331,7 +331,7 @@ def measure(
             for workers in args.engine_workers:
                 for batch_ms in args.client_batch_ms:
                     label = f"{replicas} repl. x {workers} wkr, cl. batch {batch_ms:g} ms"
-                    if args.candidates != ["process"]:
+                    if args.candidates != ["store"]:
                         label += f", cand. {candidates}"
                     print(
                         f"{deployment}: service, {len(rollouts)} rollouts, {CLIENTS} clients, {label}",
@@ -475,10 +475,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--candidates",
         type=lambda v: [c.strip() for c in v.split(",") if c.strip()],
-        default=["process"],
-        help="where a conditioned dense search scores its candidates, side by side: process (the engine's "
-        "default, serving.planning.candidates_in_process) or store (one Milvus search per candidate set); "
-        "default process",
+        default=["store"],
+        help="where a conditioned dense search scores its candidates, side by side: store (the engine's "
+        "default, one Milvus search per candidate set) or process (serving.planning.candidates_in_process); "
+        "default store",
     )
     parser.add_argument(
         "--planner",

@@ -27,14 +27,14 @@ MILVUS_ENV = "PRORE_BENCH_MILVUS_URI"
 """How the children learn the Milvus server of the deployment they measure (unset: Milvus Lite)."""
 DEPLOYMENTS = ("lite", "server")
 CANDIDATES_ENV = "PRORE_BENCH_CANDIDATES"
-"""How the service's config and the children learn where conditioned dense searches are scored: ``process``
-(the default, ``serving.planning.candidates_in_process``) or ``store``."""
-CANDIDATES = ("process", "store")
+"""How the service's config and the children learn where conditioned dense searches are scored: ``store``
+(the engine's default) or ``process`` (``serving.planning.candidates_in_process``)."""
+CANDIDATES = ("store", "process")
 
 
 def in_process() -> bool:
     """Whether this run scores conditioned dense searches in process (:data:`CANDIDATES_ENV`)."""
-    return os.environ.get(CANDIDATES_ENV, "process") == "process"
+    return os.environ.get(CANDIDATES_ENV, "store") == "process"
 
 
 def config(workspace: Path) -> Any:

@@ -140,7 +140,8 @@ class PlanningOptions:
     """Search the positive placeholders that are conjuncts of the outer WHERE (``... AND id IN <a> AND
     id IN <b>``: only AND on the way up, each entry used once, unreranked) within each other's
     candidates, in ``retrieval_list`` order: the first as usual, each next one only among the ids of the
-    list before it (dense: scored in process, ``candidates_in_process``; BM25 scores only those ids), so
+    list before it (dense: ``id in [...]`` in its Milvus filter, or scored in process under
+    ``candidates_in_process``; BM25 scores only those ids), so
     its top-K is drawn from documents the earlier entries kept. The conjunction is then the last list,
     non-empty whenever the first list is, at any corpus size. On."""
     conditional_disjuncts: bool = True
@@ -165,13 +166,17 @@ class PlanningOptions:
     """The widest a chain's head is searched (``chain_head_docs``); at most 16,000. Measured at 1M products: a
     head of 1,000 or 4,000 gave P@1 0.753 against 0.747 at 400, with p95 latency of 109-173 ms against 70 ms
     (L3), past the 100 ms goal."""
-    candidates_in_process: bool = True
+    candidates_in_process: bool = False
     """Score a dense search among candidates (a chained entry's, under ``conditional``) in process: the
     candidates' stored vectors fetched once per field for the whole batch (cached, ``serving.engine.vectors``)
     and every candidate scored by the store's metric, as the store's own search among them ranks them
-    (:mod:`serving.engine.retrieval`, "Candidates"). Off, each such search is a store call of its own, with
-    ``id in [...]`` in its filter: the results are the same (tested), only the calls differ. A search whose
-    entry keeps a pushed filter of its own goes to the store either way. On."""
+    (:mod:`serving.engine.retrieval`, "Candidates"); off, each such search is a store search of its own with
+    ``id in [...]`` in its filter. The results are the same (tested); only the calls and the time differ.
+    Measured side by side: a batch of many programs on a small corpus gains (the reward bench's synthetic step
+    in process, 1,000 products: 0.86x the time, 36% fewer Milvus searches; the service 0.96x, within its
+    spread), one program at a time on a large one loses (``bench/scale.py`` at 1M products, cold caches: p50 L2
+    55.4 against 31.9 ms, p95 L3 130 against 101 ms: fetching a 400-wide head's vectors costs more than the
+    server's search among them). Off; on for an engine-bound batch on a small corpus."""
     exact_ties: bool = True
     """Settle a tie at a dense search's cut by id over the whole band of equal scores, as the ranking
     contract orders ties (:mod:`serving.engine.ties`): a placeholder's set is then its K best by ``(score,

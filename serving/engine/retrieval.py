@@ -15,18 +15,18 @@ unpushed meaning, and ``calls["filter_refused"]`` counts it.
 
 **Candidates.** A request may also carry ``within``, the ids it is searched among (conditional
 evaluation, :mod:`serving.engine.conditional`). Every kind of search takes it. BM25 scores only those
-documents, in process (:meth:`indexing.stores.bm25.Bm25Index.search`). A dense search without a pushed
-filter scores them in process too: the candidates' stored vectors are fetched once per field for the
-whole batch (one store call per :data:`FETCH_CHUNK` ids not in the vector cache) and scored by the
-store's own metric (:func:`~indexing.stores.base.similarity`), every candidate, so the cut is exact and
-a tie at it is settled by id without a band search. Over a few hundred candidates that is the same
-ranking as the store's filtered search (Milvus searches so selective a filter by brute force) up to
-float32 rounding, which :data:`SCORE_DECIMALS` absorbs, and it costs no search per request: a batch's
-conditioned searches all differ in their candidates, so each would be a store call of its own. A dense
-search that also has a pushed filter asks the store, with ``id in [...]``
-(:func:`~serving.engine.pushdown.id_filter`, written from the ids a store returned, never from a
-program) and-ed to its filter. The ids are part of every cache key. A refused pushed filter is dropped,
-never the candidates; an empty ``within`` answers nothing without a store call.
+documents, in process (:meth:`indexing.stores.bm25.Bm25Index.search`). A dense search asks the store,
+with ``id in [...]`` (:func:`~serving.engine.pushdown.id_filter`, written from the ids a store returned,
+never from a program) and-ed to its pushed filter: one store search per candidate set, since a batch's
+conditioned searches all differ in their candidates. With ``serving.planning.candidates_in_process``, a
+dense search among candidates *without* a pushed filter is scored in process instead: the candidates'
+stored vectors are fetched once per field for the whole batch (one store call per :data:`FETCH_CHUNK` ids
+not in the vector cache) and scored by the store's own metric (:func:`~indexing.stores.base.similarity`),
+every candidate, so the cut is exact and a tie at it is settled by id without a band search. Over a few
+hundred candidates that is the same ranking as the store's filtered search (Milvus searches so selective a
+filter by brute force) up to float32 rounding, which :data:`SCORE_DECIMALS` absorbs (tested on both
+deployments, under IP, COSINE and L2). The ids are part of every cache key. A refused pushed filter is
+dropped, never the candidates; an empty ``within`` answers nothing without a store call.
 
 A request's result must not depend on which other requests share its batch, or a reward computed in
 a batch would differ from the same program run alone. Two things could make it depend:

@@ -29,7 +29,7 @@ from indexing.stores.milvus import MilvusStore
 from serving.dsl import DslLimits, Program, Retrieval
 from serving.dsl.placeholders import mark_placeholders
 from serving.engine import Engine, ExecutionResult
-from serving.engine.conditional import conditional_chain, conditional_plan
+from serving.engine.conditional import condition, conditional_chain, conditional_plan
 from serving.engine.pushdown import conjoin, id_filter
 from serving.engine.retrieval import SCORE_DECIMALS, RetrievalRequest
 from serving.settings import SECTIONS, PlanningOptions, ServingSettings
@@ -149,6 +149,7 @@ def engines(cfg: Config) -> Iterator[dict[str, Engine]]:
     out = {
         "off": engine_of(cfg),
         "on": engine_of(cfg, conditional=True),
+        "local": engine_of(cfg, conditional=True, candidates_in_process=True),
         "pushed": engine_of(cfg, conditional=True, pushdown=True),
         "adaptive": engine_of(cfg, conditional=True, adaptive_k=True, adaptive_k_max=50),
         "all": engine_of(cfg, conditional=True, pushdown=True, adaptive_k=True, adaptive_k_max=50),
@@ -414,11 +415,11 @@ def test_a_refused_pushed_filter_is_dropped_but_never_the_candidates(engines: di
 def test_a_conditioned_dense_search_is_scored_in_process_as_the_store_ranks_it(
     engines: dict[str, Engine],
 ) -> None:
-    """Without a pushed filter, a dense search among candidates makes no store search: one fetch of the
-    batch's candidates' vectors (cached), scored by the store's metric. It answers what the store's own
-    search among the same ids answers (the filtered path, through a filter every document passes),
-    scores and the id order of ties included, at a cut inside the list and past it."""
-    retriever = engines["on"].retriever
+    """Under ``candidates_in_process``, a dense search among candidates without a pushed filter makes no store
+    search: one fetch of the batch's candidates' vectors (cached), scored by the store's metric. It answers what
+    the store's own search among the same ids answers (the store path, through a filter every document
+    passes), scores and the id order of ties included, at a cut inside the list and past it."""
+    retriever = engines["local"].retriever
     retriever.clear()
     within = tuple(sorted(f"P{i:05d}" for i in range(0, N, 3)))
     queries = ["Sony headphones", "glossy black speaker", "cheap charger", "red running shoes"]
@@ -445,8 +446,8 @@ def test_a_conditioned_dense_search_is_scored_in_process_as_the_store_ranks_it(
 
 
 def test_candidates_scored_by_the_store_give_the_same_rows(cfg: Config, engines: dict[str, Engine]) -> None:
-    """``candidates_in_process: false`` asks the store for each conditioned search: the same lists and rows,
-    one store search per candidate set."""
+    """``candidates_in_process`` on (in process) and off (the default: the store, one search per candidate
+    set) give the same lists and rows."""
     programs = [
         pair(HEAD, TAIL),
         pair(
@@ -458,8 +459,9 @@ def test_candidates_scored_by_the_store_give_the_same_rows(cfg: Config, engines:
             (HEAD, dataclasses.replace(TAIL, k=5), Retrieval("text", "description", "noise cancelling", k=3)),
         ),
     ]
-    local = engines["on"]
-    with engine_of(cfg, conditional=True, candidates_in_process=False) as remote:
+    local = engines["local"]
+    with engine_of(cfg, conditional=True) as remote:
+        assert not remote.planning.candidates_in_process
         before = remote.retriever.calls["ann"]
         for program in programs:
             got, want = local.execute(program), remote.execute(program)
@@ -473,10 +475,13 @@ def test_a_chained_entry_with_its_heads_filter_drops_it_and_one_with_its_own_kee
     engines: dict[str, Engine],
 ) -> None:
     """Under pushdown every chained entry carries the outer WHERE's guards; the head's list already passed
-    them, so the next entry is searched among it without a filter (in process). A filter of its own, in
-    an OR branch of the tail, stays and goes to the store."""
+    them, so the next entry is searched among it without a filter. A filter of its own, in an OR branch of
+    the tail, stays (and goes to the store, in process or not)."""
     pushed = engines["pushed"]
     first, second = dataclasses.replace(HEAD, k=20), dataclasses.replace(TAIL, k=3)
+    chained = pushed.prepare(pair(first, second, PAIR + " AND price < 200")).requests
+    assert chained[0].filter == chained[1].filter == "price < 200.0"
+    assert condition(chained[1], chained[0], [("P00001", 1.0)]).filter is None
     result = pushed.execute(pair(first, second, PAIR + " AND price < 200"))
     head, tail = lists(result)
     assert set(tail) <= set(head) and set(head) <= ids_where(pushed, "price < 200")
@@ -488,6 +493,7 @@ def test_a_chained_entry_with_its_heads_filter_drops_it_and_one_with_its_own_kee
     )
     used = pushed.prepare(program).requests
     assert used[0].filter is not None and used[1].filter not in (None, used[0].filter)
+    assert condition(used[1], used[0], [("P00001", 1.0)]).filter == used[1].filter
     before = pushed.retriever.calls
     rows = pushed.execute(program)
     assert pushed.retriever.calls["ann"] > before["ann"]  # the tail's own filter reached the store

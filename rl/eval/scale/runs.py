@@ -88,15 +88,15 @@ CANDIDATES: tuple[Candidate, ...] = (
         },
     ),
     Candidate(
-        "store_candidates",
-        "the default, each conditioned search a store search of its own (candidates_in_process off)",
+        "process_candidates",
+        "the default with each conditioned search scored in process (candidates_in_process on)",
         {
             "pushdown": True,
             "adaptive_k": False,
             "conditional": True,
             "chain_head_docs": 5000,
             "chain_head_max": 400,
-            "candidates_in_process": False,
+            "candidates_in_process": True,
         },
     ),
     Candidate(
