@@ -61,6 +61,7 @@ from reward_steps import (
     build_rollouts,
     build_sampled,
     config_file,
+    disagreements,
     embed_compare,
     ensure_index,
     key,
@@ -274,7 +275,7 @@ def set_table(name: str, results: dict[str, Any], common: dict[str, Any]) -> str
         notes.append(f"{deployment}: layer pass rates " + ", ".join(f"{k} {v:.2f}" for k, v in s["layer_pass_rate"].items())
                      + "; cache hit rates " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(s["cache_hit_rate"].items())))  # fmt: skip
     for deployment, d in results["deployments"].items():
-        budgets = d.get("stage_budgets") or ({"store": d["stage_budget"]} if "stage_budget" in d else {})
+        budgets = d.get("stage_budgets", {})
         for candidates, b in budgets.items():
             where = f", candidates scored in {candidates}" if len(budgets) > 1 else ""
             lines.append(f"{deployment}: in-process step {b['wall_s']:.2f} s for {b['programs']} distinct programs in "
@@ -359,7 +360,6 @@ def measure(
         stages_out = subprocess.run([*me, "--child", "stages", *common], check=True, capture_output=True, text=True,
                                     env={**os.environ, CANDIDATES_ENV: candidates}).stdout  # fmt: skip
         out["stage_budgets"][candidates] = json.loads(stages_out.strip().splitlines()[-1])
-    out["stage_budget"] = out["stage_budgets"][args.candidates[0]]
     subset = [i for i, r in enumerate(rollouts) if r["prompt"] < loop_prompts]
     out["agree"] = all(
         run["keys"][i] == loop["keys"][j] for run in services.values() for j, i in enumerate(subset)
@@ -372,30 +372,6 @@ def measure(
     out["one_by_one"] = summary(loop, loop["n"])
     out["ratio"] = out["service"]["programs_per_s"] / out["one_by_one"]["programs_per_s"]
     return out
-
-
-def disagreements(
-    service: Sequence[str | None],
-    loop: Sequence[str],
-    subset: Sequence[int],
-    rollouts: Sequence[dict[str, Any]],
-) -> dict[str, Any]:
-    """The rollouts the two paths scored differently: how many, by (service error, loop error), and a few of them."""
-    pairs: dict[str, int] = {}
-    examples: list[dict[str, Any]] = []
-    for j, i in enumerate(subset):
-        if service[i] == loop[j]:
-            continue
-        text = service[i]
-        got = json.loads(text) if text else {}
-        ref = json.loads(loop[j])
-        why = f"service {got.get('error')}{' (timed out)' if got.get('timed_out') else ''} / loop {ref.get('error')}"
-        pairs[why] = pairs.get(why, 0) + 1
-        if len(examples) < 5:
-            examples.append(
-                {"rollout": i, "completion": rollouts[i]["completion"][:300], "service": got, "loop": ref}
-            )
-    return {"n": sum(pairs.values()), "by_errors": pairs, "examples": examples}
 
 
 def child(mode: str, args: argparse.Namespace) -> int:

@@ -1,6 +1,7 @@
 """The in-process half of ``bench/reward.py``: the benchmark's configuration, its two sets of rollouts (synthetic,
-and sampled from a trained planner), and the work each child process measures (the one-by-one loop, the
-engine's stage budget of a step, padded against length-grouped embedding).
+and sampled from a trained planner), the work each child process measures (the one-by-one loop, the engine's
+stage budget of a step, padded against length-grouped embedding), and the rollouts the service and the loop
+scored differently.
 
 ``bench/reward.py`` runs each of these in a child process of its own (``--child``), since chDB binds one data
 path per process.
@@ -15,6 +16,7 @@ import resource
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -327,3 +329,27 @@ def key(result: dict[str, Any]) -> str:
 
 
 # -- the service path (this process: clients; a child: the service) ---------------------------------
+
+
+def disagreements(
+    service: Sequence[str | None],
+    loop: Sequence[str],
+    subset: Sequence[int],
+    rollouts: Sequence[dict[str, Any]],
+) -> dict[str, Any]:
+    """The rollouts the two paths scored differently: how many, by (service error, loop error), and a few of them."""
+    pairs: dict[str, int] = {}
+    examples: list[dict[str, Any]] = []
+    for j, i in enumerate(subset):
+        if service[i] == loop[j]:
+            continue
+        text = service[i]
+        got = json.loads(text) if text else {}
+        ref = json.loads(loop[j])
+        why = f"service {got.get('error')}{' (timed out)' if got.get('timed_out') else ''} / loop {ref.get('error')}"
+        pairs[why] = pairs.get(why, 0) + 1
+        if len(examples) < 5:
+            examples.append(
+                {"rollout": i, "completion": rollouts[i]["completion"][:300], "service": got, "loop": ref}
+            )
+    return {"n": sum(pairs.values()), "by_errors": pairs, "examples": examples}

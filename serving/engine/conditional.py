@@ -126,8 +126,9 @@ def condition(
     it, as planned: its own pushed filter, before any conditioning).
 
     Every id of ``previous`` passed ``among``'s pushed filter, so the same filter on ``request`` selects
-    nothing more among them: it is dropped, and such a dense search is scored in process
-    (:mod:`serving.engine.retrieval`, "Candidates"). (Should a store have refused ``among``'s filter,
+    nothing more among them: it is dropped, which leaves a dense search only its candidates (scored in
+    process under ``serving.planning.candidates_in_process``; :mod:`serving.engine.retrieval`,
+    "Candidates"). (Should a store have refused ``among``'s filter,
     which the translation is held never to provoke, its list holds the unpushed meaning, and so does this
     one.) A different filter stays.
 

@@ -143,7 +143,7 @@ class Retriever:
         reranker: Reranker | None,
         sizes: CacheSizes,
         exact_ties: bool = True,
-        in_process: bool = True,
+        in_process: bool = False,
     ) -> None:
         self._handle = handle
         self._exact_ties = exact_ties
