@@ -13,11 +13,10 @@ BIN=$VENV/bin
 test -x "$BIN/python" || "$PY" -m venv "$VENV"
 # Keep the environment out of git (what `python -m venv` itself does from Python 3.13 on).
 echo '*' > "$VENV/.gitignore"
-"$BIN/pip" install -q --no-compile --upgrade pip
-# The CPU build of torch comes from the machine's wheel directory; ask for it by exact version first.
-"$BIN/pip" install -q --no-compile torch==2.13.0
-# TransferQueue: main_ppo's default (V1) trainer imports it, but only verl's verl-core extra lists it.
-"$BIN/pip" install -q --no-compile -c scripts/verl-constraints.txt verl==0.9.1 'TransferQueue>=0.1.10' -e '.[all,dev]'
+# torch is the machine's CPU build, as in .venv. TransferQueue: main_ppo's default (V1) trainer imports it, but
+# only verl's verl-core extra lists it. scripts/pip-install.sh: uv with pip's configuration (see there).
+bash scripts/pip-install.sh "$VENV" -c scripts/verl-constraints.txt torch==2.13.0 verl==0.9.1 \
+  'TransferQueue>=0.1.10' -e '.[all,dev]'
 # PyPI's torchvision breaks beside this torch; nothing here needs it.
 "$BIN/pip" uninstall -y -q torchvision 2>/dev/null || true
 "$BIN/pip" check
