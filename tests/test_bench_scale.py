@@ -139,3 +139,19 @@ def test_the_break_down_groups_programs_and_names_why_pure_vector_first_results_
     groups = diagnosis.breakdown([t, t], [rec, diagnosis.record(type("E", (), {"ids": ()})(), False, "p1")])
     assert groups["outcome"] == {"answered": {"n": 1, "p_at_1": 0.0, "empty": 0.0},
                                  "empty": {"n": 1, "p_at_1": 0.0, "empty": 1.0}}  # fmt: skip
+
+
+def test_whether_the_gold_reaches_the_kth_candidate_is_scored_as_the_store_scores(small_index_cfg: Config) -> None:
+    from serving.engine import Engine
+
+    with Engine.open(small_index_cfg, "ecommerce") as engine:
+        handle = engine.handle
+        field = handle.schema.vector_fields[0]
+        query = "strong bass"
+        hits = handle.vectors.search(handle.collection, field, handle.embedder(field).embed([query]), 10)[0]
+        (best, best_score), (tenth, tenth_score) = hits[0], hits[-1]
+        assert best_score > tenth_score + 1e-4, hits
+        t = {"mode": "dense", "query": query, "field": field, "gold": best}
+        assert diagnosis._reaches_k(handle, t, {"last_candidate": tenth}) is True
+        assert diagnosis._reaches_k(handle, {**t, "gold": tenth}, {"last_candidate": best}) is False
+        assert diagnosis._reaches_k(handle, {**t, "mode": "sparse"}, {"last_candidate": tenth}) is None

@@ -13,7 +13,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from indexing.stores.base import Hit
+from indexing.stores.base import Hit, similarity
 
 Vectors = npt.NDArray[np.float32]
 
@@ -63,7 +63,13 @@ class CosineReranker:
     vector on the field (stored in Milvus, or the field text embedded by the field's embedder).
 
     For a ``dense`` entry this keeps the recall order and only cuts; for ``sparse`` and ``fuse``
-    entries it reorders the lexical recall by meaning.
+    entries it reorders the lexical recall by meaning. The score is the cosine whatever the vectors' norms:
+
+    >>> docs = {"near": np.array([0.5, 0.0], np.float32), "long": np.array([10.0, 10.0], np.float32)}
+    >>> reranker = CosineReranker(lambda field, queries: np.array([[2.0, 0.0]], np.float32),
+    ...                           lambda field, ids: {i: docs[i] for i in ids})
+    >>> reranker.rerank([RerankRequest("title", "q", (("long", 0.9), ("near", 0.8)), top=2)])
+    [[('near', 1.0), ('long', 0.707...)]]
     """
 
     name = "cosine"
@@ -86,8 +92,8 @@ class CosineReranker:
                 known = [doc for doc, _ in req.hits if doc in vectors]
                 if not known:
                     continue
-                matrix = np.stack([vectors[doc] for doc in known])
-                sims = matrix @ queries[row]
+                # the cosine itself, not the dot product: a field's embedder need not write unit vectors
+                sims = similarity("COSINE", queries[row : row + 1], np.stack([vectors[doc] for doc in known]))[0]
                 scored = sorted(zip(known, sims.tolist(), strict=True), key=lambda h: (-h[1], h[0]))
                 out[i] = scored[: req.top]
         return out

@@ -160,16 +160,18 @@ def _reaches_k(handle: Any, t: Mapping[str, Any], rec: Mapping[str, Any]) -> boo
     """Whether the gold document's similarity to the phrase reaches the K-th candidate's (dense searches)."""
     import numpy as np
 
+    from indexing.stores.base import similarity
+
     if t["mode"] != "dense" or not t["query"] or rec.get("last_candidate") is None:
         return None
-    query = np.asarray(handle.embedder(t["field"]).embed([t["query"]]), dtype=np.float64)[0]
+    query = handle.embedder(t["field"]).embed([t["query"]])
     doc = rec.get("gold") or t["gold"]
     vectors = handle.vectors.fetch_vectors(handle.collection, t["field"], [doc, rec["last_candidate"]])
     if doc not in vectors or rec["last_candidate"] not in vectors:
         return None
-    gold, last = (
-        float(np.dot(query, np.asarray(vectors[d], dtype=np.float64))) for d in (doc, rec["last_candidate"])
-    )
+    # scored as the store scores the field's searches, under its metric
+    docs = np.stack([np.asarray(vectors[d], dtype=np.float32) for d in (doc, rec["last_candidate"])])
+    gold, last = (float(v) for v in similarity(handle.vectors.metric, query, docs)[0])
     return gold >= last - 1e-6
 
 
