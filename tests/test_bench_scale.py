@@ -141,7 +141,9 @@ def test_the_break_down_groups_programs_and_names_why_pure_vector_first_results_
                                  "empty": {"n": 1, "p_at_1": 0.0, "empty": 1.0}}  # fmt: skip
 
 
-def test_whether_the_gold_reaches_the_kth_candidate_is_scored_as_the_store_scores(small_index_cfg: Config) -> None:
+def test_whether_the_gold_reaches_the_kth_candidate_is_scored_as_the_store_scores(
+    small_index_cfg: Config,
+) -> None:
     from serving.engine import Engine
 
     with Engine.open(small_index_cfg, "ecommerce") as engine:

@@ -93,7 +93,9 @@ class CosineReranker:
                 if not known:
                     continue
                 # the cosine itself, not the dot product: a field's embedder need not write unit vectors
-                sims = similarity("COSINE", queries[row : row + 1], np.stack([vectors[doc] for doc in known]))[0]
+                sims = similarity(
+                    "COSINE", queries[row : row + 1], np.stack([vectors[doc] for doc in known])
+                )[0]
                 scored = sorted(zip(known, sims.tolist(), strict=True), key=lambda h: (-h[1], h[0]))
                 out[i] = scored[: req.top]
         return out
