@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from core.errors import ProReError
+from core.memory import keep_freed_memory
 from indexing import commands as indexing_commands
 from indexing.embedders.registry import EMBEDDERS
 from prore import config as prore_config
@@ -98,6 +99,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+BATCH_COMMANDS = frozenset({"corpus", "index", "bench", "eval", "train"})
+"""Commands that run a batch job to its end: their freed memory is kept for reuse (:mod:`core.memory`); the
+servers' is not."""
+
+
 def run() -> None:
     """The ``prore`` console script: :func:`main`, then the process ends with its status (see
     :func:`indexing.index.exit_process`: chDB may otherwise abort in its destructors after the work is done)."""
@@ -111,6 +117,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command in BATCH_COMMANDS:
+        keep_freed_memory()
     try:
         cfg = load_config(
             args.config,

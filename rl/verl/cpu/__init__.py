@@ -11,6 +11,8 @@ task runner and workers) import this package right after verl's own ``__init__``
 - the ``hf`` rollout (:mod:`rl.verl.cpu.rollout`): a transformers server per replica
   (``RolloutReplicaRegistry``) and its weight-sync adapter (``_ROLLOUT_REGISTRY``).
 
+Each of those processes also keeps its freed buffers for the next step (:mod:`core.memory`).
+
 What verl offers no extension point for is patched in one place, :mod:`rl.verl.cpu.patches` (the
 process group's backend string, the reference policy's pinned offload, the replay buffer's 2 s poll).
 
@@ -23,10 +25,13 @@ from __future__ import annotations
 
 from verl.plugin.platform import set_platform
 
+from core.memory import keep_freed_memory
 from rl.verl.cpu.platform import PlatformCPU
 
 # First, before the imports below ask verl's modules for the device.
 set_platform(PlatformCPU())
+# Every verl process on CPU (trainer, actor, reference, rollout) keeps its freed buffers for the next step.
+keep_freed_memory()
 
 from verl.workers.engine.base import EngineRegistry  # noqa: E402
 from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead, FSDPEngineWithValueHead  # noqa: E402
