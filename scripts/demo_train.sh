@@ -3,7 +3,7 @@
 # evaluate both next to the baselines on each domain's test split and print the comparisons.
 # Expects the corpora, indexes, benchmarks and baseline runs that scripts/demo.sh makes first.
 # PROFILE=demo (default): one 1.5M-parameter planner (size t) for both corpora (as `prore serve` serves one
-#   planner for every domain; the prompt carries the corpus schema), 1,550 SFT steps at lr 5e-3 and 10 GRPO
+#   planner for every domain; the prompt carries the corpus schema), 1,800 SFT steps at lr 5e-3 and 10 GRPO
 #   steps: the recipe that learned most per minute in the quick-demo ablation (README). Only the SFT planner is
 #   evaluated, and only under grounded decoding: each evaluation pays about 45 s of vLLM start-up, and the
 #   free-decoding rows and the 10-step GRPO's (the same numbers as SFT's) would take the demo past 15 minutes.
@@ -37,7 +37,7 @@ WS="${PRORE_WORKSPACE:-workspace}"
 RUNS="$WS/runs"
 # Each training set is name:domains.
 case "$PROFILE" in
-  demo)   SFT=(--size t --lr 5e-3 --max-steps 1550 --eval-steps 310); RL=(--max-steps 10 --save-steps 5); LIMIT=(--limit 100); ALGOS="grpo"
+  demo)   SFT=(--size t --lr 5e-3 --max-steps 1800 --eval-steps 360); RL=(--max-steps 10 --save-steps 5); LIMIT=(--limit 100); ALGOS="grpo"
           SETS=("both:ecommerce email"); SPLITS="test"; GUIDED="${GUIDED_SAMPLES:-0}"; GRAMMAR="${GRAMMAR:-0}"
           FILTER="${FILTER:-0}"; FREE="${FREE:-0}" ;;
   medium) SFT=(--max-steps "${SFT_STEPS:-3000}" --eval-steps 500); RL=(--max-steps "${RL_STEPS:-50}" --save-steps 25)
