@@ -6,6 +6,9 @@ STAMP := $(VENV)/.installed
 PROFILE ?= demo
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
+# OpenMP's idle threads sleep instead of spinning (core.openmp, bench/omp_wait.py): the test suites, the demo's
+# vLLM server and its query API share 2 cores, where spinning threads starve each other's processes.
+export OMP_WAIT_POLICY ?= PASSIVE
 # scripts/pip-install.sh installs with uv (pip's configuration handed over; pip where uv is missing): a fresh
 # .venv in 41 s against pip's 132 s, cold caches. Nothing is byte-compiled at install (pip's --no-compile took a
 # fresh .venv from 167 s to 83 s, most of it vLLM's, torch's and Ray's modules no test imports); Python compiles

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from core.errors import ProReError
 from core.memory import keep_freed_memory
+from core.openmp import wait_passively
 from indexing import commands as indexing_commands
 from indexing.embedders.registry import EMBEDDERS
 from prore import config as prore_config
@@ -115,6 +116,7 @@ def run() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    wait_passively()  # every command: its OpenMP threads, and its children's, sleep when idle (core.openmp)
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command in BATCH_COMMANDS:

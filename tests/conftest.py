@@ -24,6 +24,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import pytest
 
 from core.memory import keep_freed_memory
+from core.openmp import wait_passively
 from core.processes import listening
 from indexing.config import ClickHouseConfig, Config, EmbedderConfig, MilvusConfig
 from indexing.stores.server import free_port
@@ -47,6 +48,7 @@ def _share_the_cores() -> int | None:
 
 
 _THREADS = _share_the_cores()  # before any test imports torch (nothing imported above does)
+wait_passively()  # as `prore` does: the suite's processes (workers, servers, trainers) share the cores
 keep_freed_memory()  # as `prore`'s batch commands do: the suite builds indexes and trains in its processes
 
 SMALL_CORPUS_ROWS = 600

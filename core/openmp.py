@@ -1,0 +1,41 @@
+"""Let OpenMP's idle threads sleep rather than spin, so that processes sharing the cores do not starve each other.
+
+PyTorch's CPU kernels (training, MiniLM's embeddings, vLLM's CPU backend) run on GNU OpenMP, one thread per
+core by default. Between two parallel regions libgomp's threads spin for a while before they sleep
+(``OMP_WAIT_POLICY`` unset). On cores of their own that costs little; on cores another process needs, the
+spinning threads hold them while that process waits. Two trainers of the ``t`` planner at once on 2 cores each
+took 26-92 s for 30 steps that took 9-11 s with ``OMP_WAIT_POLICY=PASSIVE`` (threads sleep as soon as a region
+ends), and alone the passive run was no slower (``bench/omp_wait.py``). A machine that runs a trainer beside the
+reward service, vLLM beside the query API, or several evaluations at once is the shared case.
+
+libgomp reads the variable once, when it is loaded (with torch), so :func:`wait_passively` must run before
+torch is imported to change the calling process; the processes it starts inherit it either way. A value the
+environment already has wins.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+ENV = "OMP_WAIT_POLICY"
+PASSIVE = "PASSIVE"
+
+
+def wait_passively() -> bool:
+    """Set ``OMP_WAIT_POLICY=PASSIVE`` unless the environment sets it; True where this process's own OpenMP
+    runtime will read it (torch not imported yet), False where only the processes it starts will, or where the
+    environment's own value was kept.
+
+    >>> import os
+    >>> os.environ[ENV] = "ACTIVE"
+    >>> wait_passively(), os.environ[ENV]
+    (False, 'ACTIVE')
+    >>> del os.environ[ENV]
+    >>> _ = wait_passively(); os.environ[ENV]
+    'PASSIVE'
+    """
+    if os.environ.get(ENV):
+        return False
+    os.environ[ENV] = PASSIVE
+    return "torch" not in sys.modules
