@@ -181,27 +181,11 @@ def register_bench(sub: Any) -> None:
         "them. Needs a built index of the domain (prore index build).",
     )
     s.add_argument("domain", help="corpus domain: " + " or ".join(DOMAINS))
-    s.add_argument(
-        "--train",
-        type=int,
-        default=DEFAULT_SIZES["train"],
-        metavar="N",
-        help=f"training instances (default {DEFAULT_SIZES['train']})",
-    )
-    s.add_argument(
-        "--test",
-        type=int,
-        default=DEFAULT_SIZES["test"],
-        metavar="N",
-        help=f"test instances (default {DEFAULT_SIZES['test']})",
-    )
-    s.add_argument(
-        "--ood",
-        type=int,
-        default=DEFAULT_SIZES["ood"],
-        metavar="N",
-        help=f"OOD instances: held-out template families and paraphrases (default {DEFAULT_SIZES['ood']})",
-    )
+    splits = {"train": "training instances", "test": "test instances",
+              "ood": "OOD instances: held-out template families and paraphrases"}  # fmt: skip
+    for split, what in splits.items():
+        s.add_argument(f"--{split}", type=int, default=DEFAULT_SIZES[split], metavar="N",
+                       help=f"{what} (default {DEFAULT_SIZES[split]})")  # fmt: skip
     s.add_argument("--seed", type=int, default=0, help="random seed; the same seed gives the same benchmark")
     s.add_argument(
         "--rewriter",
