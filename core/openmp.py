@@ -4,8 +4,8 @@ PyTorch's CPU kernels (training, MiniLM's embeddings, vLLM's CPU backend) run on
 core by default. Between two parallel regions libgomp's threads spin for a while before they sleep
 (``OMP_WAIT_POLICY`` unset). On cores of their own that costs little; on cores another process needs, the
 spinning threads hold them while that process waits. Two trainers of the ``t`` planner at once on 2 cores each
-took 26-92 s for 30 steps that took 9-11 s with ``OMP_WAIT_POLICY=PASSIVE`` (threads sleep as soon as a region
-ends), and alone the passive run was no slower (``bench/omp_wait.py``). A machine that runs a trainer beside the
+took 19-92 s for 30 steps that took 9-11 s with ``OMP_WAIT_POLICY=PASSIVE`` (threads sleep as soon as a region
+ends); alone, passive waiting cost between nothing and a seventh of the wall time (``bench/omp_wait.py``). A machine that runs a trainer beside the
 reward service, vLLM beside the query API, or several evaluations at once is the shared case.
 
 libgomp reads the variable once, when it is loaded (with torch), so :func:`wait_passively` must run before
