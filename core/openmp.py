@@ -8,9 +8,10 @@ took 19-92 s for 30 steps that took 9-11 s with ``OMP_WAIT_POLICY=PASSIVE`` (thr
 ends); alone, passive waiting cost between nothing and a seventh of the wall time (``bench/omp_wait.py``). A machine that runs a trainer beside the
 reward service, vLLM beside the query API, or several evaluations at once is the shared case.
 
-libgomp reads the variable once, when it is loaded (with torch), so :func:`wait_passively` must run before
-torch is imported to change the calling process; the processes it starts inherit it either way. A value the
-environment already has wins.
+libgomp reads the variable once, when it is loaded (with torch, or at start-up where ``LD_PRELOAD`` names it), so
+:func:`wait_passively` must run before that to change the calling process; the processes it starts inherit it
+either way, and :func:`wait_passively` says which of the two it achieved. A value the environment already has
+wins.
 """
 
 from __future__ import annotations
@@ -22,10 +23,23 @@ ENV = "OMP_WAIT_POLICY"
 PASSIVE = "PASSIVE"
 
 
+def openmp_loaded() -> bool:
+    """Whether this process has already loaded an OpenMP runtime, which has then read its environment: torch is
+    imported, or a libgomp is mapped (``LD_PRELOAD``, another library's own copy). Where ``/proc`` cannot be
+    read, only the first is known."""
+    if "torch" in sys.modules:
+        return True
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            return any("libgomp" in line for line in maps)
+    except OSError:
+        return False
+
+
 def wait_passively() -> bool:
     """Set ``OMP_WAIT_POLICY=PASSIVE`` unless the environment sets it; True where this process's own OpenMP
-    runtime will read it (torch not imported yet), False where only the processes it starts will, or where the
-    environment's own value was kept.
+    runtime will read it (none loaded yet), False where only the processes it starts will (a runtime already
+    read its environment), or where the environment's own value was kept.
 
     >>> import os
     >>> os.environ[ENV] = "ACTIVE"
@@ -37,5 +51,6 @@ def wait_passively() -> bool:
     """
     if os.environ.get(ENV):
         return False
+    loaded = openmp_loaded()
     os.environ[ENV] = PASSIVE
-    return "torch" not in sys.modules
+    return not loaded
