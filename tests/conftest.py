@@ -48,6 +48,8 @@ def _share_the_cores() -> int | None:
 
 
 _THREADS = _share_the_cores()  # before any test imports torch (nothing imported above does)
+OPENMP_BEFORE_TORCH = "torch" not in sys.modules
+"""Whether the suite set its OpenMP wait policy before anything loaded torch (``tests/core/test_openmp.py``)."""
 wait_passively()  # as `prore` does: the suite's processes (workers, servers, trainers) share the cores
 keep_freed_memory()  # as `prore`'s batch commands do: the suite builds indexes and trains in its processes
 

@@ -79,6 +79,9 @@ WIDTH_MARGIN = 5
 SCORE_DECIMALS = 5
 """Scores are compared at this precision when ordering hits (see the module docstring)."""
 
+SCORE_TOLERANCE = 10.0**-SCORE_DECIMALS
+"""Two scores closer than this are the same score to the engine (one unit of :data:`SCORE_DECIMALS`)."""
+
 FETCH_CHUNK = 4096
 """Most ids of one store call fetching stored vectors."""
 

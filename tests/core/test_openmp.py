@@ -83,4 +83,7 @@ def test_prore_waits_passively_and_so_do_the_processes_it_starts() -> None:
 
 
 def test_the_suite_itself_waits_passively() -> None:
-    assert os.environ.get(ENV), "tests/conftest.py sets it before torch loads"
+    from tests import conftest
+
+    assert os.environ.get(ENV)
+    assert conftest.OPENMP_BEFORE_TORCH, "tests/conftest.py sets it before anything imports torch"

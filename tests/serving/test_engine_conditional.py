@@ -27,14 +27,13 @@ from serving.dsl.placeholders import mark_placeholders
 from serving.engine import Engine, ExecutionResult
 from serving.engine.conditional import condition, conditional_chain, conditional_plan
 from serving.engine.pushdown import conjoin, id_filter
-from serving.engine.retrieval import SCORE_DECIMALS, RetrievalRequest
+from serving.engine.retrieval import SCORE_TOLERANCE, RetrievalRequest
 from serving.settings import SECTIONS, PlanningOptions, ServingSettings
 
 N = 300
 WIDE = 400
 """A rung past the corpus: an entry of this width retrieves every document."""
 LADDER = (3, 5, 10, 20, 50, WIDE)
-TOL = 10.0**-SCORE_DECIMALS
 """Scores closer than this are ties to the engine (it orders hits by rounded score, then id)."""
 
 
@@ -191,8 +190,8 @@ def assert_top_k_among(
     assert len(got) == min(entry.k, len(scores))
     kept = [scores[d] for d in got]
     left = [s for d, s in scores.items() if d not in set(got)]
-    assert not left or min(kept) >= max(left) - TOL
-    assert all(a >= b - TOL for a, b in itertools.pairwise(kept))  # ranked by its own scores
+    assert not left or min(kept) >= max(left) - SCORE_TOLERANCE
+    assert all(a >= b - SCORE_TOLERANCE for a, b in itertools.pairwise(kept))  # ranked by its own scores
 
 
 HEAD = Retrieval("text", "title", "Sony headphones", k=10)
@@ -434,7 +433,7 @@ def test_a_conditioned_dense_search_is_scored_in_process_as_the_store_ranks_it(
     for mine, store in zip(plain, stored, strict=True):
         got, want = ours[mine], theirs[store]
         assert [d for d, _ in got] == [d for d, _ in want], mine
-        assert np.allclose([s for _, s in got], [s for _, s in want], atol=TOL)
+        assert np.allclose([s for _, s in got], [s for _, s in want], atol=SCORE_TOLERANCE)
         assert len(got) == min(mine.k, len(within)) and {d for d, _ in got} <= set(within)
     # the vectors stay cached: the same candidates for other phrases fetch nothing
     retriever.resolve([dataclasses.replace(r, query=r.query + " case") for r in plain], {})
@@ -542,7 +541,8 @@ def test_a_wider_head_searches_the_next_entries_among_more_candidates(
             wide.handle.collection, TAIL.field, [*tail, *lists(before)[1]]
         )
         assert (
-            float(np.dot(stored[tail[0]], query)) >= float(np.dot(stored[lists(before)[1][0]], query)) - TOL
+            float(np.dot(stored[tail[0]], query))
+            >= float(np.dot(stored[lists(before)[1][0]], query)) - SCORE_TOLERANCE
         )
         # a single entry is no chain: nothing is widened
         single = Program("SELECT id FROM products WHERE id IN <text_1>", (HEAD,))

@@ -20,7 +20,7 @@ from indexing.schema import PRODUCTS
 from indexing.stores.milvus import MilvusStore
 from serving.engine import Engine
 from serving.engine.pushdown import id_at_most
-from serving.engine.retrieval import SCORE_DECIMALS, WIDTH_MARGIN, RetrievalRequest
+from serving.engine.retrieval import SCORE_DECIMALS, SCORE_TOLERANCE, WIDTH_MARGIN, RetrievalRequest
 from serving.engine.ties import BAND_LIMIT
 from serving.settings import PlanningOptions
 
@@ -71,7 +71,7 @@ def check_band(store: MilvusStore, name: str, table: pa.Table, metric: str) -> N
     load(store, name, table)
     scores = scores_of(table, TIED, metric)
     top = round(max(scores.values()), SCORE_DECIMALS)
-    half = 0.5 * 10.0**-SCORE_DECIMALS
+    half = 0.5 * SCORE_TOLERANCE
     band = {d for d, s in scores.items() if round(s, SCORE_DECIMALS) == top}
     assert len(band) == len(range(0, N, 3))  # every tied title, and no other
     q = np.asarray(HashingEmbedder(DIM).embed([TIED]))[0]

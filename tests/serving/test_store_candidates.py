@@ -19,9 +19,8 @@ from indexing.schema import PRODUCTS
 from indexing.stores.base import METRICS, similarity
 from indexing.stores.milvus import MilvusStore
 from serving.engine.pushdown import conjoin, id_filter
-from serving.engine.retrieval import SCORE_DECIMALS
+from serving.engine.retrieval import SCORE_DECIMALS, SCORE_TOLERANCE
 
-TOL = 10.0**-SCORE_DECIMALS
 """Scores closer than this are ties to the engine (it orders hits by rounded score, then id)."""
 
 
@@ -57,7 +56,7 @@ def check_similarity(store: MilvusStore, name: str, table: pa.Table) -> None:
         )
         got = by_rounded_score(zip(within, row.tolist(), strict=True))
         assert [d for d, _ in got] == [d for d, _ in want]
-        assert np.allclose([s for _, s in got], [s for _, s in want], atol=TOL)
+        assert np.allclose([s for _, s in got], [s for _, s in want], atol=SCORE_TOLERANCE)
 
 
 @pytest.mark.parametrize("metric", METRICS)
