@@ -12,6 +12,8 @@ servers holding the workspace's chDB). Then:
 - :func:`percentile`: a percentile of latencies (numpy's, by the rank rule a benchmark reports);
 - :func:`write_results`: the results JSON (each script's default path is under :data:`RESULTS`);
 - :func:`ensure_corpus`: the seeded ``ecommerce`` corpus of a size, generated once per workspace;
+- :func:`run_prore`: one ``prore`` command in a fresh process, to its end: its wall and CPU seconds (the
+  process and all it waited for), minor page faults and peak resident memory;
 - :func:`start_milvus` / :func:`stop_milvus`: the local Milvus standalone server (``prore stores up``) of
   a benchmark's directory;
 - :func:`run_main`: a script's (and its child processes') entry point, which ends the process with the status
@@ -25,7 +27,9 @@ import math
 import os
 import platform
 import signal
+import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, NoReturn
@@ -120,6 +124,33 @@ def ensure_corpus(workspace: Path, size: int) -> None:
             "seed": 0,
         }
         write_corpus(ws, PRODUCTS, generate("ecommerce", size, seed=0), meta)
+
+
+PRORE = str(ROOT / ".venv" / "bin" / "prore")
+"""The project's command line in this checkout's environment."""
+
+
+def run_prore(workspace: Path, *args: str, env: Mapping[str, str] | None = None) -> dict[str, float]:
+    """Run ``prore --workspace WORKSPACE ARGS`` to its end (``SystemExit`` with its output if it fails);
+    its ``wall_s``, ``cpu_s`` (user + system, from ``wait4``), ``system_s``, ``minor_faults`` and
+    ``peak_rss_mb``."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [PRORE, "--workspace", str(workspace), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+    )  # fmt: skip
+    out = proc.stdout.read() if proc.stdout else b""
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"prore {' '.join(args)} exited {proc.returncode}:\n{out.decode()[-3000:]}")
+    return {
+        "wall_s": time.perf_counter() - start,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "system_s": usage.ru_stime,
+        "minor_faults": float(usage.ru_minflt),
+        "peak_rss_mb": usage.ru_maxrss / 1024,
+    }
 
 
 def start_milvus(root: Path, *, settings: Mapping[str, Any] | None = None) -> tuple[str | None, str]:

@@ -23,45 +23,21 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-from common import RESULTS, ROOT, machine, run_main, write_results
+from common import RESULTS, machine, run_main, run_prore, write_results
 
 DEFAULT_OUT = RESULTS / "memory.json"
-PRORE = str(ROOT / ".venv" / "bin" / "prore")
 MODES = {"returned": "0", "kept": "1"}
-
-
-def _prore(ws: Path, *args: str, env: dict[str, str] | None = None) -> dict[str, float]:
-    """Run ``prore --workspace ws ARGS`` to its end; its wall and CPU seconds, faults and peak RSS."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(
-        [PRORE, "--workspace", str(ws), *args],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
-    )  # fmt: skip
-    out = proc.stdout.read() if proc.stdout else b""
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"prore {' '.join(args)} exited {proc.returncode}:\n{out.decode()[-3000:]}")
-    return {
-        "wall_s": time.perf_counter() - start,
-        "cpu_s": usage.ru_utime + usage.ru_stime,
-        "system_s": usage.ru_stime,
-        "minor_faults": float(usage.ru_minflt),
-        "peak_rss_mb": usage.ru_maxrss / 1024,
-    }
 
 
 def _workspace(root: Path) -> Path:
     ws = root / "ws"
-    _prore(ws, "corpus", "build", "ecommerce", "--size", "600", "--seed", "0")
-    _prore(ws, "--embedder", "minilm", "index", "build", "ecommerce")
-    _prore(
+    run_prore(ws, "corpus", "build", "ecommerce", "--size", "600", "--seed", "0")
+    run_prore(ws, "--embedder", "minilm", "index", "build", "ecommerce")
+    run_prore(
         ws,
         "--embedder",
         "minilm",
@@ -87,7 +63,7 @@ def _command(workload: str, steps: int, run: Path) -> tuple[Path | None, list[st
     if workload == "seq2seq":
         return None, [*sft, "--arch", "minilm-seq2seq"]
     # an index build skips a corpus it has already indexed: each run builds a fresh workspace's
-    _prore(run, "corpus", "build", "ecommerce", "--size", "600", "--seed", "0")
+    run_prore(run, "corpus", "build", "ecommerce", "--size", "600", "--seed", "0")
     return run, ["--embedder", "minilm", "index", "build", "ecommerce", "--no-progress"]
 
 
@@ -112,7 +88,7 @@ def main() -> None:
                 for mode in order:
                     run = root / f"run-{workload}-{mode}-{rep}"  # a fresh run directory: nothing resumes
                     where, cmd = _command(workload, args.steps, run)
-                    got = _prore(where or ws, *cmd, env={"PRORE_KEEP_FREED_MEMORY": MODES[mode]})
+                    got = run_prore(where or ws, *cmd, env={"PRORE_KEEP_FREED_MEMORY": MODES[mode]})
                     runs[workload][mode].append(got)
                     print(f"  {workload:8} {mode:8} rep {rep}: {got['wall_s']:6.1f} s wall, {got['cpu_s']:6.1f} s CPU, "
                           f"{got['minor_faults'] / 1e6:5.2f}M faults, {got['peak_rss_mb']:6.0f} MB peak", flush=True)  # fmt: skip

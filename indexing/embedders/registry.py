@@ -1,5 +1,5 @@
-"""Embedders by name: the config says ``minilm`` (torch), ``minilm-onnx`` / ``minilm-onnx-int8`` (ONNX Runtime),
-``hashing`` or ``openai``; code never branches on it.
+"""Embedders by name: the config says ``minilm`` (on ONNX Runtime or torch: ``embedder.minilm_backend``),
+``minilm-onnx`` / ``minilm-onnx-int8`` (ONNX Runtime), ``hashing`` or ``openai``; code never branches on it.
 
 >>> from indexing.config import EmbedderConfig
 >>> make_embedder(EmbedderConfig(text="hashing", hashing_dim=64), Role.TEXT).dim
@@ -13,6 +13,7 @@ core.errors.ConfigError: unknown embedder 'word2vec'; known embedders: hashing, 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -35,19 +36,36 @@ EMBEDDERS: Registry[Factory] = Registry("embedder", unknown_code="unknown_embedd
 """Embedder factories by name; another module adds one with ``@EMBEDDERS.register("name")``."""
 
 
-MINILM_BACKENDS = ("torch", "onnx", "onnx-int8")
+MINILM_BACKENDS = ("auto", "torch", "onnx", "onnx-int8")
+
+
+def minilm_backend(name: str) -> str:
+    """The runtime ``embedder.minilm_backend`` names: ``auto`` is ``onnx`` where ONNX Runtime and ``onnx``
+    (which exports the graph) are installed, else ``torch``; any other name is itself.
+
+    >>> minilm_backend("torch"), minilm_backend("onnx-int8")
+    ('torch', 'onnx-int8')
+    """
+    if name not in MINILM_BACKENDS:
+        raise ConfigError(
+            f"embedder.minilm_backend must be one of {', '.join(MINILM_BACKENDS)}, not {name!r}"
+        )
+    if name != "auto":
+        return name
+    try:
+        found = all(importlib.util.find_spec(m) is not None for m in ("onnxruntime", "onnx"))
+    except (ImportError, ValueError):  # a module set to None in sys.modules, or a broken package
+        found = False
+    return "onnx" if found else "torch"
 
 
 @EMBEDDERS.register("minilm")
 def _minilm(cfg: EmbedderConfig) -> Embedder:
-    if cfg.minilm_backend not in MINILM_BACKENDS:
-        raise ConfigError(
-            f"embedder.minilm_backend must be one of {', '.join(MINILM_BACKENDS)}, not {cfg.minilm_backend!r}"
-        )
-    if cfg.minilm_backend != "torch":
+    backend = minilm_backend(cfg.minilm_backend)
+    if backend != "torch":
         from indexing.embedders.onnx import OnnxMiniLMEmbedder
 
-        onnx = OnnxMiniLMEmbedder(quantized=cfg.minilm_backend == "onnx-int8", batch_size=cfg.batch_size)
+        onnx = OnnxMiniLMEmbedder(quantized=backend == "onnx-int8", batch_size=cfg.batch_size)
         onnx.name = "minilm"  # the vector space of all-MiniLM-L6-v2, whichever runtime computes it
         return onnx
     from indexing.embedders.minilm import MiniLMEmbedder

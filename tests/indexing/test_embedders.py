@@ -32,7 +32,7 @@ from indexing.schema import Role
 @pytest.fixture(scope="module")
 def minilm() -> Any:
     pytest.importorskip("sentence_transformers", reason="needs the embed extra")
-    return make_embedder(EmbedderConfig(text="minilm"), Role.TEXT)
+    return make_embedder(EmbedderConfig(text="minilm", minilm_backend="torch"), Role.TEXT)
 
 
 def test_minilm_shapes_and_norms(minilm: Any) -> None:
@@ -64,7 +64,7 @@ def test_minilm_semantics(minilm: Any) -> None:
 
 
 def test_image_role_uses_the_text_model_on_descriptions(minilm: Any) -> None:
-    image = make_embedder(EmbedderConfig(image="minilm"), Role.IMAGE)
+    image = make_embedder(EmbedderConfig(image="minilm", minilm_backend="torch"), Role.IMAGE)
     text = "matte white over-ear headphones on a desk"
     np.testing.assert_allclose(image.embed([text]), minilm.embed([text]), atol=1e-6)
 
@@ -157,7 +157,12 @@ class _MiniLMServer(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(b'{"error": "model not found"}')
             return
-        vecs = make_embedder(EmbedderConfig(text="minilm"), Role.TEXT).embed(body["input"]) * 3.0
+        vecs = (
+            make_embedder(EmbedderConfig(text="minilm", minilm_backend="torch"), Role.TEXT).embed(
+                body["input"]
+            )
+            * 3.0
+        )
         data = [{"index": i, "embedding": v.tolist(), "object": "embedding"} for i, v in enumerate(vecs)][
             ::-1
         ]

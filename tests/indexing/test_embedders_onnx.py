@@ -7,6 +7,9 @@ query; int8 is measured against the same bar and its difference stays within the
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -120,10 +123,41 @@ def test_minilm_backend_keeps_the_vector_space(cache: Path, docs: list[str]) -> 
     """``embedder.minilm_backend`` switches the runtime, not the space: same name, same vectors (fp32)."""
     from core.errors import ConfigError
 
-    torch_e = make_embedder(EmbedderConfig(text="minilm"), Role.TEXT)
+    torch_e = make_embedder(EmbedderConfig(text="minilm", minilm_backend="torch"), Role.TEXT)
     onnx_e = make_embedder(EmbedderConfig(text="minilm", minilm_backend="onnx"), Role.TEXT)
     assert onnx_e.name == torch_e.name == "minilm"
     cosine = np.sum(torch_e.embed(QUERIES) * onnx_e.embed(QUERIES), axis=1)
     assert cosine.min() >= 0.99
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError, match="minilm_backend must be one of auto, torch, onnx, onnx-int8"):
         make_embedder(EmbedderConfig(text="minilm", minilm_backend="tpu"), Role.TEXT)
+
+
+_BACKEND_OF_THE_DEFAULT = """
+import sys
+for name in sys.argv[1:]:
+    sys.modules[name] = None  # as if not installed: importing it raises ImportError
+from indexing.config import EmbedderConfig
+from indexing.embedders import make_embedder
+from indexing.schema import Role
+e = make_embedder(EmbedderConfig(text="minilm"), Role.TEXT)
+e.embed(["great noise cancelling"])
+print(type(e).__name__, e.name, "torch" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize(
+    ("missing", "expected"),
+    [((), "OnnxMiniLMEmbedder minilm False"), (("onnxruntime",), "MiniLMEmbedder minilm True")],
+    ids=["onnx-installed", "onnxruntime-missing"],
+)
+def test_the_default_backend_is_onnx_where_installed_else_torch(
+    cache: Path, missing: tuple[str, ...], expected: str
+) -> None:
+    """``auto``: ONNX Runtime where it and ``onnx`` are installed, and then the process never imports torch
+    (the graph is already exported into ``cache``); torch where they are not. Fresh processes, since torch
+    stays imported once any test here has loaded it."""
+    onnx_backend.export_path(quantized=False)  # exported before, as on any machine after its first use
+    done = subprocess.run([sys.executable, "-c", _BACKEND_OF_THE_DEFAULT, *missing], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PRORE_CACHE_DIR": str(cache)})  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == expected
