@@ -14,6 +14,8 @@ servers holding the workspace's chDB). Then:
 - :func:`ensure_corpus`: the seeded ``ecommerce`` corpus of a size, generated once per workspace;
 - :func:`run_prore`: one ``prore`` command in a fresh process, to its end: its wall and CPU seconds (the
   process and all it waited for), minor page faults and peak resident memory;
+- :func:`two_candidates`: the medians of such runs for two candidates, per workload and metric, with their
+  ratio, printed as a table;
 - :func:`start_milvus` / :func:`stop_milvus`: the local Milvus standalone server (``prore stores up``) of
   a benchmark's directory;
 - :func:`run_main`: a script's (and its child processes') entry point, which ends the process with the status
@@ -151,6 +153,27 @@ def run_prore(workspace: Path, *args: str, env: Mapping[str, str] | None = None)
         "minor_faults": float(usage.ru_minflt),
         "peak_rss_mb": usage.ru_maxrss / 1024,
     }
+
+
+def two_candidates(
+    runs: Mapping[str, Mapping[str, Sequence[Mapping[str, float]]]],
+    names: tuple[str, str],
+    metrics: Sequence[str],
+) -> dict[str, dict[str, dict[str, float]]]:
+    """``runs[workload][candidate]`` (each a list of :func:`run_prore` results) as medians per workload and
+    metric for the two ``names``, with the second's ratio to the first; prints them as a table."""
+    a_name, b_name = names
+    ratio_name = f"{b_name}/{a_name}"
+    print(f"{'workload':9} {'metric':13} {a_name:>10} {b_name:>10} {ratio_name:>{max(12, len(ratio_name))}}")
+    summary: dict[str, dict[str, dict[str, float]]] = {}
+    for workload, by_name in runs.items():
+        summary[workload] = {}
+        for metric in metrics:
+            a, b = (float(np.median([r[metric] for r in by_name[n]])) for n in names)
+            ratio = b / a if a else float("nan")
+            summary[workload][metric] = {a_name: a, b_name: b, "ratio": ratio}
+            print(f"{workload:9} {metric:13} {a:10.1f} {b:10.1f} {ratio:{max(12, len(ratio_name)) - 1}.2f}x")
+    return summary
 
 
 def start_milvus(root: Path, *, settings: Mapping[str, Any] | None = None) -> tuple[str | None, str]:

@@ -22,12 +22,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import tempfile
 from pathlib import Path
-from typing import Any
 
-from common import RESULTS, machine, run_main, run_prore, write_results
+from common import RESULTS, machine, run_main, run_prore, two_candidates, write_results
 
 DEFAULT_OUT = RESULTS / "memory.json"
 MODES = {"returned": "0", "kept": "1"}
@@ -92,16 +90,10 @@ def main() -> None:
                     runs[workload][mode].append(got)
                     print(f"  {workload:8} {mode:8} rep {rep}: {got['wall_s']:6.1f} s wall, {got['cpu_s']:6.1f} s CPU, "
                           f"{got['minor_faults'] / 1e6:5.2f}M faults, {got['peak_rss_mb']:6.0f} MB peak", flush=True)  # fmt: skip
-    summary: dict[str, Any] = {}
     print(f"\nmedians of {args.repeat} runs ({args.steps} training steps)")
-    print(f"{'workload':9} {'metric':13} {'returned':>10} {'kept':>10} {'kept/returned':>14}")
-    for workload in chosen:
-        summary[workload] = {}
-        for metric in ("wall_s", "cpu_s", "system_s", "minor_faults", "peak_rss_mb"):
-            a, b = (statistics.median(r[metric] for r in runs[workload][m]) for m in ("returned", "kept"))
-            ratio = b / a if a else float("nan")
-            summary[workload][metric] = {"returned": a, "kept": b, "ratio": ratio}
-            print(f"{workload:9} {metric:13} {a:10.1f} {b:10.1f} {ratio:13.2f}x")
+    summary = two_candidates(
+        runs, ("returned", "kept"), ("wall_s", "cpu_s", "system_s", "minor_faults", "peak_rss_mb")
+    )
     load = os.getloadavg()[0]
     path = write_results(args.out, {"machine": machine(), "load_1m_at_end": load, "steps": args.steps,
                                     "repeat": args.repeat, "summary": summary, "runs": runs})  # fmt: skip

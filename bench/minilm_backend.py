@@ -23,12 +23,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import tempfile
 from pathlib import Path
-from typing import Any
 
-from common import RESULTS, ROOT, machine, run_main, run_prore, write_results
+from common import RESULTS, ROOT, machine, run_main, run_prore, two_candidates, write_results
 
 DEFAULT_OUT = RESULTS / "minilm_backend.json"
 BACKENDS = ("torch", "onnx")
@@ -82,16 +80,8 @@ def main() -> None:
                     runs[workload][backend].append(got)
                     print(f"  {workload:8} {backend:6} rep {rep}: {got['wall_s']:6.1f} s wall, "
                           f"{got['cpu_s']:6.1f} s CPU, {got['peak_rss_mb']:6.0f} MB peak", flush=True)  # fmt: skip
-    summary: dict[str, Any] = {}
     print(f"\nmedians of {args.repeat} runs; the default (auto) is {minilm_backend('auto')} here")
-    print(f"{'workload':9} {'metric':12} {'torch':>9} {'onnx':>9} {'onnx/torch':>11}")
-    for workload in chosen:
-        summary[workload] = {}
-        for metric in ("wall_s", "cpu_s", "peak_rss_mb"):
-            a, b = (statistics.median(r[metric] for r in runs[workload][k]) for k in BACKENDS)
-            ratio = b / a if a else float("nan")
-            summary[workload][metric] = {"torch": a, "onnx": b, "ratio": ratio}
-            print(f"{workload:9} {metric:12} {a:9.1f} {b:9.1f} {ratio:10.2f}x")
+    summary = two_candidates(runs, BACKENDS, ("wall_s", "cpu_s", "peak_rss_mb"))
     load = os.getloadavg()[0]
     path = write_results(args.out, {"machine": machine(), "load_1m_at_end": load, "repeat": args.repeat,
                                     "default": minilm_backend("auto"), "summary": summary, "runs": runs})  # fmt: skip

@@ -127,10 +127,10 @@ class EmbedderConfig:
     """How ``minilm`` runs: ``torch`` (sentence-transformers), ``onnx`` (ONNX Runtime fp32: the same vectors,
     cosine 1.0, faster per query) or ``onnx-int8`` (dynamic int8: about 2-3x faster per query, cosine about
     0.96 to fp32). ``auto`` (the default) is ``onnx`` where ONNX Runtime and ``onnx`` are installed (the
-    ``onnx`` extra), else ``torch``: a process that embeds on ONNX never imports torch or transformers once the
-    graph is exported (``prore execute`` on a MiniLM index: 3-4 s against 11-13 s). Not part of an index's
-    identity: an index built with one backend is queried with another, so a service can embed queries on ONNX
-    against documents embedded with torch."""
+    ``onnx`` extra) and its graph can be exported, else ``torch``: a process that embeds on ONNX never imports
+    torch or transformers once the graph is exported (``prore execute`` on a MiniLM index: 3.8 s against
+    14.2 s, ``bench/minilm_backend.py``). Not part of an index's identity: an index built with one backend is
+    queried with another, so a service can embed queries on ONNX against documents embedded with torch."""
     image: str = "minilm"
     """Same names; on CPU an image is its visual description, encoded by the text model."""
     batch_size: int = 64

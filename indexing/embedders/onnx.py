@@ -107,8 +107,22 @@ def _export_fp32(weights: Path, target: Path) -> None:
         )
 
 
+_EXPORTED: dict[tuple[str, bool], Path] = {}
+"""Graphs this process has found or exported, by cache directory and variant (hashing the weights takes 0.1 s)."""
+
+
 def export_path(quantized: bool) -> Path:
-    """The exported graph (fp32 or int8), exporting it first if this machine has none yet."""
+    """The exported graph (fp32 or int8), exporting it first if this machine has none yet; an ``OSError`` where
+    the cache directory cannot be written."""
+    key = (str(cache_dir()), quantized)
+    found = _EXPORTED.get(key)
+    if found is not None and found.is_file():
+        return found
+    _EXPORTED[key] = path = _export(quantized)
+    return path
+
+
+def _export(quantized: bool) -> Path:
     weights = _weights_dir()
     folder = cache_dir() / "onnx" / f"all-MiniLM-L6-v2-{_fingerprint(weights)}"
     fp32 = folder / "model.onnx"

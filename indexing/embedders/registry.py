@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import logging
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -62,6 +63,16 @@ def minilm_backend(name: str) -> str:
 @EMBEDDERS.register("minilm")
 def _minilm(cfg: EmbedderConfig) -> Embedder:
     backend = minilm_backend(cfg.minilm_backend)
+    if backend == "onnx" and cfg.minilm_backend == "auto":
+        from indexing.embedders.onnx import export_path
+
+        try:  # once per machine; torch computes the same vectors where the graph cannot be written
+            export_path(quantized=False)
+        except OSError as exc:
+            logging.getLogger(__name__).warning(
+                "MiniLM runs on torch: its ONNX graph cannot be exported (%s)", exc
+            )
+            backend = "torch"
     if backend != "torch":
         from indexing.embedders.onnx import OnnxMiniLMEmbedder
 

@@ -146,18 +146,26 @@ print(type(e).__name__, e.name, "torch" in sys.modules)
 
 
 @pytest.mark.parametrize(
-    ("missing", "expected"),
-    [((), "OnnxMiniLMEmbedder minilm False"), (("onnxruntime",), "MiniLMEmbedder minilm True")],
-    ids=["onnx-installed", "onnxruntime-missing"],
-)
+    ("missing", "unwritable", "expected"),
+    [((), False, "OnnxMiniLMEmbedder minilm False"), (("onnxruntime",), False, "MiniLMEmbedder minilm True"),
+     ((), True, "MiniLMEmbedder minilm True")],
+    ids=["onnx-installed", "onnxruntime-missing", "cache-unwritable"],
+)  # fmt: skip
 def test_the_default_backend_is_onnx_where_installed_else_torch(
-    cache: Path, missing: tuple[str, ...], expected: str
+    cache: Path, tmp_path: Path, missing: tuple[str, ...], unwritable: bool, expected: str
 ) -> None:
     """``auto``: ONNX Runtime where it and ``onnx`` are installed, and then the process never imports torch
-    (the graph is already exported into ``cache``); torch where they are not. Fresh processes, since torch
-    stays imported once any test here has loaded it."""
+    (the graph is already exported into ``cache``); torch where they are not, or where the graph cannot be
+    written (a cache path below a file), with one warning. Fresh processes, since torch stays imported once
+    any test here has loaded it."""
     onnx_backend.export_path(quantized=False)  # exported before, as on any machine after its first use
+    where = cache
+    if unwritable:
+        (tmp_path / "a-file").write_text("")
+        where = tmp_path / "a-file" / "cache"
     done = subprocess.run([sys.executable, "-c", _BACKEND_OF_THE_DEFAULT, *missing], capture_output=True,
-                          text=True, timeout=300, env={**os.environ, "PRORE_CACHE_DIR": str(cache)})  # fmt: skip
+                          text=True, timeout=300, env={**os.environ, "PRORE_CACHE_DIR": str(where)})  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == expected
+    warned = "MiniLM runs on torch: its ONNX graph cannot be exported" in done.stderr
+    assert warned == unwritable, done.stderr[-2000:]
