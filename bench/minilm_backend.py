@@ -71,9 +71,8 @@ def main() -> None:
             for workload in chosen:
                 for backend in order:
                     where = ws
-                    if (
-                        workload == "index"
-                    ):  # a build skips a corpus it has indexed: a fresh workspace each run
+                    # a build skips a corpus it has indexed: a fresh workspace each run
+                    if workload == "index":
                         where = root / f"build-{backend}-{rep}"
                         run_prore(where, "corpus", "build", "ecommerce", "--size", PRODUCTS, "--seed", "0")
                     got = run_prore(where, *_args(workload, configs[backend]))

@@ -35,8 +35,9 @@ def run(code: str, **env: str) -> tuple[list[int], str]:
 
 
 def preloaded(**env: str) -> bool:
-    """Whether a fresh Python has a libgomp mapped before it imports anything (``LD_PRELOAD``)."""
-    code = "print(any('libgomp' in line for line in open('/proc/self/maps')))"
+    """Whether a fresh Python has an OpenMP runtime loaded before it imports torch (``LD_PRELOAD``), as
+    :func:`core.openmp.openmp_loaded` sees it."""
+    code = "from core.openmp import openmp_loaded; print(openmp_loaded())"
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, **env}
     )

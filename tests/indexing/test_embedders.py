@@ -28,11 +28,15 @@ from indexing.embedders.openai import OpenAIEmbedder
 from indexing.embedders.registry import Factory
 from indexing.schema import Role
 
+TORCH_MINILM = EmbedderConfig(text="minilm", minilm_backend="torch")
+"""MiniLM on torch (sentence-transformers), named: the default runs it on ONNX Runtime where that is installed
+(``tests/indexing/test_embedders_onnx.py`` holds the two to the same vectors)."""
+
 
 @pytest.fixture(scope="module")
 def minilm() -> Any:
     pytest.importorskip("sentence_transformers", reason="needs the embed extra")
-    return make_embedder(EmbedderConfig(text="minilm", minilm_backend="torch"), Role.TEXT)
+    return make_embedder(TORCH_MINILM, Role.TEXT)
 
 
 def test_minilm_shapes_and_norms(minilm: Any) -> None:
@@ -157,12 +161,7 @@ class _MiniLMServer(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(b'{"error": "model not found"}')
             return
-        vecs = (
-            make_embedder(EmbedderConfig(text="minilm", minilm_backend="torch"), Role.TEXT).embed(
-                body["input"]
-            )
-            * 3.0
-        )
+        vecs = make_embedder(TORCH_MINILM, Role.TEXT).embed(body["input"]) * 3.0
         data = [{"index": i, "embedding": v.tolist(), "object": "embedding"} for i, v in enumerate(vecs)][
             ::-1
         ]
