@@ -12,6 +12,10 @@ steps (after ``--warmup``), with evaluation and checkpoints off. Reported per ca
 - the median seconds of a bare forward, backward and AdamW step on one of the same batches, which is what
   the model costs at that shape without the trainer around it.
 
+Each candidate runs under every ``--precision`` given (``fp32``, ``bf16`` mixed precision, or ``auto``: bf16
+where the CPU computes it natively, :func:`rl.train.run.uses_bf16`), so the two are compared on the same
+batches; ``--size`` picks the model (the defaults file's, ``s``, unless given; the quick demo trains ``t``).
+
 Chats per second is the comparable number: a chat is one training example whatever its tokenization.
 Prints a table and writes ``bench/results/sft_recipe.json``. Needs a workspace with a synthesized benchmark
 (``prore bench synth``; ``make demo`` makes one).
@@ -28,6 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from common import RESULTS, machine, run_main, write_results
+
+from rl.train.model import SIZES
+from rl.train.run import PRECISIONS
 
 CANDIDATES = {
     "short/lines/random": ("short", "lines", "random"),
@@ -62,19 +69,27 @@ def _bare_step_s(trainer: Any, batch: dict[str, Any], steps: int) -> float:
 
 
 def _measure(
-    ws: Path, profile: str, split: str, batching: str, steps: int, warmup: int, limit: int | None
+    ws: Path,
+    candidate: tuple[str, str, str],
+    precision: str,
+    size: str | None,
+    steps: int,
+    warmup: int,
+    limit: int | None,
 ) -> dict[str, Any]:
     from transformers import TrainerCallback
 
     from rl.train.config import load_defaults, replace
+    from rl.train.run import trained_in
     from rl.train.sft import SftJob, sft_trainer
 
+    profile, split, batching = candidate
     d = load_defaults()
     params = replace(d.sft, max_steps=warmup + steps, group_by_length=batching == "group_by_length")
     with tempfile.TemporaryDirectory() as out:
-        job = SftJob(workspace=ws, domains=("ecommerce", "email"), out=Path(out), params=params, size=d.model_size,
-                     profile=profile, vocab_size=d.vocab_size, max_token_chars=d.max_token_chars, split=split,  # type: ignore[arg-type]
-                     limit=limit)  # fmt: skip
+        job = SftJob(workspace=ws, domains=("ecommerce", "email"), out=Path(out), params=params,
+                     size=size or d.model_size, profile=profile, vocab_size=d.vocab_size,  # type: ignore[arg-type]
+                     max_token_chars=d.max_token_chars, split=split, limit=limit, precision=precision)  # type: ignore[arg-type]  # fmt: skip
         # max_length None: no chat is truncated or dropped (short/words chats pass the recipe's 512 tokens)
         free: dict[str, Any] = {"padding_free": batching == "padding_free", "max_length": None}
         trainer, _, train_rows = sft_trainer(job, eval_strategy="no", save_strategy="no", load_best_model_at_end=False,
@@ -97,7 +112,8 @@ def _measure(
         bare_s = _bare_step_s(trainer, batch, steps=min(steps, 5))
     step_times = [b - a for a, b in zip(stamps[warmup - 1 :], stamps[warmup:], strict=False)]
     step_s = statistics.median(step_times)
-    return {"profile": profile, "split": split, "batching": batching, "train_chats": len(train_rows),
+    return {"profile": profile, "split": split, "batching": batching, "precision": trained_in(trainer.args),
+            "size": job.size, "train_chats": len(train_rows),
             "tokens_per_chat": round(statistics.fmean(len(x) for x in trainer.train_dataset["input_ids"]), 1),
             "padding_share": round(1 - real / padded, 3) if padded else 0.0,
             "step_s_median": round(step_s, 3), "bare_step_s_median": round(bare_s, 3),
@@ -115,6 +131,9 @@ def main() -> None:
         "--limit", type=int, help="at most N training chats per domain (the tokenizer trains on them)"
     )
     ap.add_argument("--candidates", nargs="+", choices=list(CANDIDATES), default=list(CANDIDATES))
+    ap.add_argument("--precision", nargs="+", choices=PRECISIONS, default=["auto"],
+                    help="measure every candidate under each of these (default auto)")  # fmt: skip
+    ap.add_argument("--size", choices=list(SIZES), help="model size (default: the defaults file's)")
     ap.add_argument("--out", default=str(RESULTS / "sft_recipe.json"))
     args = ap.parse_args()
     from tqdm import tqdm
@@ -122,24 +141,25 @@ def main() -> None:
     from rl.train.config import load_defaults
 
     rows = []
-    for name in tqdm(args.candidates, desc="candidates", unit="recipe"):
-        rows.append(
-            {
-                "candidate": name,
-                **_measure(Path(args.workspace), *CANDIDATES[name], args.steps, args.warmup, args.limit),
-            }
+    runs = [(name, precision) for name in args.candidates for precision in args.precision]
+    for name, precision in tqdm(runs, desc="candidates", unit="run"):
+        got = _measure(
+            Path(args.workspace), CANDIDATES[name], precision, args.size, args.steps, args.warmup, args.limit
         )
+        rows.append({"candidate": f"{name}/{got['precision']}", **got})
     base = rows[0]["chats_per_s"]
     for r in rows:
         r["chats_per_s_ratio"] = round(r["chats_per_s"] / base, 2)
     print(
-        f"{'candidate':28} {'tok/chat':>9} {'padding':>8} {'s/step':>8} {'bare s/step':>12} {'chats/s':>8} {'ratio':>6}"
+        f"{'candidate':33} {'tok/chat':>9} {'padding':>8} {'s/step':>8} {'bare s/step':>12} {'chats/s':>8} {'ratio':>6}"
     )
     for r in rows:
-        print(f"{r['candidate']:28} {r['tokens_per_chat']:>9} {r['padding_share']:>8.1%} {r['step_s_median']:>8} "
+        print(f"{r['candidate']:33} {r['tokens_per_chat']:>9} {r['padding_share']:>8.1%} {r['step_s_median']:>8} "
               f"{r['bare_step_s_median']:>12} {r['chats_per_s']:>8} {r['chats_per_s_ratio']:>5}x")  # fmt: skip
     info = machine()
-    print(f"batch {load_defaults().sft.batch_size}; median of {args.steps} steps after {args.warmup}; {info}")
+    print(
+        f"size {rows[0]['size']}, batch {load_defaults().sft.batch_size}; median of {args.steps} steps after {args.warmup}; {info}"
+    )
     write_results(args.out, {"machine": info, "steps": args.steps, "warmup": args.warmup, "rows": rows})
 
 

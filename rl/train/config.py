@@ -24,6 +24,7 @@ import yaml
 from rl.errors import TrainError
 from rl.prompt import PROFILES, Profile
 from rl.reward.config import RewardConfig
+from rl.train.run import PRECISIONS, Precision
 from rl.train.tokenizer import SPLITS, Split
 from rl.train.warm_start import INIT_EMBEDDINGS, InitEmbeddings
 
@@ -161,6 +162,9 @@ class Defaults:
     exemplars: int
     """Exemplars per prompt, retrieved from an index of the run's training pairs that ships with the model
     (:mod:`serving.exemplars`); 0: none."""
+    precision: Precision
+    """Training precision: ``auto`` (bf16 mixed precision where the CPU computes bf16 natively, AMX or
+    AVX512-BF16, else fp32), ``fp32`` or ``bf16`` (:func:`rl.train.run.uses_bf16`)."""
     recombine: int
     """Recombined copies of each training pair whose search phrases the request says verbatim, swapped for corpus
     word spans in request and program alike (:mod:`rl.train.recombine`), which teaches copying the request's
@@ -208,6 +212,13 @@ def _recombine(value: Any) -> int:
     return value
 
 
+def _precision(value: Any) -> Precision:
+    if value not in PRECISIONS:
+        raise TrainError(f"model.precision must be one of {', '.join(PRECISIONS)}, got {value!r}",
+                         code="train_config")  # fmt: skip
+    return value  # type: ignore[no-any-return]
+
+
 def _init_embeddings(value: Any) -> InitEmbeddings:
     if value not in INIT_EMBEDDINGS:
         raise TrainError(f"model.init_embeddings must be one of {', '.join(INIT_EMBEDDINGS)}, got {value!r}",
@@ -230,6 +241,7 @@ def load_defaults(path: Path = DEFAULTS_FILE) -> Defaults:
     return Defaults(
         model_size=str(data["model"]["size"]),
         init_embeddings=_init_embeddings(data["model"].get("init_embeddings", "random")),
+        precision=_precision(data["model"].get("precision", "auto")),
         vocab_size=int(data["tokenizer"]["vocab_size"]),
         max_token_chars=int(data["tokenizer"]["max_token_chars"]),
         split=split,

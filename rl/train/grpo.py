@@ -35,10 +35,12 @@ from rl.train.prompt_filter import (
 from rl.train.rewards import LayeredReward, in_process, remote, reward_config
 from rl.train.run import (
     FINAL,
+    Precision,
     common_args,
     run_tokenizer,
     threads,
     to_jsonable,
+    trained_in,
     write_card,
     write_run,
 )
@@ -66,6 +68,8 @@ class RlJob:
     offset: int = 0
     """Skip this many training instances per domain first: with an SFT run's ``--limit``, prompts it never saw."""
     seed: int = 0
+    precision: Precision = "auto"
+    """``auto``, ``fp32`` or ``bf16`` (:func:`rl.train.run.uses_bf16`)."""
     vocab_size: int = 4096
     max_token_chars: int = 24
     split: Split = "lines"
@@ -104,7 +108,7 @@ def run_rl(job: RlJob) -> dict[str, Any]:
     )
     p = job.params
     args = GRPOConfig(
-        **common_args(job.out, job.seed),
+        **common_args(job.out, job.seed, job.precision),
         loss_type=p.loss_type,
         epsilon=p.epsilon,
         epsilon_high=p.epsilon_high,
@@ -195,6 +199,7 @@ def run_rl(job: RlJob) -> dict[str, Any]:
         "parameters": parameter_count(trainer.model),
         "prompts": len(rows),
         "wall_s": round(wall, 1),
+        "precision": trained_in(trainer.args),
         "s_per_step": round(wall / max(1, trainer.state.global_step - (int(resume.name.split("-")[1]) if resume else 0)), 2),
         "reward_last10": round(sum(r["reward"] for r in last) / len(last), 4) if last else None,
     })  # fmt: skip

@@ -36,7 +36,7 @@ from core.errors import require
 from rl.errors import TrainError
 from rl.train.config import ENCODER_LR
 from rl.train.model import ModelSize, parameter_count, size_named
-from rl.train.run import common_args, run_tokenizer, threads, to_jsonable, write_card, write_run
+from rl.train.run import common_args, run_tokenizer, threads, to_jsonable, trained_in, write_card, write_run
 from rl.train.sft import SftJob, instances, train_to_final
 from serving.prompt import request_text
 from serving.seq2seq import ARCH, ENCODER_TOKENIZER, MAX_REQUEST_TOKENS
@@ -222,7 +222,7 @@ def run_seq2seq(job: SftJob) -> dict[str, Any]:
     train_rows = _Rows(states[: len(train)], labels(train))
     val_rows = _Rows(states[len(train) :], labels(val))
     p = job.params
-    args = TrainingArguments(**common_args(job.out, job.seed), num_train_epochs=p.epochs, max_steps=p.max_steps,
+    args = TrainingArguments(**common_args(job.out, job.seed, job.precision), num_train_epochs=p.epochs, max_steps=p.max_steps,
                              per_device_train_batch_size=p.batch_size, per_device_eval_batch_size=p.batch_size,
                              learning_rate=p.learning_rate, lr_scheduler_type="cosine", warmup_steps=p.warmup_ratio,
                              weight_decay=p.weight_decay, eval_strategy="steps", eval_steps=p.eval_steps,
@@ -256,6 +256,7 @@ def run_seq2seq(job: SftJob) -> dict[str, Any]:
         "best_eval_loss": best,
         "train_loss": result.training_loss,
         "wall_s": round(wall, 1),
+        "precision": trained_in(args),
         "encode_s": round(encode_s, 1),
     })  # fmt: skip
     return summary

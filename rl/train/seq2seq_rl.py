@@ -34,7 +34,7 @@ from rl.train.familiarity import carry_familiarity
 from rl.train.grpo import RlJob
 from rl.train.prompt_filter import filter_key, filter_rows, record_filter, recorded_rows, saved_filter
 from rl.train.rewards import LayeredReward, in_process, reward_config
-from rl.train.run import FINAL, common_args, threads, to_jsonable, write_card, write_run
+from rl.train.run import FINAL, common_args, threads, to_jsonable, trained_in, write_card, write_run
 from serving.dsl.grounding import read_column_values
 from serving.dsl.structured import STRUCTURED_LIMITS, constraint_grammar
 from serving.prompt import read_card, request_text
@@ -214,7 +214,7 @@ def run_seq2seq_rl(job: RlJob) -> dict[str, Any]:
                 raise TrainError(f"the prompt filter kept {len(rows)} prompts, fewer than one step's "
                                  f"{p.prompts_per_step}: sample more (--limit) or train without --filter-prompts",
                                  code="train_filter")  # fmt: skip
-        args = TrainingArguments(**common_args(job.out, job.seed), per_device_train_batch_size=p.prompts_per_step,
+        args = TrainingArguments(**common_args(job.out, job.seed, job.precision), per_device_train_batch_size=p.prompts_per_step,
                                  learning_rate=p.learning_rate, max_steps=p.max_steps, logging_steps=p.logging_steps,
                                  save_strategy="steps", save_steps=p.save_steps, save_total_limit=p.save_total_limit,
                                  lr_scheduler_type="constant", remove_unused_columns=False)  # fmt: skip
@@ -245,6 +245,7 @@ def run_seq2seq_rl(job: RlJob) -> dict[str, Any]:
         "prompts": len(rows),
         "filter": dataclasses.asdict(stats) if stats else None,
         "wall_s": round(wall, 1),
+        "precision": trained_in(args),
         "s_per_step": round(wall / max(1, steps), 2),
         "reward_last10": round(sum(r["reward"] for r in last) / len(last), 4) if last else None,
     })  # fmt: skip

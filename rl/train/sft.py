@@ -23,7 +23,17 @@ from rl.train import logs
 from rl.train.config import ENCODER_LR, SftParams, load_defaults
 from rl.train.data import exemplar_shots, load_instances, sft_row, split_train_val, to_dataset, window
 from rl.train.model import build_model, load_model, parameter_count, size_named
-from rl.train.run import FINAL, common_args, run_tokenizer, threads, to_jsonable, write_card, write_run
+from rl.train.run import (
+    FINAL,
+    Precision,
+    common_args,
+    run_tokenizer,
+    threads,
+    to_jsonable,
+    trained_in,
+    write_card,
+    write_run,
+)
 from rl.train.tokenizer import Split, chat_texts
 from rl.train.warm_start import InitEmbeddings, ties_embeddings, warm_embeddings
 from serving.exemplars import ExemplarIndex
@@ -52,6 +62,8 @@ class SftJob:
     extra_rows: tuple[tuple[str, str, str], ...] = ()
     """More (domain, request, program) pairs to train on, e.g. programs repaired by verified mutation."""
     seed: int = 0
+    precision: Precision = "auto"
+    """``auto``, ``fp32`` or ``bf16`` (:func:`rl.train.run.uses_bf16`)."""
     exemplars: int = 0
     """Exemplars per prompt (:mod:`serving.exemplars`), retrieved from an index of this run's training pairs
     that ships in ``final/exemplars``; 0: none."""
@@ -147,7 +159,7 @@ def sft_trainer(
             print(f"embeddings from {warm.source}: {warm.warmed} of {warm.tokens} tokens ({warm.projection})")
     p = job.params
     options: dict[str, Any] = {
-        **common_args(job.out, job.seed),
+        **common_args(job.out, job.seed, job.precision),
         "num_train_epochs": p.epochs,
         "max_steps": p.max_steps,
         "per_device_train_batch_size": p.batch_size,
@@ -242,6 +254,7 @@ def run_sft(job: SftJob) -> dict[str, Any]:
         "best_eval_loss": best,
         "train_loss": result.training_loss,
         "wall_s": round(wall, 1),
+        "precision": trained_in(trainer.args),
         "exemplar_index_s": round(index_s, 1) if index is not None else None,
         "mean_tokens_per_row": round(tokens / max(1, len(train_rows)), 1),
         "tokens_per_s": round(tokens / max(1, len(train_rows)) * p.batch_size * steps / max(wall, 1e-9), 1),

@@ -3,6 +3,7 @@ Trainer on the frozen encoder's states, saved as a planner, evaluated as ``seq2s
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -174,8 +175,11 @@ def test_a_planner_with_minilms_top_layer_trained_moves_only_that_layer(
 
     out = tmp_path / "run"
     argv = ["--workspace", str(train_bench.root), "train", "sft", *TINY, "--max-steps", "4", "--lr", "3e-3",
-            "--arch", ARCH, "--encoder-trainable-layers", "1", "--out", str(out)]  # fmt: skip
+            "--arch", ARCH, "--encoder-trainable-layers", "1", "--precision", "bf16", "--out", str(out)]  # fmt: skip
     assert main(argv) == 0
+    assert (
+        json.loads((out / "summary.json").read_text())["precision"] == "bf16"
+    )  # trained under bf16 autocast
     assert read_card(out / "final")["encoder"] == "all-MiniLM-L6-v2 (top 1 of 6 layers trained)"
     model = Seq2SeqPlanner(out / "final").model
     _, pretrained = minilm_encoder()
@@ -195,8 +199,9 @@ def test_dapo_trains_the_encoder_decoder_planners_decoder_on_the_layered_reward(
     argv = ["--workspace", str(small_index_cfg.workspace), "--embedder", "minilm", "train", "dapo",
             "--init", str(seq2seq_planner), "--bench", str(train_bench.root), "--domain", "ecommerce",
             "--max-steps", "2", "--prompts-per-step", "2", "--num-generations", "4", "--lr", "1e-3",
-            "--logging-steps", "1", "--save-steps", "2", "--out", str(out)]  # fmt: skip
+            "--logging-steps", "1", "--save-steps", "2", "--precision", "bf16", "--out", str(out)]  # fmt: skip
     assert main(argv) == 0
+    assert json.loads((out / "summary.json").read_text())["precision"] == "bf16"
     records = [r for r in read_metrics(out) if "reward" in r]
     assert [r["step"] for r in records] == [1, 2]
     assert all(0 <= r["reward"] <= 4 and r["grad_norm"] > 0 for r in records), records

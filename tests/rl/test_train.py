@@ -15,6 +15,7 @@ from rl.prompt import read_card
 from rl.train.config import load_defaults
 from rl.train.logs import read_metrics
 from rl.train.model import SIZES, approx_parameters, build_model, load_model, parameter_count
+from rl.train.run import native_bf16, uses_bf16
 from rl.train.tokenizer import SPLITS, Split, check_round_trip, load_tokenizer, train_tokenizer
 from tests.rl.train_support import DOMAINS, TINY
 
@@ -26,6 +27,20 @@ def test_defaults_are_the_papers_where_stated() -> None:
     assert (d.dapo.loss_type, d.dapo.epsilon, d.dapo.epsilon_high, d.dapo.beta) == ("dapo", 0.1, 0.28, 0.001)
     assert d.sft.epochs == 3 and d.profile == "compact" and d.split == "lines" and d.sft.group_by_length
     assert d.init_embeddings == "random" and d.grpo.execution_credit == d.dapo.execution_credit == 1.0
+    assert d.precision == "auto"
+
+
+def _cpu_flags() -> set[str]:
+    with open("/proc/cpuinfo") as info:
+        return {f for line in info if line.startswith("flags") for f in line.split(":", 1)[1].split()}
+
+
+def test_training_runs_in_bf16_only_where_the_cpu_computes_it() -> None:
+    """TRL turns bf16 on by default; a CPU without bf16 units (AVX2) emulates it, many times slower than fp32."""
+    assert native_bf16() == bool({"amx_tile", "avx512_bf16"} & _cpu_flags())
+    assert (uses_bf16("fp32"), uses_bf16("bf16"), uses_bf16("auto")) == (False, True, native_bf16())
+    with pytest.raises(TrainError, match=r"^precision must be one of auto, fp32, bf16, got 'fp16'$"):
+        uses_bf16("fp16")  # type: ignore[arg-type]
 
 
 def test_the_local_and_verl_recipes_agree_wherever_both_quote_the_paper() -> None:
@@ -72,10 +87,11 @@ def test_the_trainers_flags_are_the_defaults_files_keys() -> None:
     assert model_flags("dapo").over(d, args) == dataclasses.replace(d, model_size="xs")
     assert "profile" not in model_flags("dapo").given(args)  # RL then takes the initial model's profile
     args = build_parser().parse_args(["train", "sft", "--epochs", "1.5", "--max-steps", "7", "--exemplars", "2",
-                                      "--profile", "short", "--tokenizer-split", "words", "--recombine", "1"])  # fmt: skip
+                                      "--profile", "short", "--tokenizer-split", "words", "--recombine", "1",
+                                      "--precision", "fp32"])  # fmt: skip
     assert params_flags("sft").over(d.sft, args) == dataclasses.replace(d.sft, epochs=1.5, max_steps=7)
     assert model_flags("sft").over(d, args) == dataclasses.replace(d, exemplars=2, profile="short", split="words",
-                                                                   recombine=1)  # fmt: skip
+                                                                   recombine=1, precision="fp32")  # fmt: skip
     assert params_flags("grpo").over(d.grpo, build_parser().parse_args(["train", "grpo"])) == d.grpo
 
 
@@ -86,6 +102,11 @@ def test_a_defaults_file_missing_a_key_is_refused(tmp_path: Path) -> None:
     assert text != DEFAULTS_FILE.read_text()
     (tmp_path / "defaults.yaml").write_text(text)
     with pytest.raises(TrainError, match="missing key\\(s\\) in grpo: beta"):
+        load_defaults(tmp_path / "defaults.yaml")
+    (tmp_path / "defaults.yaml").write_text(
+        DEFAULTS_FILE.read_text().replace("precision: auto", "precision: fp8", 1)
+    )
+    with pytest.raises(TrainError, match=r"^model\.precision must be one of auto, fp32, bf16, got 'fp8'$"):
         load_defaults(tmp_path / "defaults.yaml")
 
 
@@ -150,7 +171,7 @@ def test_sft_keeps_the_checkpoint_with_the_lowest_validation_loss(train_bench: W
     assert rc == 0
     assert "embeddings from minilm-untied:" in capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["steps"] == 9
+    assert summary["steps"] == 9 and summary["precision"] == ("bf16" if native_bf16() else "fp32")
     records = read_metrics(out)
     evals = {r["step"]: r["eval_loss"] for r in records if "eval_loss" in r}
     assert sorted(evals) == [3, 6, 9]

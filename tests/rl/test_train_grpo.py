@@ -26,6 +26,7 @@ from rl.train.prompt_filter import (
     saved_filter,
 )
 from rl.train.rewards import LAYER_NAMES, LayeredReward, in_process, layers
+from rl.train.run import native_bf16
 from serving.http.server import ServerThread
 from tests.rl.train_support import train_tiny_sft
 
@@ -66,13 +67,14 @@ def test_rl_logs_every_reward_term_kl_and_clipping(small_index_cfg: Config, trai
                                                     sft_model: Path, tmp_path: Path, algorithm: str) -> None:  # fmt: skip
     out = tmp_path / algorithm
     offset = {"grpo": 0, "dapo": 8}[algorithm]  # DAPO on requests the SFT model's first 8 did not include
-    credit = {"grpo": [], "dapo": ["--execution-credit", "0"]}[algorithm]  # DAPO with the execution gate
+    credit = {"grpo": [], "dapo": ["--execution-credit", "0", "--precision", "fp32"]}[algorithm]  # DAPO gated
     rc = main(["--workspace", str(small_index_cfg.workspace), "--embedder", "minilm", "train", algorithm,
                "--init", str(sft_model), "--bench", str(train_bench.root), "--domain", "ecommerce", *RL_FLAGS,
                "--offset", str(offset), "--out", str(out), *credit])  # fmt: skip
     assert rc == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 2 and summary["algorithm"] == algorithm
+    assert summary["precision"] == ("bf16" if algorithm == "grpo" and native_bf16() else "fp32")
     steps = [r for r in read_metrics(out) if "reward" in r]
     assert [r["step"] for r in steps] == [1, 2]
     for r in steps:
