@@ -90,9 +90,15 @@ CPU_PLUGIN = "rl.verl.cpu"
 CPU_ENV = f"VERL_USE_EXTERNAL_MODULES={CPU_PLUGIN}"
 
 
+FP32_COMPUTE = "{param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}"
+"""FSDP's mixed precision on CPU: compute in float32. Without it verl's FSDP engine casts the parameters to bf16
+and autocasts the forward to bf16, which a CPU without bf16 units (AVX2) emulates many times slower than fp32
+(``rl.train.run.uses_bf16``), and which the float32 transformers rollout would not match."""
+
+
 def cpu_overrides(p: LaunchParams) -> tuple[str, ...]:
     """The verl overrides of a CPU run (after the recipe's): the ``hf`` rollout of :mod:`rl.verl.cpu`,
-    FSDP2 in float32 on gloo, no fused or compiled kernels, and Ray's resources as logical slots.
+    FSDP2 in float32 on gloo (weights and compute, :data:`FP32_COMPUTE`), no fused or compiled kernels, and Ray's resources as logical slots.
 
     Ray's ``GPU`` count is one slot per trainer process (verl's resource check counts only GPUs); its
     CPU count is logical too: verl's task runner, TransferQueue's controller and storage units, the
@@ -110,6 +116,8 @@ def cpu_overrides(p: LaunchParams) -> tuple[str, ...]:
         "actor_rollout_ref.ref.strategy=fsdp2",
         "actor_rollout_ref.actor.fsdp_config.dtype=float32",
         "actor_rollout_ref.ref.fsdp_config.dtype=float32",
+        f"+actor_rollout_ref.actor.fsdp_config.mixed_precision={FP32_COMPUTE}",
+        f"+actor_rollout_ref.ref.fsdp_config.mixed_precision={FP32_COMPUTE}",
         "actor_rollout_ref.actor.fsdp_config.use_torch_compile=false",
         "actor_rollout_ref.ref.fsdp_config.use_torch_compile=false",
         "actor_rollout_ref.actor.use_torch_compile=false",

@@ -85,6 +85,14 @@ def test_the_cpu_overrides_pass_verls_validation() -> None:
         "hf",
         1,
     )
+    # FSDP computes in float32, as the transformers rollout does (verl's default casts to bf16 and autocasts)
+    import torch
+    from verl.utils.config import omega_conf_to_dataclass
+    from verl.utils.torch_dtypes import PrecisionType
+
+    for role in (cfg.actor_rollout_ref.actor, cfg.actor_rollout_ref.ref):
+        engine = omega_conf_to_dataclass(role.fsdp_config)
+        assert {PrecisionType.to_dtype(d) for d in engine.mixed_precision.values()} == {torch.float32}
 
 
 def test_verl_loads_the_plugin_from_its_external_module_hook() -> None:
