@@ -43,7 +43,7 @@ def uses_bf16(precision: Precision) -> bool:
     """Whether a run of ``precision`` trains in bf16 mixed precision: ``bf16`` always, ``fp32`` never, ``auto``
     where the CPU computes bf16 natively (:func:`native_bf16`). TRL's configs turn bf16 on by default, which
     is right on a GPU; on an AVX2 CPU every matrix product is emulated, and the demo's SFT step took 3.6 s
-    where fp32 takes 0.5 s (README, "Training the planner")."""
+    where fp32 takes 0.7 s (``bench/sft_recipe.py --precision fp32 bf16``; README, "Training the planner")."""
     if precision not in PRECISIONS:
         raise TrainError(
             f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}", code="train_config"
