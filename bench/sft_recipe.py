@@ -13,7 +13,8 @@ steps (after ``--warmup``), with evaluation and checkpoints off. Reported per ca
   the model costs at that shape without the trainer around it.
 
 Each candidate runs under every ``--precision`` given (``fp32``, ``bf16`` mixed precision, or ``auto``: bf16
-where the CPU computes it natively, :func:`rl.train.run.uses_bf16`), so the two are compared on the same
+where the CPU computes it natively, :func:`rl.train.run.uses_bf16`), and with gradient checkpointing ``off``
+and ``on`` as ``--gradient-checkpointing`` asks (TRL's default is on), so each is compared on the same
 batches; ``--size`` picks the model (the defaults file's, ``s``, unless given; the quick demo trains ``t``).
 
 Chats per second is the comparable number: a chat is one training example whatever its tokenization.
@@ -72,6 +73,7 @@ def _measure(
     ws: Path,
     candidate: tuple[str, str, str],
     precision: str,
+    checkpointing: bool,
     size: str | None,
     steps: int,
     warmup: int,
@@ -89,7 +91,8 @@ def _measure(
     with tempfile.TemporaryDirectory() as out:
         job = SftJob(workspace=ws, domains=("ecommerce", "email"), out=Path(out), params=params,
                      size=size or d.model_size, profile=profile, vocab_size=d.vocab_size,  # type: ignore[arg-type]
-                     max_token_chars=d.max_token_chars, split=split, limit=limit, precision=precision)  # type: ignore[arg-type]  # fmt: skip
+                     max_token_chars=d.max_token_chars, split=split, limit=limit, precision=precision,  # type: ignore[arg-type]
+                     gradient_checkpointing=checkpointing)  # fmt: skip
         # max_length None: no chat is truncated or dropped (short/words chats pass the recipe's 512 tokens)
         free: dict[str, Any] = {"padding_free": batching == "padding_free", "max_length": None}
         trainer, _, train_rows = sft_trainer(job, eval_strategy="no", save_strategy="no", load_best_model_at_end=False,
@@ -112,7 +115,7 @@ def _measure(
         bare_s = _bare_step_s(trainer, batch, steps=min(steps, 5))
     step_times = [b - a for a, b in zip(stamps[warmup - 1 :], stamps[warmup:], strict=False)]
     step_s = statistics.median(step_times)
-    return {"profile": profile, "split": split, "batching": batching, "precision": trained_in(trainer.args),
+    return {"profile": profile, "split": split, "batching": batching, **trained_in(trainer.args),
             "size": job.size, "train_chats": len(train_rows),
             "tokens_per_chat": round(statistics.fmean(len(x) for x in trainer.train_dataset["input_ids"]), 1),
             "padding_share": round(1 - real / padded, 3) if padded else 0.0,
@@ -133,6 +136,8 @@ def main() -> None:
     ap.add_argument("--candidates", nargs="+", choices=list(CANDIDATES), default=list(CANDIDATES))
     ap.add_argument("--precision", nargs="+", choices=PRECISIONS, default=["auto"],
                     help="measure every candidate under each of these (default auto)")  # fmt: skip
+    ap.add_argument("--gradient-checkpointing", nargs="+", choices=("off", "on"), default=["off"],
+                    help="measure every candidate with gradient checkpointing off, on, or both (default off)")  # fmt: skip
     ap.add_argument("--size", choices=list(SIZES), help="model size (default: the defaults file's)")
     ap.add_argument("--out", default=str(RESULTS / "sft_recipe.json"))
     args = ap.parse_args()
@@ -141,20 +146,21 @@ def main() -> None:
     from rl.train.config import load_defaults
 
     rows = []
-    runs = [(name, precision) for name in args.candidates for precision in args.precision]
-    for name, precision in tqdm(runs, desc="candidates", unit="run"):
-        got = _measure(
-            Path(args.workspace), CANDIDATES[name], precision, args.size, args.steps, args.warmup, args.limit
-        )
-        rows.append({"candidate": f"{name}/{got['precision']}", **got})
+    runs = [(name, precision, gc == "on") for name in args.candidates for precision in args.precision
+            for gc in args.gradient_checkpointing]  # fmt: skip
+    for name, precision, checkpointing in tqdm(runs, desc="candidates", unit="run"):
+        got = _measure(Path(args.workspace), CANDIDATES[name], precision, checkpointing, args.size, args.steps,
+                       args.warmup, args.limit)  # fmt: skip
+        gc = "/checkpointed" if got["gradient_checkpointing"] else ""
+        rows.append({"candidate": f"{name}/{got['precision']}{gc}", **got})
     base = rows[0]["chats_per_s"]
     for r in rows:
         r["chats_per_s_ratio"] = round(r["chats_per_s"] / base, 2)
     print(
-        f"{'candidate':33} {'tok/chat':>9} {'padding':>8} {'s/step':>8} {'bare s/step':>12} {'chats/s':>8} {'ratio':>6}"
+        f"{'candidate':46} {'tok/chat':>9} {'padding':>8} {'s/step':>8} {'bare s/step':>12} {'chats/s':>8} {'ratio':>6}"
     )
     for r in rows:
-        print(f"{r['candidate']:33} {r['tokens_per_chat']:>9} {r['padding_share']:>8.1%} {r['step_s_median']:>8} "
+        print(f"{r['candidate']:46} {r['tokens_per_chat']:>9} {r['padding_share']:>8.1%} {r['step_s_median']:>8} "
               f"{r['bare_step_s_median']:>12} {r['chats_per_s']:>8} {r['chats_per_s_ratio']:>5}x")  # fmt: skip
     info = machine()
     print(

@@ -42,7 +42,7 @@ def model_flags(algorithm: str) -> Flags[Defaults]:
         else Flag("profile", default="the --init model's card's, else short")
     )
     return Flags(Defaults, Flag("model_size", "--size", choices=tuple(SIZES)), profile, Flag("split", "--tokenizer-split"),
-                 "precision", *(sft_only if algorithm == "sft" else ()), defaults=load_defaults())  # fmt: skip
+                 "precision", "gradient_checkpointing", *(sft_only if algorithm == "sft" else ()), defaults=load_defaults())  # fmt: skip
 
 
 @functools.cache
@@ -106,6 +106,7 @@ def _sft(args: argparse.Namespace, cfg: Config) -> int:
                  exemplars=d.exemplars, embedder=cfg.embedder, max_minutes=args.max_minutes,
                  recombine=d.recombine, corpus_workspace=cfg.workspace,
                  init_embeddings=d.init_embeddings, deepspeed=args.deepspeed, precision=d.precision,
+                 gradient_checkpointing=d.gradient_checkpointing,
                  encoder_trainable_layers=args.encoder_trainable_layers, encoder_lr=args.encoder_lr)  # fmt: skip
     if args.arch != "minilm-seq2seq" and args.encoder_trainable_layers:
         raise TrainError("--encoder-trainable-layers is the encoder-decoder's (--arch minilm-seq2seq)",
@@ -134,6 +135,7 @@ def _rl(args: argparse.Namespace, cfg: Config) -> int:
                 reward_url=args.reward_url, reward_target=args.reward_target,
                 limit=args.limit, offset=args.offset, seed=args.seed, vocab_size=d.vocab_size,
                 max_token_chars=d.max_token_chars, split=d.split, precision=d.precision,
+                gradient_checkpointing=d.gradient_checkpointing,
                 bench_workspace=Path(args.bench) if args.bench else None)  # fmt: skip
     from rl.train.seq2seq_rl import is_seq2seq, run_seq2seq_rl
 

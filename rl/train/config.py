@@ -165,6 +165,9 @@ class Defaults:
     precision: Precision
     """Training precision: ``auto`` (bf16 mixed precision where the CPU computes bf16 natively, AMX or
     AVX512-BF16, else fp32), ``fp32`` or ``bf16`` (:func:`rl.train.run.uses_bf16`)."""
+    gradient_checkpointing: bool
+    """Recompute each layer's forward in the backward instead of keeping its activations: less memory, one more
+    forward per step. TRL turns it on by default; the local models need no such saving."""
     recombine: int
     """Recombined copies of each training pair whose search phrases the request says verbatim, swapped for corpus
     word spans in request and program alike (:mod:`rl.train.recombine`), which teaches copying the request's
@@ -219,6 +222,12 @@ def _precision(value: Any) -> Precision:
     return value  # type: ignore[no-any-return]
 
 
+def _flag(value: Any, key: str) -> bool:
+    if not isinstance(value, bool):
+        raise TrainError(f"{key} must be true or false, got {value!r}", code="train_config")
+    return value
+
+
 def _init_embeddings(value: Any) -> InitEmbeddings:
     if value not in INIT_EMBEDDINGS:
         raise TrainError(f"model.init_embeddings must be one of {', '.join(INIT_EMBEDDINGS)}, got {value!r}",
@@ -242,6 +251,9 @@ def load_defaults(path: Path = DEFAULTS_FILE) -> Defaults:
         model_size=str(data["model"]["size"]),
         init_embeddings=_init_embeddings(data["model"].get("init_embeddings", "random")),
         precision=_precision(data["model"].get("precision", "auto")),
+        gradient_checkpointing=_flag(
+            data["model"].get("gradient_checkpointing", False), "model.gradient_checkpointing"
+        ),
         vocab_size=int(data["tokenizer"]["vocab_size"]),
         max_token_chars=int(data["tokenizer"]["max_token_chars"]),
         split=split,

@@ -70,6 +70,8 @@ class RlJob:
     seed: int = 0
     precision: Precision = "auto"
     """``auto``, ``fp32`` or ``bf16`` (:func:`rl.train.run.uses_bf16`)."""
+    gradient_checkpointing: bool = False
+    """Recompute each layer's forward in the backward instead of keeping its activations (memory for time)."""
     vocab_size: int = 4096
     max_token_chars: int = 24
     split: Split = "lines"
@@ -108,7 +110,7 @@ def run_rl(job: RlJob) -> dict[str, Any]:
     )
     p = job.params
     args = GRPOConfig(
-        **common_args(job.out, job.seed, job.precision),
+        **common_args(job),
         loss_type=p.loss_type,
         epsilon=p.epsilon,
         epsilon_high=p.epsilon_high,
@@ -199,7 +201,7 @@ def run_rl(job: RlJob) -> dict[str, Any]:
         "parameters": parameter_count(trainer.model),
         "prompts": len(rows),
         "wall_s": round(wall, 1),
-        "precision": trained_in(trainer.args),
+        **trained_in(trainer.args),
         "s_per_step": round(wall / max(1, trainer.state.global_step - (int(resume.name.split("-")[1]) if resume else 0)), 2),
         "reward_last10": round(sum(r["reward"] for r in last) / len(last), 4) if last else None,
     })  # fmt: skip

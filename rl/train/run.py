@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, is_dataclass
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args
 
 from indexing.workspace import atomic_write_json
 from rl.errors import TrainError
@@ -56,21 +56,40 @@ def report_to() -> list[str]:
     return ["tensorboard"] if find_spec("tensorboard") is not None else []
 
 
-def trained_in(args: Any) -> str:
-    """The precision a trainer's arguments (``TrainingArguments`` or a TRL config) train in: ``bf16`` or ``fp32``."""
-    return "bf16" if args.bf16 else "fp32"
-
-
-def common_args(out: Path, seed: int, precision: Precision = "auto") -> dict[str, Any]:
-    """Options every local run passes to TRL's and transformers' configs (CPU, no workers, TensorBoard,
-    reproducible, the precision :func:`uses_bf16` gives)."""
+def trained_in(args: Any) -> dict[str, Any]:
+    """How a trainer's arguments (``TrainingArguments`` or a TRL config) train, for a run's summary: the
+    precision (``bf16`` or ``fp32``) and whether layers recompute their forward in the backward."""
     return {
-        "bf16": uses_bf16(precision),
+        "precision": "bf16" if args.bf16 else "fp32",
+        "gradient_checkpointing": bool(args.gradient_checkpointing),
+    }
+
+
+class RunJob(Protocol):
+    """What :func:`common_args` reads of a run (``SftJob``, ``RlJob``)."""
+
+    @property
+    def out(self) -> Path: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def precision(self) -> Precision: ...
+    @property
+    def gradient_checkpointing(self) -> bool: ...
+
+
+def common_args(job: RunJob) -> dict[str, Any]:
+    """Options every local run passes to TRL's and transformers' configs (CPU, no workers, TensorBoard,
+    reproducible, the precision :func:`uses_bf16` gives, and gradient checkpointing only when the job asks:
+    TRL's configs turn it on by default, transformers' leave it off)."""
+    return {
+        "bf16": uses_bf16(job.precision),
         "fp16": False,
-        "output_dir": str(out),
+        "gradient_checkpointing": job.gradient_checkpointing,
+        "output_dir": str(job.out),
         "use_cpu": True,
-        "seed": seed,
-        "data_seed": seed,
+        "seed": job.seed,
+        "data_seed": job.seed,
         "report_to": report_to(),
         "dataloader_num_workers": 0,
         "save_only_model": False,

@@ -222,7 +222,7 @@ def run_seq2seq(job: SftJob) -> dict[str, Any]:
     train_rows = _Rows(states[: len(train)], labels(train))
     val_rows = _Rows(states[len(train) :], labels(val))
     p = job.params
-    args = TrainingArguments(**common_args(job.out, job.seed, job.precision), num_train_epochs=p.epochs, max_steps=p.max_steps,
+    args = TrainingArguments(**common_args(job), num_train_epochs=p.epochs, max_steps=p.max_steps,
                              per_device_train_batch_size=p.batch_size, per_device_eval_batch_size=p.batch_size,
                              learning_rate=p.learning_rate, lr_scheduler_type="cosine", warmup_steps=p.warmup_ratio,
                              weight_decay=p.weight_decay, eval_strategy="steps", eval_steps=p.eval_steps,
@@ -256,7 +256,7 @@ def run_seq2seq(job: SftJob) -> dict[str, Any]:
         "best_eval_loss": best,
         "train_loss": result.training_loss,
         "wall_s": round(wall, 1),
-        "precision": trained_in(args),
+        **trained_in(args),
         "encode_s": round(encode_s, 1),
     })  # fmt: skip
     return summary

@@ -214,7 +214,7 @@ def run_seq2seq_rl(job: RlJob) -> dict[str, Any]:
                 raise TrainError(f"the prompt filter kept {len(rows)} prompts, fewer than one step's "
                                  f"{p.prompts_per_step}: sample more (--limit) or train without --filter-prompts",
                                  code="train_filter")  # fmt: skip
-        args = TrainingArguments(**common_args(job.out, job.seed, job.precision), per_device_train_batch_size=p.prompts_per_step,
+        args = TrainingArguments(**common_args(job), per_device_train_batch_size=p.prompts_per_step,
                                  learning_rate=p.learning_rate, max_steps=p.max_steps, logging_steps=p.logging_steps,
                                  save_strategy="steps", save_steps=p.save_steps, save_total_limit=p.save_total_limit,
                                  lr_scheduler_type="constant", remove_unused_columns=False)  # fmt: skip
@@ -245,7 +245,7 @@ def run_seq2seq_rl(job: RlJob) -> dict[str, Any]:
         "prompts": len(rows),
         "filter": dataclasses.asdict(stats) if stats else None,
         "wall_s": round(wall, 1),
-        "precision": trained_in(args),
+        **trained_in(args),
         "s_per_step": round(wall / max(1, steps), 2),
         "reward_last10": round(sum(r["reward"] for r in last) / len(last), 4) if last else None,
     })  # fmt: skip

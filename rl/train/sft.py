@@ -64,6 +64,8 @@ class SftJob:
     seed: int = 0
     precision: Precision = "auto"
     """``auto``, ``fp32`` or ``bf16`` (:func:`rl.train.run.uses_bf16`)."""
+    gradient_checkpointing: bool = False
+    """Recompute each layer's forward in the backward instead of keeping its activations (memory for time)."""
     exemplars: int = 0
     """Exemplars per prompt (:mod:`serving.exemplars`), retrieved from an index of this run's training pairs
     that ships in ``final/exemplars``; 0: none."""
@@ -159,7 +161,7 @@ def sft_trainer(
             print(f"embeddings from {warm.source}: {warm.warmed} of {warm.tokens} tokens ({warm.projection})")
     p = job.params
     options: dict[str, Any] = {
-        **common_args(job.out, job.seed, job.precision),
+        **common_args(job),
         "num_train_epochs": p.epochs,
         "max_steps": p.max_steps,
         "per_device_train_batch_size": p.batch_size,
@@ -254,7 +256,7 @@ def run_sft(job: SftJob) -> dict[str, Any]:
         "best_eval_loss": best,
         "train_loss": result.training_loss,
         "wall_s": round(wall, 1),
-        "precision": trained_in(trainer.args),
+        **trained_in(trainer.args),
         "exemplar_index_s": round(index_s, 1) if index is not None else None,
         "mean_tokens_per_row": round(tokens / max(1, len(train_rows)), 1),
         "tokens_per_s": round(tokens / max(1, len(train_rows)) * p.batch_size * steps / max(wall, 1e-9), 1),

@@ -27,7 +27,8 @@ def test_defaults_are_the_papers_where_stated() -> None:
     assert (d.dapo.loss_type, d.dapo.epsilon, d.dapo.epsilon_high, d.dapo.beta) == ("dapo", 0.1, 0.28, 0.001)
     assert d.sft.epochs == 3 and d.profile == "compact" and d.split == "lines" and d.sft.group_by_length
     assert d.init_embeddings == "random" and d.grpo.execution_credit == d.dapo.execution_credit == 1.0
-    assert d.precision == "auto"
+    # TRL's configs turn gradient checkpointing on; the local models need no activation memory saved
+    assert d.precision == "auto" and not d.gradient_checkpointing
 
 
 def _cpu_flags() -> set[str]:
@@ -88,10 +89,11 @@ def test_the_trainers_flags_are_the_defaults_files_keys() -> None:
     assert "profile" not in model_flags("dapo").given(args)  # RL then takes the initial model's profile
     args = build_parser().parse_args(["train", "sft", "--epochs", "1.5", "--max-steps", "7", "--exemplars", "2",
                                       "--profile", "short", "--tokenizer-split", "words", "--recombine", "1",
-                                      "--precision", "fp32"])  # fmt: skip
+                                      "--precision", "fp32", "--gradient-checkpointing"])  # fmt: skip
     assert params_flags("sft").over(d.sft, args) == dataclasses.replace(d.sft, epochs=1.5, max_steps=7)
     assert model_flags("sft").over(d, args) == dataclasses.replace(d, exemplars=2, profile="short", split="words",
-                                                                   recombine=1, precision="fp32")  # fmt: skip
+                                                                   recombine=1, precision="fp32",
+                                                                   gradient_checkpointing=True)  # fmt: skip
     assert params_flags("grpo").over(d.grpo, build_parser().parse_args(["train", "grpo"])) == d.grpo
 
 
@@ -107,6 +109,15 @@ def test_a_defaults_file_missing_a_key_is_refused(tmp_path: Path) -> None:
         DEFAULTS_FILE.read_text().replace("precision: auto", "precision: fp8", 1)
     )
     with pytest.raises(TrainError, match=r"^model\.precision must be one of auto, fp32, bf16, got 'fp8'$"):
+        load_defaults(tmp_path / "defaults.yaml")
+    (tmp_path / "defaults.yaml").write_text(
+        DEFAULTS_FILE.read_text().replace(
+            "gradient_checkpointing: false", "gradient_checkpointing: sometimes", 1
+        )
+    )
+    with pytest.raises(
+        TrainError, match=r"^model\.gradient_checkpointing must be true or false, got 'sometimes'$"
+    ):
         load_defaults(tmp_path / "defaults.yaml")
 
 
@@ -172,6 +183,7 @@ def test_sft_keeps_the_checkpoint_with_the_lowest_validation_loss(train_bench: W
     assert "embeddings from minilm-untied:" in capsys.readouterr().out
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 9 and summary["precision"] == ("bf16" if native_bf16() else "fp32")
+    assert summary["gradient_checkpointing"] is False  # TRL's SFTConfig would turn it on
     records = read_metrics(out)
     evals = {r["step"]: r["eval_loss"] for r in records if "eval_loss" in r}
     assert sorted(evals) == [3, 6, 9]

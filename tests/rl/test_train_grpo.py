@@ -67,7 +67,11 @@ def test_rl_logs_every_reward_term_kl_and_clipping(small_index_cfg: Config, trai
                                                     sft_model: Path, tmp_path: Path, algorithm: str) -> None:  # fmt: skip
     out = tmp_path / algorithm
     offset = {"grpo": 0, "dapo": 8}[algorithm]  # DAPO on requests the SFT model's first 8 did not include
-    credit = {"grpo": [], "dapo": ["--execution-credit", "0", "--precision", "fp32"]}[algorithm]  # DAPO gated
+    # DAPO gated, in fp32 and with gradient checkpointing (each off in GRPO's run: TRL turns both on by default)
+    credit = {
+        "grpo": [],
+        "dapo": ["--execution-credit", "0", "--precision", "fp32", "--gradient-checkpointing"],
+    }[algorithm]
     rc = main(["--workspace", str(small_index_cfg.workspace), "--embedder", "minilm", "train", algorithm,
                "--init", str(sft_model), "--bench", str(train_bench.root), "--domain", "ecommerce", *RL_FLAGS,
                "--offset", str(offset), "--out", str(out), *credit])  # fmt: skip
@@ -75,6 +79,7 @@ def test_rl_logs_every_reward_term_kl_and_clipping(small_index_cfg: Config, trai
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 2 and summary["algorithm"] == algorithm
     assert summary["precision"] == ("bf16" if algorithm == "grpo" and native_bf16() else "fp32")
+    assert summary["gradient_checkpointing"] is (algorithm == "dapo")
     steps = [r for r in read_metrics(out) if "reward" in r]
     assert [r["step"] for r in steps] == [1, 2]
     for r in steps:
