@@ -13,9 +13,9 @@ form the benchmarks' gold programs take (:mod:`rl.datasets.compile`):
 - placeholders (``id IN <text_1>``, ``id NOT IN <image_2>``) are numbered in the order they appear, each
   once, and the retrieval list then holds exactly one entry per placeholder, of its modality, in that
   order. This is a cross-constraint between the SQL and the list, which a context-free grammar can only
-  carry as state: every condition rule is indexed by the modalities of the placeholders written before
-  and after it (``or_s_ti``: none before, a text then an image one after), up to :func:`grammar_entries`
-  entries;
+  carry as state: every condition rule is indexed by how many placeholders were written before it and
+  the modalities of those it writes (``or_0_sti``: none before, a text then an image one within), up to
+  :func:`grammar_entries` entries;
 - entries search a field of their modality, with a non-blank query free of control characters, a mode,
   ``k`` on the ladder and ``rerank`` no wider than ``k``.
 
@@ -143,28 +143,32 @@ def _entries(schema: CorpusSchema, limits: DslLimits, grounding: Grounding | Non
 
 
 def _condition(schema: CorpusSchema, states: list[str]) -> list[str]:
-    """The condition rules, each indexed by the placeholder states before and after it."""
+    """The condition rules. A condition between the placeholder states ``a`` and ``b`` (``a`` a prefix of
+    ``b``) writes the placeholders ``b[len(a):]``, numbered from ``len(a) + 1``; what ``a`` holds is never read
+    again, so a rule is indexed by that offset and those modalities alone (``or_2_sti``: two placeholders
+    written before it, a text then an image one within it). Indexed by the pair instead, ecommerce's grammar
+    held 2.7x the rules for the same language, and llguidance compiled it per request in 70 ms."""
     name = {m[0]: m for m in corpus_modalities(schema)}
     rules = []
-    for b in states:
-        for i in range(len(b) + 1):
-            a = b[:i]
-            mids = [b[:j] for j in range(i, len(b) + 1)]
-            rules.append(
-                f"or_s{a}_s{b} ::= and_s{a}_s{b} | "
-                + _alt([f'and_s{a}_s{m} " OR " or_s{m}_s{b}' for m in mids])
-            )
-            rules.append(
-                f"and_s{a}_s{b} ::= un_s{a}_s{b} | "
-                + _alt([f'un_s{a}_s{m} " AND " and_s{m}_s{b}' for m in mids])
-            )
-            unary = [f'"NOT (" or_s{a}_s{b} ")"', f'"(" or_s{a}_s{b} ")"']
-            if a == b:
-                unary.append("pred")
-            elif len(b) == len(a) + 1:
-                ph = placeholder_of(name[b[-1]], len(a))
-                unary.append(f'"id IN {ph}" | "id NOT IN {ph}"')
-            rules.append(f"un_s{a}_s{b} ::= {_alt(unary)}")
+    spans = sorted(
+        {(i, b[i:]) for b in states for i in range(len(b) + 1)}, key=lambda span: (span[0], len(span[1]))
+    )
+    for at, seq in spans:
+        rules.append(
+            f"or_{at}_s{seq} ::= and_{at}_s{seq} | "
+            + _alt([f'and_{at}_s{seq[:j]} " OR " or_{at + j}_s{seq[j:]}' for j in range(len(seq) + 1)])
+        )
+        rules.append(
+            f"and_{at}_s{seq} ::= un_{at}_s{seq} | "
+            + _alt([f'un_{at}_s{seq[:j]} " AND " and_{at + j}_s{seq[j:]}' for j in range(len(seq) + 1)])
+        )
+        unary = [f'"NOT (" or_{at}_s{seq} ")"', f'"(" or_{at}_s{seq} ")"']
+        if not seq:
+            unary.append("pred")
+        elif len(seq) == 1:
+            ph = placeholder_of(name[seq], at)
+            unary.append(f'"id IN {ph}" | "id NOT IN {ph}"')
+        rules.append(f"un_{at}_s{seq} ::= {_alt(unary)}")
     return rules
 
 
@@ -180,8 +184,8 @@ def program_grammar_ebnf(schema: CorpusSchema, limits: DslLimits = DEFAULT_LIMIT
     lines = [f"root ::= {_alt([f'prog_s{s}' for s in states])}"]
     for s in states:
         entries = [f"entry_{c}" for c in s]
-        body = " ".join([head, f"or_s_s{s}", middle, f" {_lit(sep)} ".join(entries), '"]}"'] if entries else
-                        [head, f"or_s_s{s}", middle, '"]}"'])  # fmt: skip
+        body = " ".join([head, f"or_0_s{s}", middle, f" {_lit(sep)} ".join(entries), '"]}"'] if entries else
+                        [head, f"or_0_s{s}", middle, '"]}"'])  # fmt: skip
         lines.append(f"prog_s{s} ::= {body}")
     rules = [*lines, *_condition(schema, states), *_predicates(schema, limits, grounding),
              *_entries(schema, limits, grounding)]  # fmt: skip
