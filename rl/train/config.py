@@ -201,65 +201,49 @@ def replace(params: Any, **changes: Any) -> Any:
     return dataclasses.replace(params, **{k: v for k, v in changes.items() if v is not None})
 
 
-def _exemplars(value: Any) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 8:
-        raise TrainError(
-            f"prompt.exemplars must be an integer from 0 to 8, got {value!r}", code="train_config"
-        )
+def _count(value: Any, key: str, top: int) -> int:
+    """``value`` of the defaults file's ``key``, an integer from 0 to ``top``, or a one-line error."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= top:
+        raise TrainError(f"{key} must be an integer from 0 to {top}, got {value!r}", code="train_config")
     return value
 
 
-def _recombine(value: Any) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 4:
-        raise TrainError(f"sft.recombine must be an integer from 0 to 4, got {value!r}", code="train_config")
+def _choice(value: Any, key: str, choices: tuple[str, ...]) -> Any:
+    """``value`` of the defaults file's ``key``, one of ``choices``, or a one-line error."""
+    if value not in choices:
+        raise TrainError(f"{key} must be one of {', '.join(choices)}, got {value!r}", code="train_config")
     return value
-
-
-def _precision(value: Any) -> Precision:
-    if value not in PRECISIONS:
-        raise TrainError(f"model.precision must be one of {', '.join(PRECISIONS)}, got {value!r}",
-                         code="train_config")  # fmt: skip
-    return value  # type: ignore[no-any-return]
 
 
 def _flag(value: Any, key: str) -> bool:
+    """``value`` of the defaults file's ``key``, true or false, or a one-line error."""
     if not isinstance(value, bool):
         raise TrainError(f"{key} must be true or false, got {value!r}", code="train_config")
     return value
-
-
-def _init_embeddings(value: Any) -> InitEmbeddings:
-    if value not in INIT_EMBEDDINGS:
-        raise TrainError(f"model.init_embeddings must be one of {', '.join(INIT_EMBEDDINGS)}, got {value!r}",
-                         code="train_config")  # fmt: skip
-    return value  # type: ignore[no-any-return]
 
 
 @cache
 def load_defaults(path: Path = DEFAULTS_FILE) -> Defaults:
     """The defaults file as typed parameters; DAPO is GRPO's section with DAPO's keys over it."""
     data: dict[str, Any] = yaml.safe_load(path.read_text())
-    profile = data["prompt"]["profile"]
-    if profile not in PROFILES:
-        raise TrainError(f"prompt.profile must be one of {', '.join(PROFILES)}", code="train_config")
-    split = data["tokenizer"]["split"]
-    if split not in SPLITS:
-        raise TrainError(f"tokenizer.split must be one of {', '.join(SPLITS)}", code="train_config")
     grpo = _build(RlParams, data["grpo"], "grpo")
     dapo = _build(RlParams, {**data["grpo"], **data["dapo"]}, "dapo")
+    model = data["model"]
     return Defaults(
-        model_size=str(data["model"]["size"]),
-        init_embeddings=_init_embeddings(data["model"].get("init_embeddings", "random")),
-        precision=_precision(data["model"].get("precision", "auto")),
+        model_size=str(model["size"]),
+        init_embeddings=_choice(
+            model.get("init_embeddings", "random"), "model.init_embeddings", INIT_EMBEDDINGS
+        ),
+        precision=_choice(model.get("precision", "auto"), "model.precision", PRECISIONS),
         gradient_checkpointing=_flag(
-            data["model"].get("gradient_checkpointing", False), "model.gradient_checkpointing"
+            model.get("gradient_checkpointing", False), "model.gradient_checkpointing"
         ),
         vocab_size=int(data["tokenizer"]["vocab_size"]),
         max_token_chars=int(data["tokenizer"]["max_token_chars"]),
-        split=split,
-        profile=profile,
-        exemplars=_exemplars(data["prompt"].get("exemplars", 0)),
-        recombine=_recombine(data["sft"].pop("recombine", 0)),
+        split=_choice(data["tokenizer"]["split"], "tokenizer.split", SPLITS),
+        profile=_choice(data["prompt"]["profile"], "prompt.profile", PROFILES),
+        exemplars=_count(data["prompt"].get("exemplars", 0), "prompt.exemplars", 8),
+        recombine=_count(data["sft"].pop("recombine", 0), "sft.recombine", 4),
         sft=_build(SftParams, data["sft"], "sft"),
         grpo=grpo,
         dapo=dapo,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -105,19 +106,30 @@ def test_a_defaults_file_missing_a_key_is_refused(tmp_path: Path) -> None:
     (tmp_path / "defaults.yaml").write_text(text)
     with pytest.raises(TrainError, match="missing key\\(s\\) in grpo: beta"):
         load_defaults(tmp_path / "defaults.yaml")
-    (tmp_path / "defaults.yaml").write_text(
-        DEFAULTS_FILE.read_text().replace("precision: auto", "precision: fp8", 1)
-    )
-    with pytest.raises(TrainError, match=r"^model\.precision must be one of auto, fp32, bf16, got 'fp8'$"):
-        load_defaults(tmp_path / "defaults.yaml")
-    (tmp_path / "defaults.yaml").write_text(
-        DEFAULTS_FILE.read_text().replace(
-            "gradient_checkpointing: false", "gradient_checkpointing: sometimes", 1
-        )
-    )
-    with pytest.raises(
-        TrainError, match=r"^model\.gradient_checkpointing must be true or false, got 'sometimes'$"
-    ):
+
+
+@pytest.mark.parametrize(
+    ("line", "bad", "error"),
+    [("precision: auto", "precision: fp8", "model.precision must be one of auto, fp32, bf16, got 'fp8'"),
+     ("gradient_checkpointing: false", "gradient_checkpointing: sometimes",
+      "model.gradient_checkpointing must be true or false, got 'sometimes'"),
+     ("init_embeddings: random", "init_embeddings: glove",
+      "model.init_embeddings must be one of random, minilm, minilm-untied, got 'glove'"),
+     ("\n  split: lines", "\n  split: chars", "tokenizer.split must be one of lines, words, got 'chars'"),
+     ("profile: compact", "profile: tiny", "prompt.profile must be one of full, short, compact, request, got 'tiny'"),
+     ("exemplars: 0", "exemplars: 9", "prompt.exemplars must be an integer from 0 to 8, got 9"),
+     ("recombine: 0", "recombine: -1", "sft.recombine must be an integer from 0 to 4, got -1")],
+    ids=["precision", "gradient_checkpointing", "init_embeddings", "split", "profile", "exemplars", "recombine"],
+)  # fmt: skip
+def test_a_defaults_file_value_out_of_its_range_is_refused_in_one_line(
+    tmp_path: Path, line: str, bad: str, error: str
+) -> None:
+    from rl.train.config import DEFAULTS_FILE
+
+    text = DEFAULTS_FILE.read_text()
+    assert line in text
+    (tmp_path / "defaults.yaml").write_text(text.replace(line, bad, 1))
+    with pytest.raises(TrainError, match="^" + re.escape(error) + "$"):
         load_defaults(tmp_path / "defaults.yaml")
 
 
