@@ -47,9 +47,8 @@ done
 step "6/8 baselines on the ${SPLITS// / and } split (gold metrics Hit@1..NDCG@3, graded metrics P@1..R@10), then side by side"
 for d in ecommerce email; do
   for split in $SPLITS; do
-    for m in $METHODS; do
-      $PRORE eval "$d" --method "$m" --split "$split"
-    done
+    # One process for every baseline: the index, the engine and MiniLM open once, one report per method.
+    $PRORE eval "$d" $(for m in $METHODS; do echo --method "$m"; done) --split "$split"
     $PRORE eval compare --domain "$d" --split "$split"
   done
 done

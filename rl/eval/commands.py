@@ -101,7 +101,7 @@ def eval_settings(args: argparse.Namespace, cfg: Config) -> EvalSettings:
 
 
 def _run_eval(args: argparse.Namespace, cfg: Config) -> int:
-    from rl.eval.methods import get_method
+    from rl.eval.methods import MethodContext, get_method
     from rl.eval.report import failures_table, headline, load_summary, write_run
     from rl.eval.runner import evaluate
 
@@ -110,12 +110,13 @@ def _run_eval(args: argparse.Namespace, cfg: Config) -> int:
     settings = eval_settings(args, cfg)
     if args.limit is not None and args.limit < 1:
         raise EvalError(f"--limit must be positive, got {args.limit}")
-    spec = get_method(args.method)  # an unknown method fails before any benchmark or index is opened
+    # An unknown method fails before any benchmark or index is opened.
+    specs = [get_method(m) for m in dict.fromkeys(args.method)]
     planning = dataclasses.asdict(cfg.section(ServingSettings).planning)
     if split == HUMAN:
         from rl.datasets.human import HUMAN_NOTE, load_human
 
-        if spec.name == "oracle":
+        if any(spec.name == "oracle" for spec in specs):
             raise EvalError("the human split has no gold program (its judgements are a WHERE plus facet labels), "
                             "so the oracle does not apply; sql-only runs the judgement's WHERE", code="no_gold_program")  # fmt: skip
         human = load_human(cfg, domain)
@@ -134,29 +135,26 @@ def _run_eval(args: argparse.Namespace, cfg: Config) -> int:
         mismatch = planning_mismatch(benchmark, planning)
         if mismatch is not None:
             print(f"note: {mismatch}")
-    run = evaluate(
-        cfg,
-        domain,
-        args.method,
-        instances,
-        split=split,
-        k=settings.k,
-        batch_size=settings.batch_size,
-        progress=not args.quiet,
-        benchmark=benchmark,
-        meta={"limit": args.limit, "planning": planning},
-    )
     ws = Workspace(cfg.workspace)
-    run_dir = write_run(
-        ws, run, resamples=settings.resamples, confidence=settings.confidence, seed=settings.seed
-    )
-    summary = load_summary(run_dir)
-    print(f"{run.method} on {domain}/{split}: {len(run.results)} queries in {run.elapsed_s:.1f} s")
-    print(headline(summary))
-    print(failures_table(summary))
+    # The methods of one call share a context: the index, the engine, MiniLM and any model open once.
+    ctx = MethodContext(cfg, domain)
+    try:
+        for spec in specs:
+            run = evaluate(cfg, domain, spec, instances, split=split, k=settings.k, batch_size=settings.batch_size,
+                           progress=not args.quiet, ctx=ctx, benchmark=benchmark,
+                           meta={"limit": args.limit, "planning": planning})  # fmt: skip
+            run_dir = write_run(
+                ws, run, resamples=settings.resamples, confidence=settings.confidence, seed=settings.seed
+            )
+            summary = load_summary(run_dir)
+            print(f"{run.method} on {domain}/{split}: {len(run.results)} queries in {run.elapsed_s:.1f} s")
+            print(headline(summary))
+            print(failures_table(summary))
+            print(f"report: {run_dir}")
+    finally:
+        ctx.close()
     if split == HUMAN:
         print(HUMAN_NOTE)
-    print(f"report: {run_dir}")
     return 0
 
 
@@ -215,9 +213,11 @@ def register_eval(sub: Any) -> None:
         d.add_argument(
             "--method",
             required=True,
+            action="append",
             help="registered method: bm25, dense, rrf, self-query, sql-only, oracle; planner:PATH[?samples=N], "
             "planner-json:PATH[?samples=N] (JSON-schema output), planner-grammar:PATH[?samples=N] "
-            "(program-grammar output), llm:URL[#MODEL]; or one a plugin adds",
+            "(program-grammar output), llm:URL[#MODEL]; or one a plugin adds. Repeat it to evaluate several "
+            "methods in one process, one report each, opening the index and the engines once",
         )
         d.add_argument("--split", default="test",
                        help="benchmark split: test (default), ood, train, or human (the packaged hand-written requests, "

@@ -143,3 +143,28 @@ def test_eval_ood_and_compare(capsys: pytest.CaptureFixture[str], bench_cfg: Con
         next(line for line in out.splitlines() if line.startswith("comparison: ")).split(": ", 1)[1]
     )
     assert (compare_dir / "compare.md").is_file() and (compare_dir / "compare.png").is_file()
+
+
+def _queries(run_dir: Path) -> list[dict[str, object]]:
+    """A run's per-query records without their timings."""
+    records = [json.loads(line) for line in (run_dir / QUERIES).read_text().splitlines()]
+    return [{k: v for k, v in r.items() if not k.endswith("_ms")} for r in records]
+
+
+def test_several_methods_in_one_call_write_what_separate_calls_write(
+    capsys: pytest.CaptureFixture[str], bench_cfg: Config
+) -> None:
+    """``--method`` repeated: one report per method (a repeat counted once), the same queries and rankings as
+    one call per method, with the index and engines opened once."""
+    flags = ("--split", "ood", "--quiet", "--resamples", "50")
+    alone = {}
+    for method in ("bm25", "dense"):
+        rc, out, err = _cli(capsys, bench_cfg, "eval", "ecommerce", "--method", method, *flags)
+        assert rc == 0, err
+        alone[method] = _queries(_run_dir(out))
+    rc, out, err = _cli(capsys, bench_cfg, "eval", "ecommerce", "--method", "bm25", "--method", "dense",
+                        "--method", "bm25", *flags)  # fmt: skip
+    assert rc == 0, err
+    dirs = [Path(line.removeprefix("report: ")) for line in out.splitlines() if line.startswith("report: ")]
+    assert [json.loads((d / SUMMARY).read_text())["method"] for d in dirs] == ["bm25", "dense"]
+    assert {m: _queries(d) for m, d in zip(("bm25", "dense"), dirs, strict=True)} == alone
