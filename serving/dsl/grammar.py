@@ -150,10 +150,8 @@ def _condition(schema: CorpusSchema, states: list[str]) -> list[str]:
     held 2.7x the rules for the same language, and llguidance compiled it per request in 70 ms."""
     name = {m[0]: m for m in corpus_modalities(schema)}
     rules = []
-    spans = sorted(
-        {(i, b[i:]) for b in states for i in range(len(b) + 1)}, key=lambda span: (span[0], len(span[1]))
-    )
-    for at, seq in spans:
+    longest = len(states[-1])  # shortest first
+    for at, seq in ((at, seq) for at in range(longest + 1) for seq in states if at + len(seq) <= longest):
         rules.append(
             f"or_{at}_s{seq} ::= and_{at}_s{seq} | "
             + _alt([f'and_{at}_s{seq[:j]} " OR " or_{at + j}_s{seq[j:]}' for j in range(len(seq) + 1)])

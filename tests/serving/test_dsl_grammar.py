@@ -4,7 +4,11 @@ entries left unused, a rerank wider than k, a literal of the wrong type, a colum
 
 from __future__ import annotations
 
+import hashlib
+import os
 import random
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -222,3 +226,24 @@ def test_the_lark_grammar_carries_the_grounding_of_the_ebnf_one() -> None:
     assert "STR_BRAND: \"'Bose'\" | \"'Levi''s'\" | \"'Sony'\"" in lark
     assert '"brand" (EQ STR_BRAND | IN STR_BRAND (", " STR_BRAND)' in lark
     assert constraint_grammar(PRODUCTS, "grammar", DEFAULT_LIMITS, lark=True).count("STR_BRAND") == 0
+
+
+_GRAMMAR_DIGEST = """
+import hashlib
+from indexing.schema import EMAILS, PRODUCTS
+from serving.dsl.grammar import program_grammar_ebnf
+print(hashlib.sha256((program_grammar_ebnf(PRODUCTS) + program_grammar_ebnf(EMAILS)).encode()).hexdigest())
+"""
+
+
+def test_the_grammar_text_is_the_same_in_every_process() -> None:
+    """vLLM caches a compiled grammar by its text, and a run is reproduced from it: no set or hash order may
+    reach it (string hashing is salted per process, ``PYTHONHASHSEED``)."""
+    here = hashlib.sha256(
+        (program_grammar_ebnf(PRODUCTS) + program_grammar_ebnf(EMAILS)).encode()
+    ).hexdigest()
+    for seed in ("1", "2"):
+        done = subprocess.run([sys.executable, "-c", _GRAMMAR_DIGEST], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONHASHSEED": seed})  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.strip() == here, seed
