@@ -98,7 +98,8 @@ and autocasts the forward to bf16, which a CPU without bf16 units (AVX2) emulate
 
 def cpu_overrides(p: LaunchParams) -> tuple[str, ...]:
     """The verl overrides of a CPU run (after the recipe's): the ``hf`` rollout of :mod:`rl.verl.cpu`,
-    FSDP2 in float32 on gloo (weights and compute, :data:`FP32_COMPUTE`), no fused or compiled kernels, and Ray's resources as logical slots.
+    FSDP2 in float32 on gloo (weights and compute, :data:`FP32_COMPUTE`), no fused or compiled kernels, and
+    Ray's resources as logical slots.
 
     Ray's ``GPU`` count is one slot per trainer process (verl's resource check counts only GPUs); its
     CPU count is logical too: verl's task runner, TransferQueue's controller and storage units, the
