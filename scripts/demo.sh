@@ -18,6 +18,12 @@ esac
 METHODS="oracle sql-only bm25 dense rrf self-query"
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# The planner's vLLM server, which step 7 evaluates the planner through and step 8 serves it with, stops when the
+# demo ends, whether it finished or failed (scripts/planner_server.sh).
+WS="${PRORE_WORKSPACE:-workspace}"
+# shellcheck source=scripts/planner_server.sh
+source scripts/planner_server.sh
+trap planner_server_stop EXIT
 
 step "1/8 corpora ($PRODUCTS products, $EMAILS emails; PROFILE=paper: the paper's 3,000 and 5,000)"
 $PRORE corpus build ecommerce --size "$PRODUCTS"
@@ -59,7 +65,7 @@ echo "Reports (markdown, JSON, PNG charts) are under ${PRORE_WORKSPACE:-workspac
 
 step "7/8 a small planner trained by SFT, then a short GRPO, evaluated next to the baselines"
 if [[ "${DEMO_TRAIN:-1}" != "0" ]]; then
-  PROFILE="$PROFILE" bash scripts/demo_train.sh
+  PROFILE="$PROFILE" KEEP_PLANNER_SERVER=1 bash scripts/demo_train.sh
 else
   echo "skipped (DEMO_TRAIN=0)"
 fi

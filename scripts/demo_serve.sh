@@ -3,10 +3,11 @@
 # and a curl example, and run one search through it.
 # - The planner: when `scripts/demo_train.sh` trained one (PLANNER_CARD, default $WS/runs/sft-both/final) and no
 #   PLANNER_URL is given, vLLM's CPU server serves it with README "Serving"'s own command (shell 1, on
-#   VLLM_PORT, default 8000; its log in $WS/runs/vllm-serve.log), and `prore serve` asks it with the card's
-#   prompt: the search is answered by the planner. DEMO_PLANNER=0 skips it (the BM25+dense fallback answers
-#   and the response says so). PLANNER_URL (an OpenAI-compatible base URL up to /v1) points at a planner
-#   served elsewhere; PLANNER_MODEL names its model (default: the one the endpoint lists).
+#   VLLM_PORT, default 8000; its log in $WS/runs/vllm-serve.log; scripts/planner_server.sh, which reuses the
+#   server `make demo` evaluated the planner through), and `prore serve` asks it with the card's prompt: the
+#   search is answered by the planner. DEMO_PLANNER=0 skips it (the BM25+dense fallback answers and the response
+#   says so). PLANNER_URL (an OpenAI-compatible base URL up to /v1) points at a planner served elsewhere;
+#   PLANNER_MODEL names its model (default: the one the endpoint lists).
 # - SERVE_PORT picks the query API's port (default 8080). With SERVE_KEEP=1 both keep running until Ctrl-C;
 #   otherwise they stop after the search.
 set -euo pipefail
@@ -16,29 +17,16 @@ PORT="${SERVE_PORT:-8080}"
 URL="http://127.0.0.1:${PORT}"
 WS="${PRORE_WORKSPACE:-workspace}"
 CARD="${PLANNER_CARD:-$WS/runs/sft-both/final}"
-VLLM_PORT="${VLLM_PORT:-8000}"
+# shellcheck source=scripts/planner_server.sh
+source scripts/planner_server.sh
 PIDS=()
-trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done' EXIT
+STARTED=0
+trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+      if [[ "$STARTED" == 1 ]]; then planner_server_stop; fi' EXIT
 
 if [[ -z "${PLANNER_URL:-}" && "${DEMO_PLANNER:-1}" == 1 && -f "$CARD/planner.json" ]]; then
-  echo "Serving the trained planner $CARD with vLLM on port $VLLM_PORT (README: Serving, shell 1) ..."
-  # README "Serving", shell 1, as written there (tests/serving/test_serve_readme.py checks they agree).
-  VLLM_CPU_KVCACHE_SPACE=1 .venv/bin/python -m vllm.entrypoints.openai.api_server --model "$CARD" \
-    --served-model-name planner --host 127.0.0.1 --port "$VLLM_PORT" --dtype float32 --enforce-eager \
-    --max-model-len 4096 --gpu-memory-utilization 0.1 --structured-outputs-config.backend guidance \
-    > "$WS/runs/vllm-serve.log" 2>&1 &
-  PIDS+=($!)
-  for _ in $(seq 1 300); do
-    if curl -fs "http://127.0.0.1:$VLLM_PORT/v1/models" >/dev/null 2>&1; then break; fi
-    if ! kill -0 "${PIDS[0]}" 2>/dev/null; then
-      echo "error serve: vLLM exited; the end of $WS/runs/vllm-serve.log:" >&2; tail -n 20 "$WS/runs/vllm-serve.log" >&2; exit 1
-    fi
-    sleep 1
-  done
-  curl -fs "http://127.0.0.1:$VLLM_PORT/v1/models" >/dev/null \
-    || { echo "error serve: vLLM did not answer on port $VLLM_PORT in 300 s; see $WS/runs/vllm-serve.log" >&2; exit 1; }
-  PLANNER_URL="http://127.0.0.1:$VLLM_PORT/v1"
-  PLANNER_MODEL="${PLANNER_MODEL:-planner}"
+  STARTED=1
+  planner_server_start "$CARD"
 fi
 
 ARGS=(serve --host 127.0.0.1 --port "$PORT")

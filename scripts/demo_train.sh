@@ -16,6 +16,10 @@
 #   it under the grounded grammar (`planner-grounded:PATH`: phrases copied from the request, values from the
 #   corpus), the decoding `prore serve` uses by default. FILTER (medium and paper: 1; demo: 0)
 #   trains DAPO only on prompts whose samples from the SFT model earn differing rewards (`--filter-prompts`).
+# SERVED (demo: 1; medium and paper: 0) evaluates the grounded row through vLLM's server, started once with README
+#   "Serving"'s command (scripts/planner_server.sh), as `prore serve` asks it (`planner-served:PATH?url=URL`): both
+#   domains and the query API of scripts/demo_serve.sh share one model start (KEEP_PLANNER_SERVER=1, which
+#   scripts/demo.sh sets, leaves it running for that step). SERVED=0 evaluates offline (`planner-grounded:PATH`).
 # PROFILE=paper: one planner per domain with the defaults file's full recipe (3 SFT epochs, 200 GRPO and
 #   200 DAPO steps); hours on 2 cores.
 # ARCH (medium: minilm-seq2seq; demo and paper: decoder) picks the planner. minilm-seq2seq is the best planner
@@ -39,12 +43,12 @@ RUNS="$WS/runs"
 case "$PROFILE" in
   demo)   SFT=(--size t --lr 5e-3 --max-steps 1800 --eval-steps 360); RL=(--max-steps 10 --save-steps 5); LIMIT=(--limit 100); ALGOS="grpo"
           SETS=("both:ecommerce email"); SPLITS="test"; GUIDED="${GUIDED_SAMPLES:-0}"; GRAMMAR="${GRAMMAR:-0}"
-          FILTER="${FILTER:-0}"; FREE="${FREE:-0}" ;;
+          FILTER="${FILTER:-0}"; FREE="${FREE:-0}"; SERVED="${SERVED:-1}" ;;
   medium) SFT=(--max-steps "${SFT_STEPS:-3000}" --eval-steps 500); RL=(--max-steps "${RL_STEPS:-50}" --save-steps 25)
           LIMIT=(); ALGOS="grpo dapo"; SETS=("both:ecommerce email"); SPLITS="test ood"; GUIDED="${GUIDED_SAMPLES:-8}"; GRAMMAR="${GRAMMAR:-1}"
-          FILTER="${FILTER:-1}"; FREE="${FREE:-1}" ;;
+          FILTER="${FILTER:-1}"; FREE="${FREE:-1}"; SERVED="${SERVED:-0}" ;;
   paper)  SFT=(); RL=(); LIMIT=(); ALGOS="grpo dapo"; SETS=("ecommerce:ecommerce" "email:email"); SPLITS="test ood"
-          GUIDED="${GUIDED_SAMPLES:-8}"; GRAMMAR="${GRAMMAR:-1}"; FILTER="${FILTER:-1}"; FREE="${FREE:-1}" ;;
+          GUIDED="${GUIDED_SAMPLES:-8}"; GRAMMAR="${GRAMMAR:-1}"; FILTER="${FILTER:-1}"; FREE="${FREE:-1}"; SERVED="${SERVED:-0}" ;;
   *) echo "error profile: unknown PROFILE=$PROFILE (demo|medium|paper)" >&2; exit 2 ;;
 esac
 ARCH="${ARCH:-$([ "$PROFILE" = medium ] && echo minilm-seq2seq || echo decoder)}"
@@ -58,6 +62,10 @@ case "$ARCH" in
 esac
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# shellcheck source=scripts/planner_server.sh
+source scripts/planner_server.sh
+# The planner's server (SERVED=1) stops when this script ends, unless the caller serves with it next.
+if [[ "${KEEP_PLANNER_SERVER:-0}" != 1 ]]; then trap planner_server_stop EXIT; fi
 
 for set in "${SETS[@]}"; do
   name="${set%%:*}"
@@ -105,7 +113,11 @@ for set in "${SETS[@]}"; do
       if [ "$GRAMMAR" = 1 ]; then  # decoding constrained by the program grammar (README: Local training)
         $PRORE eval "$d" --method "planner-grammar:$RUNS/sft-$name/final" --split "$split" --quiet
       fi
-      if [ "${GROUNDED:-1}" = 1 ]; then  # the grounded grammar, as prore serve decodes (README: Reading requests ...)
+      if [ "${GROUNDED:-1}" = 1 ] && [ "$SERVED" = 1 ]; then  # the same decoding, asked as prore serve asks it
+        planner_server_start "$RUNS/sft-$name/final"
+        $PRORE eval "$d" --method "planner-served:$RUNS/sft-$name/final?url=$PLANNER_URL&model=$PLANNER_MODEL" \
+          --split "$split" --quiet
+      elif [ "${GROUNDED:-1}" = 1 ]; then  # the grounded grammar, as prore serve decodes (README: Reading requests ...)
         $PRORE eval "$d" --method "planner-grounded:$RUNS/sft-$name/final" --split "$split" --quiet
       fi
       $PRORE eval compare --domain "$d" --split "$split"

@@ -435,6 +435,15 @@ class Planner:
         program, repairs = read_program(texts[0], limits=self.dsl_limits)
         return Plan(program, texts[0], repairs, attempts, (time.perf_counter() - start) * 1000, usage)
 
+    async def complete(self, domain: str, request: str, *, timeout_s: float | None = None) -> str:
+        """The planner's completion for ``request``, unread (what :meth:`plan` reads a program from): for a
+        caller that reads and scores completions itself, as evaluation's ``planner-served:`` does. Errors as
+        :meth:`plan`'s, less :class:`PlannerOutputError`."""
+        texts, _, _ = await self._call(
+            self.payload(domain, request, await self.shots(domain, request)), timeout_s
+        )
+        return texts[0]
+
     async def samples(self, domain: str, request: str, *, timeout_s: float | None = None) -> list[Plan]:
         """``guided_samples`` sampled programs for ``request`` from one call (``n``, ``guided_temperature``;
         no per-request seed, which vLLM's CPU build cannot take with ``n`` > 1); completions that are not

@@ -216,7 +216,9 @@ def register_eval(sub: Any) -> None:
             action="append",
             help="registered method: bm25, dense, rrf, self-query, sql-only, oracle; planner:PATH[?samples=N], "
             "planner-json:PATH[?samples=N] (JSON-schema output), planner-grammar:PATH[?samples=N] "
-            "(program-grammar output), llm:URL[#MODEL]; or one a plugin adds. Repeat it to evaluate several "
+            "(program-grammar output), planner-grounded:PATH (prore serve's decoding), "
+            "planner-served:PATH?url=URL (a served planner, asked as prore serve asks it), seq2seq:PATH, "
+            "seq2seq-grounded:PATH, llm:URL[#MODEL]; or one a plugin adds. Repeat it to evaluate several "
             "methods in one process, one report each, opening the index and the engines once",
         )
         d.add_argument("--split", default="test",

@@ -24,7 +24,11 @@ from rl.eval.outcome import Failure, Layer, Ran
 
 PROVIDERS: tuple[str, ...] = ("rl.baselines.fusion", "rl.baselines.self_query", "rl.baselines.gold")
 """Modules imported before a lookup so that the methods they define are registered."""
-FAMILY_PROVIDERS: tuple[str, ...] = ("rl.eval.planner_methods", "rl.eval.seq2seq_methods")
+FAMILY_PROVIDERS: tuple[str, ...] = (
+    "rl.eval.planner_methods",
+    "rl.eval.seq2seq_methods",
+    "rl.eval.served_methods",
+)
 """Modules registering method families: names with an argument, ``planner:PATH``, ``llm:URL``."""
 
 ENTRY_POINT_GROUP = "proretrieval.methods"

@@ -376,3 +376,31 @@ def test_the_engine_core_process_stops_when_its_caller_exits(tiny_planner: Path,
             f"vLLM's engine core (pid {pid}) outlived the process that started it"
         )
         time.sleep(0.5)
+
+
+@pytest.mark.parametrize(
+    "arg",
+    [
+        "ckpt",
+        "ckpt?url=localhost:8000/v1",
+        "ckpt?url=http://h/v1&output=xml",
+        "ckpt?url=http://h/v1&workers=0",
+        "ckpt?url=http://h/v1&samples=8",
+    ],
+)
+def test_bad_served_planner_options_fail_in_one_line(arg: str) -> None:
+    from rl.eval.served_methods import parse_served
+
+    with pytest.raises(TrainError) as info:
+        parse_served(arg)
+    assert info.value.code == "planner_option" and "\n" not in str(info.value)
+
+
+def test_a_served_planner_is_named_by_its_run_and_output() -> None:
+    served = get_method("planner-served:runs/sft/final?url=http://127.0.0.1:8000/v1&model=planner")
+    assert served.name == "planner-served:sft"
+    assert "as prore serve asks it" in served.description and "grounded decoding" in served.description
+    assert (
+        get_method("planner-served:runs/sft/final?url=http://h/v1&output=json").name
+        == "planner-served:sft-json"
+    )

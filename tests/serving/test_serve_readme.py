@@ -89,16 +89,20 @@ def test_the_readmes_serving_steps_pass_what_the_planner_needs() -> None:
 
 
 def test_make_demos_serving_step_starts_the_readmes_vllm_server() -> None:
-    """``scripts/demo_serve.sh`` (the end of ``make demo``) serves the trained planner with README's shell 1,
-    only the model directory, the port, the virtualenv's python and the log redirect written differently."""
-    script = (ROOT / "scripts" / "demo_serve.sh").read_text().replace("\\\n", " ")
+    """``scripts/planner_server.sh`` (which ``make demo`` evaluates its planner through and serves it with) starts
+    the trained planner with README's shell 1, only the model directory, the port, the virtualenv's python and
+    the log redirect written differently; the demo's serving and training steps both use it."""
+    script = (ROOT / "scripts" / "planner_server.sh").read_text().replace("\\\n", " ")
     lines = [line.strip() for line in script.splitlines() if "vllm.entrypoints.openai.api_server" in line]
     assert len(lines) == 1, lines
     command = lines[0].split(" > ", 1)[0]
-    command = command.replace(".venv/bin/python", "python").replace('"$CARD"', MODEL_DIR)
+    command = command.replace(".venv/bin/python", "python").replace('"$card"', MODEL_DIR)
     command = command.replace('"$VLLM_PORT"', PORTS["planner"])
     assert " ".join(command.split()) == readme_steps().vllm
     assert 'VLLM_PORT="${VLLM_PORT:-' + PORTS["planner"] + '}"' in script, "the README's port by default"
+    for user in ("demo_serve.sh", "demo_train.sh"):
+        assert "source scripts/planner_server.sh" in (ROOT / "scripts" / user).read_text(), user
+        assert "vllm.entrypoints" not in (ROOT / "scripts" / user).read_text(), f"{user} starts its own server"
 
 
 @pytest.fixture(scope="module")
@@ -169,6 +173,39 @@ def test_the_readmes_steps_serve_the_trained_planner_as_evaluation_decodes(readm
     finally:
         ctx.close()
     assert got["program"] == json.loads(extract_program(offline.text).to_json())
+
+
+@pytest.mark.slow
+@pytest.mark.server
+@pytest.mark.timeout(1800)
+def test_planner_served_evaluates_the_readmes_server_as_prore_serve_asks_it(readme_servers: Served,
+                                                                             tmp_path: Path) -> None:  # fmt: skip
+    """``prore eval ... --method planner-served:PATH?url=URL`` against the README's vLLM server ranks the first
+    test request as ``/v1/search`` does: the same prompt, grammar and program, from the same server.
+
+    It runs on a copy of the workspace: ``prore serve`` holds this one's chDB store."""
+    import shutil
+
+    from rl.datasets import load_split
+
+    s = readme_servers
+    shutil.copytree(s.root / "workspace", tmp_path / "workspace")
+    card = s.root / s.model_dir
+    prore(tmp_path, "eval", "ecommerce", "--method", f"planner-served:{card}?url={s.planner_url}", "--quiet")
+    (run,) = (
+        tmp_path / "workspace" / "reports" / "eval" / "ecommerce" / "test" / "planner-served:sft-ecommerce"
+    ).iterdir()
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["method"] == "planner-served:sft-ecommerce"
+    rows = [json.loads(line) for line in (run / "queries.jsonl").read_text().splitlines()]
+    requests = load_split(Workspace(s.root / "workspace"), "ecommerce", "test")
+    assert [r["qid"] for r in rows] == [i.qid for i in requests]
+    assert rows[0]["layer"] is None, rows[0]["error"]  # its program was read and ran
+    r = httpx.post(
+        s.api_url + "/v1/search", json={"query": requests[0].nl, "domain": "ecommerce", "k": 5}, timeout=300
+    )
+    assert r.status_code == 200 and r.json()["source"] == "planner", r.text
+    assert rows[0]["ids"][:5] == [x["id"] for x in r.json()["results"]]
 
 
 @pytest.mark.slow
