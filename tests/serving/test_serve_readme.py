@@ -102,7 +102,9 @@ def test_make_demos_serving_step_starts_the_readmes_vllm_server() -> None:
     assert 'VLLM_PORT="${VLLM_PORT:-' + PORTS["planner"] + '}"' in script, "the README's port by default"
     for user in ("demo_serve.sh", "demo_train.sh"):
         assert "source scripts/planner_server.sh" in (ROOT / "scripts" / user).read_text(), user
-        assert "vllm.entrypoints" not in (ROOT / "scripts" / user).read_text(), f"{user} starts its own server"
+        assert "vllm.entrypoints" not in (ROOT / "scripts" / user).read_text(), (
+            f"{user} starts its own server"
+        )
 
 
 @pytest.fixture(scope="module")
@@ -183,13 +185,13 @@ def test_planner_served_evaluates_the_readmes_server_as_prore_serve_asks_it(read
     """``prore eval ... --method planner-served:PATH?url=URL`` against the README's vLLM server ranks the first
     test request as ``/v1/search`` does: the same prompt, grammar and program, from the same server.
 
-    It runs on a copy of the workspace: ``prore serve`` holds this one's chDB store."""
+    It runs on a copy of the workspace (chDB's links kept as links): ``prore serve`` holds this one's store."""
     import shutil
 
     from rl.datasets import load_split
 
     s = readme_servers
-    shutil.copytree(s.root / "workspace", tmp_path / "workspace")
+    shutil.copytree(s.root / "workspace", tmp_path / "workspace", symlinks=True)
     card = s.root / s.model_dir
     prore(tmp_path, "eval", "ecommerce", "--method", f"planner-served:{card}?url={s.planner_url}", "--quiet")
     (run,) = (
