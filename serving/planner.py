@@ -48,7 +48,7 @@ import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from core.errors import ProReError
 from core.openai_client import (
@@ -343,6 +343,15 @@ def read_program(completion: str, *, limits: DslLimits = DEFAULT_LIMITS) -> tupl
         ) from None
 
 
+class Answer(NamedTuple):
+    """One chat call's choices: each one's text and whether ``max_tokens`` cut it; the HTTP calls and tokens it took."""
+
+    texts: list[str]
+    cut: list[bool]
+    attempts: int
+    usage: Usage
+
+
 class Planner:
     """An async client of a planner endpoint; one per event loop (its :class:`OpenAIClient` holds an
     ``httpx.AsyncClient``)."""
@@ -429,20 +438,20 @@ class Planner:
         still bounds each HTTP call.
         """
         start = time.perf_counter()
-        texts, attempts, usage = await self._call(
-            self.payload(domain, request, await self.shots(domain, request)), timeout_s
+        got = await self._call(self.payload(domain, request, await self.shots(domain, request)), timeout_s)
+        program, repairs = read_program(got.texts[0], limits=self.dsl_limits)
+        return Plan(
+            program, got.texts[0], repairs, got.attempts, (time.perf_counter() - start) * 1000, got.usage
         )
-        program, repairs = read_program(texts[0], limits=self.dsl_limits)
-        return Plan(program, texts[0], repairs, attempts, (time.perf_counter() - start) * 1000, usage)
 
-    async def complete(self, domain: str, request: str, *, timeout_s: float | None = None) -> str:
-        """The planner's completion for ``request``, unread (what :meth:`plan` reads a program from): for a
-        caller that reads and scores completions itself, as evaluation's ``planner-served:`` does. Errors as
-        :meth:`plan`'s, less :class:`PlannerOutputError`."""
-        texts, _, _ = await self._call(
-            self.payload(domain, request, await self.shots(domain, request)), timeout_s
-        )
-        return texts[0]
+    async def complete(
+        self, domain: str, request: str, *, timeout_s: float | None = None
+    ) -> tuple[str, bool]:
+        """The planner's completion for ``request``, unread (what :meth:`plan` reads a program from), and whether
+        ``max_tokens`` cut it: for a caller that reads and scores completions itself, as evaluation's
+        ``planner-served:`` does. Errors as :meth:`plan`'s, less :class:`PlannerOutputError`."""
+        got = await self._call(self.payload(domain, request, await self.shots(domain, request)), timeout_s)
+        return got.texts[0], got.cut[0]
 
     async def samples(self, domain: str, request: str, *, timeout_s: float | None = None) -> list[Plan]:
         """``guided_samples`` sampled programs for ``request`` from one call (``n``, ``guided_temperature``;
@@ -456,17 +465,19 @@ class Planner:
             "n": s.guided_samples,
             "temperature": s.guided_temperature,
         }
-        texts, attempts, usage = await self._call(body, timeout_s)
+        got = await self._call(body, timeout_s)
         plans = []
-        for text in texts:
+        for text in got.texts:
             try:
                 program, repairs = read_program(text, limits=self.dsl_limits)
             except PlannerOutputError:
                 continue
-            plans.append(Plan(program, text, repairs, attempts, (time.perf_counter() - start) * 1000, usage))
+            plans.append(
+                Plan(program, text, repairs, got.attempts, (time.perf_counter() - start) * 1000, got.usage)
+            )
         return plans
 
-    async def _call(self, body: dict[str, Any], timeout_s: float | None) -> tuple[list[str], int, Usage]:
+    async def _call(self, body: dict[str, Any], timeout_s: float | None) -> Answer:
         """The completions of one chat call, through the circuit breaker, within ``timeout_s``."""
         if not self.breaker.allow():
             raise PlannerUnavailable(
@@ -489,11 +500,11 @@ class Planner:
         self.breaker.success()  # the endpoint answered; a bad program is the model's fault, not the endpoint's
         return got
 
-    async def _ask(self, body: dict[str, Any]) -> tuple[list[str], int, Usage]:
+    async def _ask(self, body: dict[str, Any]) -> Answer:
         """:meth:`_complete` with the model named (:meth:`model`)."""
         return await self._complete({**body, "model": await self.model()})
 
-    async def _complete(self, body: dict[str, Any]) -> tuple[list[str], int, Usage]:
+    async def _complete(self, body: dict[str, Any]) -> Answer:
         """The text of every choice of one chat call (in the order of their ``index``), the HTTP calls it
         took and its usage; the client's errors as this module's."""
         s = self.settings
@@ -517,7 +528,7 @@ class Planner:
         texts = [c.text for c in got.choices if c.text is not None]
         if not texts or len(texts) != len(got.choices):
             raise PlannerUnavailable("the planner's completion has no text", code="planner_bad_response")
-        return texts, got.attempts, got.usage
+        return Answer(texts, [c.finish_reason == "length" for c in got.choices], got.attempts, got.usage)
 
     async def ready(self) -> bool:
         """Whether the endpoint lists models now (``GET /models``); one short call, no retry."""

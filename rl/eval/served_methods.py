@@ -85,21 +85,21 @@ def served_completions(ctx: MethodContext, served: Served, requests: Sequence[st
     settings = served.settings(ctx)
     values = {ctx.domain: column_values(ctx)} if served.output == "grounded" else None
 
-    async def ask_all() -> list[str]:
+    async def ask_all() -> list[tuple[str, bool]]:
         gate = asyncio.Semaphore(served.workers)
         async with Planner(settings, values=values) as planner:
 
-            async def one(nl: str) -> str:
+            async def one(nl: str) -> tuple[str, bool]:
                 async with gate:
                     return await planner.complete(ctx.domain, nl)
 
             return await asyncio.gather(*(one(nl) for nl in requests))
 
     try:
-        texts = asyncio.run(ask_all())
+        answers = asyncio.run(ask_all())
     except PlannerUnavailable as exc:
         raise EndpointUnavailable(f"the planner at {served.url} failed: {exc}") from exc
-    return [Completion(t) for t in texts]
+    return [Completion(text, settings.max_tokens if cut else None) for text, cut in answers]
 
 
 def served_run(served: Served) -> Callable[[MethodContext, Sequence[EvalInstance], int], list[Outcome]]:
