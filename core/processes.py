@@ -192,10 +192,10 @@ def _answers_200(url: str) -> Callable[[], bool]:
 def _is_running(process: Process) -> Callable[[], bool]:
     if isinstance(process, subprocess.Popen):
         return lambda: process.poll() is None
-    return lambda: _pid_running(process)
+    return lambda: pid_running(process)
 
 
-def _pid_running(pid: int) -> bool:
+def pid_running(pid: int) -> bool:
     """Whether process ``pid`` exists and is not a zombie."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]

@@ -74,6 +74,9 @@ for set in "${SETS[@]}"; do
   for d in "${domains[@]}"; do on+=(--domain "$d"); done
   step "train $name: SFT on ${domains[*]} ($PROFILE)"
   $PRORE train sft "${on[@]}" "${SFT[@]}" --out "$RUNS/sft-$name"
+  if [ "$ARCH" = decoder ] && [ "${GROUNDED:-1}" = 1 ] && [ "$SERVED" = 1 ]; then
+    planner_server_launch "$RUNS/sft-$name/final"  # vLLM loads the SFT planner while RL trains (no chDB: no clash)
+  fi
   if [ "$ARCH" = minilm-seq2seq ]; then  # the fusion gate's training requests; RL runs carry it (README: Serving)
     $PRORE train familiarity "$RUNS/sft-$name/final"
   fi

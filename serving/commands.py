@@ -65,7 +65,11 @@ def register(sub: Any) -> None:
         "by the table in its SQL (products -> ecommerce, emails -> email) and print the ranked results.",
     )
     p.add_argument(
-        "--program", default="-", metavar="FILE|-", help="program JSON file, or - for stdin (default)"
+        "--program",
+        action="append",
+        metavar="FILE|-",
+        help="program JSON file, or - for stdin (default); repeat it to run several programs in one process "
+        "(each corpus's index opened once), printed in turn after all have run",
     )
     p.add_argument(
         "--domain",
@@ -261,37 +265,58 @@ def _fields(schema: CorpusSchema, spec: str | None) -> tuple[str, ...]:
 
 
 def execute_command(args: argparse.Namespace, cfg: Config) -> int:
-    """``prore execute``: parse, open the corpus's index, execute, print."""
+    """``prore execute``: parse every program, open each corpus's index once, execute, then print (a program
+    that fails leaves nothing printed)."""
     # Imported here so that ``prore --help`` and other commands do not load the engine.
     from serving.dsl import parse_program
     from serving.engine import Engine
 
     if args.k < 1:
         raise ConfigError(f"--k must be at least 1, got {args.k}", code="bad_k")
-    program = parse_program(_read_program(args.program))
-    schema = SCHEMAS[args.domain] if args.domain else schema_of(program)
-    fields = _fields(schema, args.fields)
-    engine = Engine.open(cfg, schema.domain)
+    sources: list[str] = args.program or ["-"]
+    programs = [parse_program(_read_program(source)) for source in sources]
+    schemas = [SCHEMAS[args.domain] if args.domain else schema_of(program) for program in programs]
+    fields = [_fields(schema, args.fields) for schema in schemas]
+    engines: dict[str, Engine] = {}
+    outputs: list[tuple[dict[str, Any], str]] = []
     try:
-        # Load the embedding models before timing, so the printed timings are those of a warm
-        # service, not of this process's one-off model load.
-        for field in {entry.field for entry in program.retrieval_list if entry.mode != "sparse"}:
-            engine.handle.embedder(field).embed(["warm-up"])
-        result = engine.execute(program, k=args.k)
-        wanted = [f for f in fields if f != "id"]
-        docs = engine.handle.fetch_docs(list(result.ids), ["id", *wanted]) if result.ids and wanted else []
+        for program, schema, names in zip(programs, schemas, fields, strict=True):
+            engine = engines.get(schema.domain)
+            if engine is None:
+                engine = engines[schema.domain] = Engine.open(cfg, schema.domain)
+            # Load the embedding models before timing, so the printed timings are those of a warm
+            # service, not of this process's one-off model load.
+            for field in {entry.field for entry in program.retrieval_list if entry.mode != "sparse"}:
+                engine.handle.embedder(field).embed(["warm-up"])
+            result = engine.execute(program, k=args.k)
+            wanted = [f for f in names if f != "id"]
+            docs = (
+                engine.handle.fetch_docs(list(result.ids), ["id", *wanted]) if result.ids and wanted else []
+            )
+            by_id = {str(d["id"]): d for d in docs}
+            rows = [
+                {"id": doc, "score": score, **{f: by_id.get(doc, {}).get(f) for f in wanted}}
+                for doc, score in zip(result.ids, result.scores, strict=True)
+            ]
+            outputs.append(({**result.to_dict(), "domain": schema.domain, "results": rows},
+                            render_table(result, rows, wanted)))  # fmt: skip
     finally:
-        engine.close()
-    by_id = {str(d["id"]): d for d in docs}
-    rows = [
-        {"id": doc, "score": score, **{f: by_id.get(doc, {}).get(f) for f in wanted}}
-        for doc, score in zip(result.ids, result.scores, strict=True)
-    ]
+        for engine in engines.values():
+            engine.close()
     if args.format == "json":
-        payload = {**result.to_dict(), "domain": schema.domain, "results": rows}
-        print(json.dumps(payload, indent=2, default=str, ensure_ascii=False))
+        payloads = [payload for payload, _ in outputs]
+        if len(sources) > 1:  # one JSON document: the programs' results in order, each naming its file
+            payloads = [{"program_file": source, **p} for source, p in zip(sources, payloads, strict=True)]
+        print(
+            json.dumps(
+                payloads[0] if len(sources) == 1 else payloads, indent=2, default=str, ensure_ascii=False
+            )
+        )
     else:
-        print(render_table(result, rows, wanted))
+        for source, (_, table) in zip(sources, outputs, strict=True):
+            if len(sources) > 1:
+                print(f"--- {source}")
+            print(table)
     return 0
 
 

@@ -1,7 +1,7 @@
 # fmt: off
 """``prore bench``: synthesize a benchmark, and show what one holds.
 
-    prore bench synth {ecommerce|email} [--train N --test N --ood N] [--seed S] [--rewriter URL]
+    prore bench synth {ecommerce|email} [DOMAIN ...] [--train N --test N --ood N] [--seed S] [--rewriter URL]
     prore bench show {ecommerce|email} [--split test] [--n 5]
 """
 # fmt: on
@@ -31,24 +31,27 @@ from rl.datasets.store import (
 
 
 def _synth(args: argparse.Namespace, cfg: Config) -> int:
-    from rl.datasets.synth import SynthConfig, synthesize, unlabeled_note
+    from rl.datasets.synth import SynthConfig, synthesize_domains, unlabeled_note
 
-    schema_for(args.domain)
+    domains = list(dict.fromkeys(args.domain))
+    for domain in domains:
+        schema_for(domain)
     sizes = {"train": args.train, "test": args.test, "ood": args.ood}
     check_sizes(sizes)
     rewriter = RewriterConfig(url=args.rewriter, model=args.rewriter_model) if args.rewriter else None
     scfg = SynthConfig(sizes=sizes, seed=args.seed, rewriter=rewriter, progress=not args.quiet)
-    manifest = synthesize(cfg, args.domain, scfg)
+    manifests = synthesize_domains(cfg, domains, scfg)
     ws = Workspace(cfg.workspace)
-    counts = ", ".join(f"{s} {n}" for s, n in manifest["splits"].items())
-    print(
-        f"{args.domain} benchmark: {counts} in {manifest['elapsed_s']:.1f} s "
-        f"({manifest['instances_per_s']:.1f} instances/s)"
-    )
-    print(f"written to {ws.bench_dir(args.domain)}")
-    note = unlabeled_note(args.domain, corpus_manifest(ws, args.domain))
-    if note is not None:
-        print(note)
+    for domain, manifest in zip(domains, manifests, strict=True):
+        counts = ", ".join(f"{s} {n}" for s, n in manifest["splits"].items())
+        print(
+            f"{domain} benchmark: {counts} in {manifest['elapsed_s']:.1f} s "
+            f"({manifest['instances_per_s']:.1f} instances/s)"
+        )
+        print(f"written to {ws.bench_dir(domain)}")
+        note = unlabeled_note(domain, corpus_manifest(ws, domain))
+        if note is not None:
+            print(note)
     return 0
 
 
@@ -175,12 +178,13 @@ def register_bench(sub: Any) -> None:
     actions = p.add_subparsers(dest="bench_action", metavar="{synth|show}", required=True)
     s = actions.add_parser(
         "synth",
-        help="synthesize the train, test and OOD splits of a domain",
+        help="synthesize the train, test and OOD splits of a domain (or of several, side by side)",
         description="Sample condition structures (L1/L2/L3), make leaf conditions from gold documents, "
         "compile and execute gold programs (kept only when the gold document ranks first) and verbalize "
         "them. Needs a built index of the domain (prore index build).",
     )
-    s.add_argument("domain", help="corpus domain: " + " or ".join(DOMAINS))
+    s.add_argument("domain", nargs="+", help="corpus domain: " + " or ".join(DOMAINS) + "; several domains are "
+                   "synthesized side by side in one process (one thread each), each as it would be alone")  # fmt: skip
     splits = {"train": "training instances", "test": "test instances",
               "ood": "OOD instances: held-out template families and paraphrases"}  # fmt: skip
     for split, what in splits.items():

@@ -23,7 +23,7 @@ from rl.datasets.noise import keeps_values
 from rl.datasets.phrases import PhraseBook
 from rl.datasets.store import RELEVANT_CAP, SPLITS, kept_under, planning_mismatch
 from rl.datasets.structure import quotas
-from rl.datasets.synth import _anchors
+from rl.datasets.synth import _anchors, synthesize_domains
 from rl.datasets.tree import And, Leaf, Node, Not, Or, signed_leaves
 from rl.datasets.verbalize import families, family
 from serving.dsl import parse_program, validate
@@ -79,6 +79,19 @@ def bench(
 
 def _all(ws: Workspace, domain: str) -> list[Instance]:
     return [i for s in SPLITS for i in load_split(ws, domain, s)]
+
+
+def test_domains_synthesized_side_by_side_equal_each_alone(
+    small_index_cfg: Config, engines: dict[str, Engine], bench: Workspace, tmp_path: Path
+) -> None:
+    """``prore bench synth ecommerce email``: one thread per domain in one process writes each domain's
+    benchmark exactly as a run of its own does (the ``bench`` fixture's, one domain after the other)."""
+    ws = Workspace(tmp_path)
+    manifests = synthesize_domains(small_index_cfg, DOMAINS, SynthConfig(sizes=SIZES, seed=7, progress=False),
+                                   out=ws, opener=lambda cfg, d, scfg: _opener(engines[d])(cfg, d, scfg))  # fmt: skip
+    assert [m["sizes"] for m in manifests] == [SIZES] * len(DOMAINS)
+    for domain in DOMAINS:
+        assert _all(ws, domain) == _all(bench, domain), domain
 
 
 @pytest.mark.parametrize("domain", DOMAINS)

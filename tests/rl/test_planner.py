@@ -5,11 +5,7 @@ decoding), and the few-shot baseline against a real vLLM OpenAI-compatible serve
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
-import time
 from collections.abc import Iterator, Sequence, Sized
 from pathlib import Path
 
@@ -346,36 +342,6 @@ def test_llm_method_runs_few_shot_against_a_vllm_server(small_index_cfg: Config,
         assert ctx.cache["llm:model"] == PLANNER_NAME, "the endpoint's one model, as it lists it"
     finally:
         ctx.close()
-
-
-_OPEN_AND_EXIT = """
-import sys
-from pathlib import Path
-from indexing.stores.clickhouse import chdb_session
-from rl.eval.planner_methods import open_llm
-if __name__ == "__main__":
-    chdb_session(Path(sys.argv[2]))  # as `prore eval` has: chDB's exit used to leave the engine core running
-    llm = open_llm(Path(sys.argv[1]))
-    print(llm.llm_engine.engine_core.resources.engine_manager.processes[0].pid, flush=True)
-"""
-
-
-@TINY_PLANNER_GROUP
-@pytest.mark.slow
-def test_the_engine_core_process_stops_when_its_caller_exits(tiny_planner: Path, tmp_path: Path) -> None:
-    script = tmp_path / "open_and_exit.py"
-    script.write_text(_OPEN_AND_EXIT)
-    done = subprocess.run([sys.executable, str(script), str(tiny_planner), str(tmp_path / "chdb")],
-                          capture_output=True, text=True,
-                          timeout=900, env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"})  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    pid = int([line for line in done.stdout.split() if line.isdigit()][-1])
-    deadline = time.monotonic() + 60
-    while Path(f"/proc/{pid}").exists() and Path(f"/proc/{pid}/status").read_text().find("State:\tZ") < 0:
-        assert time.monotonic() < deadline, (
-            f"vLLM's engine core (pid {pid}) outlived the process that started it"
-        )
-        time.sleep(0.5)
 
 
 @pytest.mark.parametrize(

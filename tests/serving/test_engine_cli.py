@@ -149,3 +149,40 @@ def test_bad_flags_exit_2(
     assert capsys.readouterr().err.startswith("error no_program: ")
     assert run(small_index_cfg, "--program", path, "--k", "0") == 2
     assert capsys.readouterr().err.startswith("error bad_k: ")
+
+
+def test_several_programs_run_in_one_process_as_they_run_alone(
+    small_index_cfg: Config, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--program`` repeated: each corpus's index opens once, the results are each program's own, in order."""
+    email = {
+        "sql": "SELECT id FROM emails WHERE is_read = false AND id IN <text_1>",
+        "retrieval_list": [{"type": "text", "field": "subject", "query": "payments outage"}],
+    }
+    first, second = write(tmp_path, DESIGN_EXAMPLE), str(tmp_path / "email.json")
+    Path(second).write_text(json.dumps(email))
+    alone = []
+    for path in (first, second):
+        assert run(small_index_cfg, "--program", path, "--format", "json", "--k", "5") == 0
+        alone.append(json.loads(capsys.readouterr().out))
+    assert run(small_index_cfg, "--program", first, "--program", second, "--format", "json", "--k", "5") == 0
+    together = json.loads(capsys.readouterr().out)
+    assert [t["program_file"] for t in together] == [first, second]
+    assert [(t["domain"], t["ids"], t["results"]) for t in together] == [
+        (a["domain"], a["ids"], a["results"]) for a in alone
+    ]
+    assert run(small_index_cfg, "--program", first, "--program", second, "--k", "5") == 0
+    tables = capsys.readouterr().out.split("--- ")[1:]
+    assert [t.splitlines()[0] for t in tables] == [first, second]
+    assert [t.splitlines()[1].split()[:3] for t in tables] == [["rank", "id", "score"]] * 2
+
+
+def test_one_bad_program_among_several_prints_nothing(
+    small_index_cfg: Config, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = write(tmp_path, DESIGN_EXAMPLE)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"sql": "SELECT id FROM products WHERE price < 'cheap'", "retrieval_list": []}))
+    assert run(small_index_cfg, "--program", good, "--program", str(bad)) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("error exec_failed: ")

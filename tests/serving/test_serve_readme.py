@@ -15,22 +15,25 @@ the planner (``"source": "planner"``), with the program evaluation's ``planner-g
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shlex
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from indexing.config import load_config
+from core.processes import pid_running
 from indexing.schema import PRODUCTS
 from indexing.stores.server import free_port
 from indexing.workspace import Workspace
 from tests.processes import served
 from tests.serving import serve_support
-from tests.serving.serve_support import ROOT, corpus_values, env, prore, readme_commands
+from tests.serving.serve_support import ROOT, env, prore, readme_commands
 
 MODEL_DIR = "workspace/runs/sft-both/final"
 """The model directory the README's commands serve (``scripts/demo_train.sh``'s SFT run)."""
@@ -146,14 +149,60 @@ def readme_servers(trained: Path) -> Iterator[Served]:
         yield Served(trained, model_dir, planner_url, api_url)
 
 
+@dataclass(frozen=True)
+class Evaluated:
+    """``prore eval``'s per-query rows of the README's planner, offline and served, on a copy of the workspace."""
+
+    offline: list[dict[str, Any]]
+    served: list[dict[str, Any]]
+    engine_cores: list[int]
+    """The pids of the offline evaluation's vLLM engine core processes, seen while it ran."""
+
+
+def _rows(root: Path, method: str) -> list[dict[str, Any]]:
+    (run,) = (root / "workspace" / "reports" / "eval" / "ecommerce" / "test" / method).iterdir()
+    assert json.loads((run / "summary.json").read_text())["method"] == method
+    return [json.loads(line) for line in (run / "queries.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def evaluated(readme_servers: Served, tmp_path_factory: pytest.TempPathFactory) -> Evaluated:
+    """The test split evaluated by ``prore eval`` as ``planner-grounded:`` (vLLM offline, in the process) and as
+    ``planner-served:`` (the README's server, asked as ``prore serve`` asks it), each a process of its own, on a
+    copy of the workspace (chDB's relative links kept as links): ``prore serve`` holds this one's store, and
+    chDB lets one process at a time open a store. While the offline one runs, its engine core processes are
+    noted: they must not outlive it."""
+    import shutil
+    import subprocess
+    import sys
+
+    s = readme_servers
+    root = tmp_path_factory.mktemp("evaluation")
+    shutil.copytree(s.root / "workspace", root / "workspace", symlinks=True)
+    card = s.root / s.model_dir
+    log = root / "offline-eval.log"
+    with log.open("w") as sink:  # a file, not a pipe a silent parent could let fill up
+        offline = subprocess.Popen([sys.executable, "-m", "prore", "eval", "ecommerce", "--method",
+                                    f"planner-grounded:{card}", "--quiet"], cwd=root, env=env(),
+                                   stdout=sink, stderr=subprocess.STDOUT)  # fmt: skip
+        cores: set[int] = set()
+        while offline.poll() is None:
+            cores |= {pid for pid in descendants(offline.pid) if "EngineCore" in _cmdline(pid)}
+            time.sleep(0.2)
+    assert offline.returncode == 0, log.read_text()[-3000:]
+    prore(root, "eval", "ecommerce", "--method", f"planner-served:{card}?url={s.planner_url}", "--quiet")
+    return Evaluated(_rows(root, "planner-grounded:sft-ecommerce"), _rows(root, "planner-served:sft-ecommerce"),
+                     sorted(cores))  # fmt: skip
+
+
 @pytest.mark.slow
 @pytest.mark.server
 @pytest.mark.timeout(1800)
-def test_the_readmes_steps_serve_the_trained_planner_as_evaluation_decodes(readme_servers: Served) -> None:
+def test_the_readmes_steps_serve_the_trained_planner_as_evaluation_decodes(readme_servers: Served,
+                                                                          evaluated: Evaluated) -> None:  # fmt: skip
+    """A test request through ``/v1/search`` is answered by the planner, with the ranking evaluation's offline
+    ``planner-grounded:`` gives it (vLLM offline, greedy: the same program)."""
     from rl.datasets import load_split
-    from rl.eval.methods import MethodContext
-    from rl.eval.planner_methods import VALUES_KEY, planner_completions
-    from serving.dsl import extract_program
 
     s = readme_servers
     request = load_split(Workspace(s.root / "workspace"), "ecommerce", "test")[0]
@@ -165,49 +214,59 @@ def test_the_readmes_steps_serve_the_trained_planner_as_evaluation_decodes(readm
     assert got["source"] == "planner", (got["fallback"], (s.root / "serve.log").read_text()[-2000:])
     assert got["fallback"] is None and got["repairs"] == []
     assert httpx.get(s.api_url + "/readyz", timeout=30).status_code == 200
-
-    # Evaluation's planner-grounded: on the same checkpoint (vLLM offline, greedy) writes the same program. The
-    # column values come from the corpus files: prore serve holds the index (chDB: one process at a time).
-    ctx = MethodContext(load_config(workspace=s.root / "workspace"), "ecommerce")  # the index stays unopened
-    ctx.cache[VALUES_KEY] = corpus_values(s.root / "workspace", "ecommerce")
-    try:
-        (offline,) = planner_completions(ctx, str(s.root / s.model_dir), [request.nl], constraint="grounded")
-    finally:
-        ctx.close()
-    assert got["program"] == json.loads(extract_program(offline.text).to_json())
+    first = evaluated.offline[0]
+    assert first["qid"] == request.qid and first["layer"] is None, first["error"]
+    assert first["ids"][:5] == [x["id"] for x in got["results"]]
 
 
 @pytest.mark.slow
 @pytest.mark.server
 @pytest.mark.timeout(1800)
-def test_planner_served_evaluates_the_readmes_server_as_prore_serve_asks_it(readme_servers: Served,
-                                                                             tmp_path: Path) -> None:  # fmt: skip
-    """``prore eval ... --method planner-served:PATH?url=URL`` against the README's vLLM server ranks the first
-    test request as ``/v1/search`` does: the same prompt, grammar and program, from the same server.
+def test_the_offline_evaluations_vllm_engine_stops_with_it(evaluated: Evaluated) -> None:
+    """``prore eval``'s vLLM engine core (a process of its own, started after chDB opened the store: chDB's
+    exit once left it running) ends when the evaluation does."""
+    assert evaluated.engine_cores, "the offline evaluation ran a vLLM engine core process"
+    for pid in evaluated.engine_cores:
+        deadline = time.monotonic() + 60
+        while pid_running(pid):
+            assert time.monotonic() < deadline, f"vLLM's engine core (pid {pid}) outlived prore eval"
+            time.sleep(0.5)
 
-    It runs on a copy of the workspace (chDB's links kept as links): ``prore serve`` holds this one's store."""
-    import shutil
 
-    from rl.datasets import load_split
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
 
-    s = readme_servers
-    shutil.copytree(s.root / "workspace", tmp_path / "workspace", symlinks=True)
-    card = s.root / s.model_dir
-    prore(tmp_path, "eval", "ecommerce", "--method", f"planner-served:{card}?url={s.planner_url}", "--quiet")
-    (run,) = (
-        tmp_path / "workspace" / "reports" / "eval" / "ecommerce" / "test" / "planner-served:sft-ecommerce"
-    ).iterdir()
-    summary = json.loads((run / "summary.json").read_text())
-    assert summary["method"] == "planner-served:sft-ecommerce"
-    rows = [json.loads(line) for line in (run / "queries.jsonl").read_text().splitlines()]
-    requests = load_split(Workspace(s.root / "workspace"), "ecommerce", "test")
-    assert [r["qid"] for r in rows] == [i.qid for i in requests]
-    assert rows[0]["layer"] is None, rows[0]["error"]  # its program was read and ran
-    r = httpx.post(
-        s.api_url + "/v1/search", json={"query": requests[0].nl, "domain": "ecommerce", "k": 5}, timeout=300
-    )
-    assert r.status_code == 200 and r.json()["source"] == "planner", r.text
-    assert rows[0]["ids"][:5] == [x["id"] for x in r.json()["results"]]
+
+def descendants(pid: int) -> set[int]:
+    """The processes below ``pid`` now (from ``/proc``: each process's parent is the 4th field of its stat)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                parents[int(entry.name)] = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+    found: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.server
+@pytest.mark.timeout(1800)
+def test_planner_served_evaluates_the_readmes_server_as_offline_evaluation_decodes(
+    evaluated: Evaluated,
+) -> None:
+    """``prore eval ... --method planner-served:PATH?url=URL`` against the README's vLLM server ranks every test
+    request as the offline ``planner-grounded:`` does: the same prompt, grammar and greedy decoding."""
+    assert [r["qid"] for r in evaluated.served] == [r["qid"] for r in evaluated.offline]
+    assert [(r["ids"], r["layer"]) for r in evaluated.served] == [
+        (r["ids"], r["layer"]) for r in evaluated.offline
+    ]
 
 
 @pytest.mark.slow
