@@ -438,7 +438,7 @@ class Planner:
         still bounds each HTTP call.
         """
         start = time.perf_counter()
-        got = await self._call(self.payload(domain, request, await self.shots(domain, request)), timeout_s)
+        got = await self._greedy(domain, request, timeout_s)
         program, repairs = read_program(got.texts[0], limits=self.dsl_limits)
         return Plan(
             program, got.texts[0], repairs, got.attempts, (time.perf_counter() - start) * 1000, got.usage
@@ -450,8 +450,13 @@ class Planner:
         """The planner's completion for ``request``, unread (what :meth:`plan` reads a program from), and whether
         ``max_tokens`` cut it: for a caller that reads and scores completions itself, as evaluation's
         ``planner-served:`` does. Errors as :meth:`plan`'s, less :class:`PlannerOutputError`."""
-        got = await self._call(self.payload(domain, request, await self.shots(domain, request)), timeout_s)
+        got = await self._greedy(domain, request, timeout_s)
         return got.texts[0], got.cut[0]
+
+    async def _greedy(self, domain: str, request: str, timeout_s: float | None) -> Answer:
+        """One greedy completion for ``request``, with the exemplars the card asks for: what :meth:`plan` reads
+        and :meth:`complete` returns."""
+        return await self._call(self.payload(domain, request, await self.shots(domain, request)), timeout_s)
 
     async def samples(self, domain: str, request: str, *, timeout_s: float | None = None) -> list[Plan]:
         """``guided_samples`` sampled programs for ``request`` from one call (``n``, ``guided_temperature``;

@@ -187,6 +187,9 @@ def vllm_server(planner_checkpoint: Path, tmp_path_factory: pytest.TempPathFacto
     port = free_port()
     log_path = tmp_path_factory.mktemp("vllm") / "server.log"
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1"}
+    # The model in the engine core's process, not a worker process of its own: a start in 0.7x the time and
+    # CPU, for decoding up to 1.15x slower under a grammar (bench/vllm_server.py; README, Serving).
+    env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     command = [
         *VLLM_SERVER, "--model", str(planner_checkpoint), "--served-model-name", PLANNER_NAME,
         "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--enforce-eager",

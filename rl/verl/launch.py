@@ -105,7 +105,9 @@ def cpu_overrides(p: LaunchParams) -> tuple[str, ...]:
     CPU count is logical too: verl's task runner, TransferQueue's controller and storage units, the
     agent-loop and reward workers each reserve one, and with Ray's count at the real 2 cores the trainer's
     placement group waits forever (TransferQueue alone asks for 9 by default; one storage unit here, and
-    one agent-loop and one reward worker).
+    one agent-loop and one reward worker). Ray starts without its dashboard and without the idle workers it
+    prestarts for a first driver, which verl's workers never take (they ask for the job's runtime environment):
+    both are imports that a 2-core run pays for and nothing uses.
     """
     slots = p.n_gpus_per_node * p.nnodes
     return (
@@ -133,6 +135,8 @@ def cpu_overrides(p: LaunchParams) -> tuple[str, ...]:
         "data.dataloader_num_workers=0",
         f"ray_kwargs.ray_init.num_cpus={16 + 2 * slots}",
         f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_USE_EXTERNAL_MODULES={CPU_PLUGIN}",
+        "+ray_kwargs.ray_init.include_dashboard=false",
+        "+ray_kwargs.ray_init._system_config.prestart_worker_first_driver=false",
     )
 
 
