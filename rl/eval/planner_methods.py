@@ -114,13 +114,18 @@ def open_llm(path: Path, backend: str | None = None) -> Any:
     choice), shut down when this process exits.
 
     vLLM's engine core is a separate process that otherwise outlives a caller that exits without
-    shutting it down (a CLI run, a test session); ``atexit`` stops it.
+    shutting it down (a CLI run, a test session); ``atexit`` stops it. The model runs in that process
+    (vLLM's one-process executor, given as its class): on CPU, vLLM would otherwise start a third process for
+    it (its CPU platform turns the executor named ``"uni"`` into ``"mp"``), which imports torch and vLLM once
+    more (``bench/vllm_server.py`` measures the same choice for the server).
     """
     from vllm import LLM
+    from vllm.v1.executor.uniproc_executor import UniProcExecutor
 
     llm = LLM(model=str(path), tokenizer=str(path), dtype="float32", enforce_eager=True,
               max_model_len=model_len(path), gpu_memory_utilization=MEMORY_SHARE, seed=0,
-              structured_outputs_config={"backend": backend or "auto"})  # fmt: skip
+              structured_outputs_config={"backend": backend or "auto"},
+              distributed_executor_backend=UniProcExecutor)  # fmt: skip
     atexit.register(close_llm, llm)
     return llm
 
