@@ -30,7 +30,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -64,48 +63,24 @@ def tree_cpu(proc: psutil.Process) -> float:
     return total
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def one_run(name: str, args: argparse.Namespace, workspace: Path | None, log: Path) -> dict[str, Any]:
-    """Start the server as ``name`` says, time it to ready, run the evaluations (with a workspace), stop it."""
-    import httpx
+    """Start the server as ``name`` says, time it to ready, run the evaluations (with a workspace), stop it
+    with every process it started (:func:`core.processes.served`)."""
+    from core.processes import served
+    from indexing.stores.server import free_port
 
     port = free_port()
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1", **CANDIDATES[name]}
-    start = time.perf_counter()
-    with log.open("w") as sink:
-        server = subprocess.Popen(
-            server_argv(args.planner, port), stdout=sink, stderr=subprocess.STDOUT, env=env
-        )
-    proc = psutil.Process(server.pid)
     url = f"http://127.0.0.1:{port}/v1"
-    try:
-        while True:
-            if server.poll() is not None:
-                raise SystemExit(f"the {name} server exited {server.returncode}: see {log}")
-            try:
-                if httpx.get(url + "/models", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.25)
+    start = time.perf_counter()
+    with served(server_argv(args.planner, port), url + "/models", log, what=f"the {name} vLLM server",
+                timeout_s=600, poll_s=0.25, env=env) as server:  # fmt: skip
+        proc = psutil.Process(server.pid)
         run: dict[str, Any] = {"ready_s": time.perf_counter() - start, "start_cpu_s": tree_cpu(proc),
                                "processes": 1 + len(proc.children(recursive=True))}  # fmt: skip
         if workspace is not None:
             run.update(evaluations(args, workspace, url, proc))
         return run
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
 
 
 def evaluations(args: argparse.Namespace, workspace: Path, url: str, proc: psutil.Process) -> dict[str, Any]:
