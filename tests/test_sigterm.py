@@ -61,13 +61,46 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def _signal_state(pid: int) -> str:
+    """The pending, blocked, ignored and caught signal masks of ``pid``, as ``/proc`` shows them."""
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return "(ended)"
+    return ", ".join(
+        line.replace("\t", " ")
+        for line in lines
+        if line.startswith(("State", "ShdPnd", "SigPnd", "SigBlk", "SigIgn", "SigCgt"))
+    )
+
+
+def _output_within(suite: subprocess.Popen[str], timeout_s: float) -> str:
+    """What ``suite`` printed by the time it ended, within ``timeout_s``; if it does not end, the test fails
+    with its signal masks and the Python stacks that SIGABRT makes pytest's faulthandler print."""
+    try:
+        return suite.communicate(timeout=timeout_s)[0]
+    except subprocess.TimeoutExpired:
+        state = _signal_state(suite.pid)
+        suite.send_signal(signal.SIGABRT)
+        try:
+            out = suite.communicate(timeout=30)[0]
+        except subprocess.TimeoutExpired:
+            suite.kill()
+            out = suite.communicate()[0]
+        raise AssertionError(
+            f"the suite did not end {timeout_s:.0f} s after SIGTERM ({state}):\n{out[-4000:]}"
+        ) from None
+
+
 def test_a_suite_stopped_with_sigterm_stops_its_fixtures_servers(tmp_path: Path) -> None:
     (tmp_path / "conftest.py").write_text("import os\n" + CONFTEST)
     (tmp_path / "test_inner.py").write_text(TEST)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     pid_file = tmp_path / "server.pid"
     root = Path(__file__).resolve().parent.parent
-    env = {**os.environ, "SERVER_PID_FILE": str(pid_file), "PYTHONPATH": str(root)}
+    # The inner suite takes none of this suite's options (CI's --junitxml) nor its xdist worker's variables.
+    env = {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_")}
+    env.update(SERVER_PID_FILE=str(pid_file), PYTHONPATH=str(root))
     suite = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(tmp_path)],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -81,7 +114,7 @@ def test_a_suite_stopped_with_sigterm_stops_its_fixtures_servers(tmp_path: Path)
         server = int(pid_file.read_text())
         assert _alive(server)
         suite.send_signal(signal.SIGTERM)
-        out = suite.communicate(timeout=120)[0]
+        out = _output_within(suite, 120)
     finally:
         if suite.poll() is None:
             suite.kill()
