@@ -66,8 +66,20 @@ esac
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 # shellcheck source=scripts/planner_server.sh
 source scripts/planner_server.sh
-# The planner's server (SERVED=1) stops when this script ends, unless the caller serves with it next.
-if [[ "${KEEP_PLANNER_SERVER:-0}" != 1 ]]; then trap planner_server_stop EXIT; fi
+# However this script ends (done, failed, Ctrl-C or SIGTERM), the command beside the SFT stops with every process it
+# started (it leads a session of its own), and so does the planner's server (SERVED=1), unless the caller serves
+# with it next.
+beside=""
+cleanup() {
+  if [[ -n "$beside" ]] && kill -0 "$beside" 2>/dev/null; then
+    kill -- "-$beside" 2>/dev/null || true
+    wait "$beside" 2>/dev/null || true
+  fi
+  if [[ "${KEEP_PLANNER_SERVER:-0}" != 1 ]]; then planner_server_stop; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 for set in "${SETS[@]}"; do
   name="${set%%:*}"
@@ -75,19 +87,18 @@ for set in "${SETS[@]}"; do
   on=()
   for d in "${domains[@]}"; do on+=(--domain "$d"); done
   step "train $name: SFT on ${domains[*]} ($PROFILE)"
-  beside=""
   if [[ -n "${BESIDE_SFT:-}" ]]; then  # a command run beside the first SFT (scripts/demo.sh: step 6's baselines)
     mkdir -p "$RUNS"
-    bash -c "$BESIDE_SFT" > "$RUNS/beside-sft.log" 2>&1 &
+    setsid bash -c "$BESIDE_SFT" > "$RUNS/beside-sft.log" 2>&1 &
     beside=$!
   fi
   $PRORE train sft "${on[@]}" "${SFT[@]}" --out "$RUNS/sft-$name"
   if [[ -n "$beside" ]]; then
     step "beside the SFT: $BESIDE_SFT"
-    if ! wait "$beside"; then
-      cat "$RUNS/beside-sft.log"; echo "error demo: '$BESIDE_SFT' beside the SFT failed" >&2; exit 1
-    fi
+    rc=0; wait "$beside" || rc=$?
+    beside=""
     cat "$RUNS/beside-sft.log"
+    if [ "$rc" != 0 ]; then echo "error demo: '$BESIDE_SFT' beside the SFT failed (exit $rc)" >&2; exit 1; fi
     BESIDE_SFT=""
   fi
   if [ "$ARCH" = decoder ] && [ "${GROUNDED:-1}" = 1 ] && [ "$SERVED" = 1 ]; then
