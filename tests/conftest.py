@@ -8,6 +8,7 @@ apart by its own ClickHouse database.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import os
@@ -113,6 +114,41 @@ def small_index_cfg(session_workspace: Path, chdb_path: Path) -> Config:
     return cfg
 
 
+_STOPS: dict[str, contextlib.ExitStack] = {}
+"""The session servers still running that :func:`until_last_user` stops early, by fixture name."""
+
+
+@contextlib.contextmanager
+def until_last_user(fixture: str) -> Iterator[contextlib.ExitStack]:
+    """An exit stack for session fixture ``fixture``'s server: closed once the last test of the session that
+    uses ``fixture`` is torn down (``pytest_runtest_teardown`` below), or at the end of the session if that test
+    never runs. A server idles between its users' tests, and an idle Milvus standalone server with the
+    collections its tests made keeps a tenth of a core busy: left for the whole session (its group runs first)
+    it cost CI about 130 core-seconds. Its users all run on one pytest-xdist worker and in collection order
+    (``XDIST_GROUPS``), so after the last of them in ``session.items`` none is left to need it."""
+    assert fixture in XDIST_GROUPS, f"{fixture} has no xdist group, so its users may run on any worker"
+    with contextlib.ExitStack() as stack:
+        _STOPS[fixture] = stack
+        try:
+            yield stack
+        finally:
+            _STOPS.pop(fixture, None)
+
+
+_LAST_USERS: dict[str, str] = {}
+
+
+def _last_user(session: pytest.Session, fixture: str) -> str | None:
+    """The node id of the last test in ``session.items`` (what runs, in order) that uses ``fixture``: asks for it,
+    or is in its group (a test that reaches it by ``request.getfixturevalue`` carries the group's mark)."""
+    if fixture not in _LAST_USERS:
+        group = XDIST_GROUPS[fixture]
+        users = [item.nodeid for item in session.items
+                 if fixture in getattr(item, "fixturenames", ()) or _group(item) == group]  # fmt: skip
+        _LAST_USERS[fixture] = users[-1] if users else ""
+    return _LAST_USERS[fixture] or None
+
+
 @pytest.fixture(scope="session")
 def milvus_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """URI of a Milvus Lite gRPC server (``python -m milvus_lite server``) on a free localhost port."""
@@ -123,8 +159,9 @@ def milvus_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
     command = [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(root / "data"),
                "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
-    with served(command, listening("127.0.0.1", port), root / "server.log", what="the Milvus Lite server",
-                timeout_s=60, poll_s=0.2, grace_s=15):  # fmt: skip
+    with until_last_user("milvus_server") as stack:
+        stack.enter_context(served(command, listening("127.0.0.1", port), root / "server.log",
+                                   what="the Milvus Lite server", timeout_s=60, poll_s=0.2, grace_s=15))  # fmt: skip
         yield f"http://127.0.0.1:{port}"
 
 
@@ -139,11 +176,10 @@ def milvus_standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
     from indexing.stores import server
 
     root = tmp_path_factory.mktemp("milvus-standalone")
-    info = server.start(root, port=server.free_port())
-    try:
+    with until_last_user("milvus_standalone") as stack:
+        info = server.start(root, port=server.free_port())
+        stack.callback(server.stop, root, timeout_s=10)
         yield info.uri or ""
-    finally:
-        server.stop(root, timeout_s=10)
 
 
 @pytest.fixture(scope="session")
@@ -197,7 +233,9 @@ def vllm_server(planner_checkpoint: Path, tmp_path_factory: pytest.TempPathFacto
         "--structured-outputs-config", '{"backend": "xgrammar", "disable_any_whitespace": true}',
     ]  # fmt: skip
     url = f"http://127.0.0.1:{port}/v1"
-    with served(command, url + "/models", log_path, what="the vLLM server", timeout_s=600, env=env):
+    with until_last_user("vllm_server") as stack:
+        stack.enter_context(served(command, url + "/models", log_path, what="the vLLM server", timeout_s=600,
+                                   env=env))  # fmt: skip
         yield url
 
 
@@ -332,8 +370,14 @@ def pytest_configure(config: pytest.Config) -> None:
         sys.modules["torch"].set_num_threads(_THREADS)
 
 
-def pytest_runtest_teardown(item: pytest.Item) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     interrupt_on_sigterm()  # again: Ray's driver and others install their own SIGTERM handler
+    try:
+        return (yield)
+    finally:  # the test's fixtures are torn down: stop the session servers it was the last user of
+        for fixture in [f for f in _STOPS if _last_user(item.session, f) == item.nodeid]:
+            _STOPS.pop(fixture).close()
 
 
 def _group(item: pytest.Item) -> str | None:

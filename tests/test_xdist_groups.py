@@ -5,6 +5,7 @@ checks that the installed pytest and pytest-xdist still group."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -36,3 +37,72 @@ def test_tests_of_one_xdist_group_run_on_one_worker(tmp_path: Path) -> None:
     assert len(passed) == 8, run.stdout[-2000:]
     assert all(node.endswith("@shared") for _, node in passed), passed
     assert len({worker for worker, _ in passed}) == 1, passed
+
+
+SERVER_CONFTEST = """
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import pytest_collection_modifyitems, pytest_runtest_teardown, until_last_user  # noqa: F401
+
+
+@pytest.fixture(scope="session")
+def milvus_server():  # a stand-in server under a session server's name, so it has that server's group
+    with until_last_user("milvus_server") as stack:
+        proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        stack.callback(lambda: (proc.terminate(), proc.wait()))
+        yield proc.pid
+"""
+
+SERVER_TESTS = """
+import os
+
+import pytest
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_not_a_user():  # collected first, run after the group (groups are collected first)
+    assert not alive(PIDS["server"]), "the server outlived its last user"
+
+
+@pytest.mark.parametrize("i", range(2))
+def test_user(milvus_server, i):
+    PIDS["server"] = milvus_server
+    assert alive(milvus_server)
+
+
+@pytest.mark.xdist_group("milvus-lite")
+def test_user_through_the_request(request):  # its group, not its arguments, says it is a user
+    assert alive(request.getfixturevalue("milvus_server"))
+
+
+PIDS = {}
+"""
+
+
+def test_a_session_server_stops_after_its_last_user(tmp_path: Path) -> None:
+    """``tests.conftest.until_last_user``: a session server stops once the last test of its group is torn down,
+    not at the end of the session, and not before a test that reaches it through ``request``."""
+    (tmp_path / "conftest.py").write_text(SERVER_CONFTEST)
+    (tmp_path / "test_server.py").write_text(SERVER_TESTS)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    root = Path(__file__).resolve().parent.parent
+    env = {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_")}
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(tmp_path)],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, env={**env, "PYTHONPATH": str(root)},
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    order = re.findall(r"::(\w+(?:\[\d\])?)\S* PASSED", run.stdout)
+    assert order == ["test_user[0]", "test_user[1]", "test_user_through_the_request", "test_not_a_user"], (
+        order
+    )
