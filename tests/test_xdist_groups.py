@@ -5,11 +5,12 @@ checks that the installed pytest and pytest-xdist still group."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.processes import inner_suite_env
 
 GROUPED = """
 import pytest
@@ -30,7 +31,7 @@ def test_tests_of_one_xdist_group_run_on_one_worker(tmp_path: Path) -> None:
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-v", "-p", "no:cacheprovider",
          "--rootdir", str(tmp_path), str(tmp_path)],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, env=inner_suite_env(),
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     passed = re.findall(r"^\[(gw\d+)\] .*PASSED (\S+)", run.stdout, re.M)
@@ -57,17 +58,9 @@ def milvus_server():  # a stand-in server under a session server's name, so it h
 """
 
 SERVER_TESTS = """
-import os
-
 import pytest
 
-
-def alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+from core.processes import pid_running as alive
 
 
 def test_not_a_user():  # collected first, run after the group (groups are collected first)
@@ -95,11 +88,9 @@ def test_a_session_server_stops_after_its_last_user(tmp_path: Path) -> None:
     (tmp_path / "conftest.py").write_text(SERVER_CONFTEST)
     (tmp_path / "test_server.py").write_text(SERVER_TESTS)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    root = Path(__file__).resolve().parent.parent
-    env = {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_")}
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(tmp_path)],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path, env={**env, "PYTHONPATH": str(root)},
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, env=inner_suite_env(),
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     order = re.findall(r"::(\w+(?:\[\d\])?)\S* PASSED", run.stdout)
