@@ -16,7 +16,8 @@ import pyarrow as pa
 
 from indexing.config import Config
 from indexing.embedders.base import Embedder, Vectors
-from indexing.embedders.registry import make_embedder
+from indexing.embedders.cache import StoredEmbedder
+from indexing.embedders.registry import make_embedder, vector_key
 from indexing.schema import CorpusSchema, Role
 from indexing.workspace import Workspace
 
@@ -44,9 +45,14 @@ class ChunkSource(Protocol):
 
 
 def embedders_for(cfg: Config, schema: CorpusSchema) -> dict[Role, Embedder]:
-    """One embedder per role the schema has (unknown names fail here, before anything is written)."""
+    """One embedder per role the schema has (unknown names fail here, before anything is written), in front of
+    the on-disk store of vectors where ``embedder.vector_cache`` names one."""
     roles = [r for r in (Role.TEXT, Role.IMAGE) if schema.names(r)]
-    return {r: make_embedder(cfg.embedder, r) for r in roles}
+    embedders = {r: make_embedder(cfg.embedder, r) for r in roles}
+    if cfg.embedder.vector_cache is None:
+        return embedders
+    location = cfg.embedder.vector_cache
+    return {r: StoredEmbedder(e, location, vector_key(cfg.embedder, r)) for r, e in embedders.items()}
 
 
 def embed_unique(embedder: Embedder, texts: list[str]) -> Vectors:

@@ -119,6 +119,9 @@ class MilvusConfig:
 class EmbedderConfig:
     """Which embedders encode text and image fields; chosen by name, never by editing code."""
 
+    ENVIRONMENT: ClassVar[Mapping[str, str]] = {"PRORE_VECTOR_CACHE": "vector_cache"}
+    """Environment variables over the file's keys (see :func:`environment`)."""
+
     text: str = "minilm"
     """``minilm`` (all-MiniLM-L6-v2, offline), ``minilm-onnx`` / ``minilm-onnx-int8`` (the same model on ONNX
     Runtime, as vector spaces of their own), ``hashing`` (fast, no model: speed only, not quality), or
@@ -145,6 +148,11 @@ class EmbedderConfig:
     """Vector size of the hashing embedder."""
     cache_size: int = 200_000
     """Entries in the in-process embedding cache, keyed by (embedder, text)."""
+    vector_cache: str | None = None
+    """Directory of an on-disk store of the vectors an index build computes (``PRORE_VECTOR_CACHE``), keyed by
+    what decides them (embedder, runtime, batch size) and each chunk's texts: building the same corpus again, on
+    another store, with other index parameters or in another workspace, reads them instead of embedding. Shared
+    by processes; never evicted (remove the directory). ``null``: off."""
 
 
 @dataclass(frozen=True)

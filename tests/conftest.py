@@ -92,9 +92,23 @@ def workspace_config(tmp_path_factory: pytest.TempPathFactory, chdb_path: Path) 
 
 
 @pytest.fixture(scope="session")
-def small_index_cfg(session_workspace: Path, chdb_path: Path) -> Config:
+def vector_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One on-disk store of index vectors (``embedder.vector_cache``) for the whole run, shared by the xdist
+    workers (their base temporary directories are siblings): a corpus that several workers or tests build with
+    MiniLM is embedded once."""
+    base = tmp_path_factory.getbasetemp()
+    path = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "vector-cache"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="session")
+def small_index_cfg(session_workspace: Path, chdb_path: Path, vector_cache: Path) -> Config:
     """Config of the session workspace holding both corpora (600 docs each, generated, with their label
-    tables) indexed with MiniLM."""
+    tables) indexed with MiniLM. Each worker builds its own, one at a time: the first embeds, into the
+    shared :func:`vector_cache`, while the others wait on its lock, then read every vector."""
+    from filelock import FileLock
+
     from indexing.build import build_index
     from indexing.corpora import generate_labeled
     from indexing.corpora.files import write_corpus
@@ -104,13 +118,14 @@ def small_index_cfg(session_workspace: Path, chdb_path: Path) -> Config:
     cfg = Config(
         workspace=session_workspace,
         clickhouse=ClickHouseConfig(chdb_path=str(chdb_path)),
-        embedder=EmbedderConfig(text="minilm", image="minilm"),
+        embedder=EmbedderConfig(text="minilm", image="minilm", vector_cache=str(vector_cache)),
     )
     ws = Workspace(session_workspace)
-    for schema in (PRODUCTS, EMAILS):
-        meta = {"generator": schema.domain, "size": SMALL_CORPUS_ROWS, "seed": 0}
-        write_corpus(ws, schema, generate_labeled(schema.domain, SMALL_CORPUS_ROWS, seed=0), meta)
-        build_index(cfg, schema.domain, progress=False)
+    with FileLock(vector_cache / "small-index.lock"):
+        for schema in (PRODUCTS, EMAILS):
+            meta = {"generator": schema.domain, "size": SMALL_CORPUS_ROWS, "seed": 0}
+            write_corpus(ws, schema, generate_labeled(schema.domain, SMALL_CORPUS_ROWS, seed=0), meta)
+            build_index(cfg, schema.domain, progress=False)
     return cfg
 
 

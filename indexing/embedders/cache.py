@@ -1,8 +1,13 @@
-"""An in-process LRU of embeddings in front of any embedder (the project's one cache, :class:`core.cache.LRU`)."""
+"""Caches in front of any embedder: an in-process LRU of single texts (the project's one in-memory cache,
+:class:`core.cache.LRU`) for queries, and an on-disk store of the vectors of whole calls (``joblib.Memory``) for
+index builds, so that building the same corpus again (on another store, with other index parameters, in another
+workspace) embeds nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -69,3 +74,47 @@ class CachedEmbedder:
     def clear(self) -> None:
         """Forget every entry and reset the counters."""
         self._lru.clear()
+
+
+class StoredEmbedder:
+    """Wraps ``inner`` with an on-disk store of its vectors under ``location`` (``embedder.vector_cache``).
+
+    An entry is one call: ``key`` (the settings that decide the vectors, :func:`indexing.embedders.registry.
+    vector_key`) and the call's texts in order, hashed by joblib; its value is the rows ``inner`` returned, stored
+    as ``.npy`` and read back bit for bit. An index build embeds chunk by chunk, so a build of the same corpus
+    with the same chunk size finds every chunk. joblib writes each entry to a temporary name and renames it, so
+    processes may share one location; two that miss the same entry at once both compute it. Nothing is ever
+    evicted: remove the directory to reclaim its space. ``hits`` and ``misses`` count calls.
+    """
+
+    def __init__(self, inner: Embedder, location: str | Path, key: Mapping[str, Any]) -> None:
+        import joblib  # the index build's dependency only; a query never reads this store
+
+        self.inner = inner
+        self.name = inner.name
+        self.key = dict(key)
+        self.hits = 0
+        self.misses = 0
+        self._stored = joblib.Memory(Path(location), verbose=0).cache(_vectors, ignore=["inner"])
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """Rows for ``texts``: the stored ones of an earlier identical call, else ``inner``'s, then stored."""
+        if len(texts) == 0:
+            return empty(self.dim)
+        args = (self.inner, self.key, list(texts))
+        if self._stored.check_call_in_cache(*args):
+            self.hits += 1
+        else:
+            self.misses += 1
+        rows: Vectors = self._stored(*args)
+        return rows
+
+
+def _vectors(inner: Embedder, key: dict[str, Any], texts: list[str]) -> Vectors:
+    """What :class:`StoredEmbedder` stores: ``inner``'s rows, under ``key`` and ``texts`` (``inner`` is not hashed)."""
+    del key  # part of the entry's name only
+    return inner.embed(texts)

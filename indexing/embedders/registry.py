@@ -147,6 +147,25 @@ def with_identity(current: EmbedderConfig, identity: Mapping[str, Any]) -> Embed
     return dataclasses.replace(current, **{k: v for k, v in identity.items() if k in IDENTITY_FIELDS})
 
 
+def vector_key(cfg: EmbedderConfig, role: Role) -> dict[str, Any]:
+    """What decides, bit for bit, the vectors ``cfg``'s embedder for ``role`` computes: the name, the runtime of
+    ``minilm``, the batch size (ONNX and torch pad each batch), and the settings of ``hashing`` and ``openai``.
+    The key of :class:`~indexing.embedders.cache.StoredEmbedder`'s entries.
+
+    >>> vector_key(EmbedderConfig(text="hashing", hashing_dim=64), Role.TEXT)
+    {'embedder': 'hashing', 'batch_size': 64, 'hashing_dim': 64}
+    """
+    name = embedder_name(cfg, role)
+    key: dict[str, Any] = {"embedder": name, "batch_size": cfg.batch_size}
+    if name == "minilm":
+        key["backend"] = minilm_backend(cfg.minilm_backend)
+    elif name == "hashing":
+        key["hashing_dim"] = cfg.hashing_dim
+    elif name == "openai":
+        key.update(endpoint=cfg.endpoint, model=cfg.model)
+    return key
+
+
 def make_embedder(cfg: EmbedderConfig, role: Role) -> Embedder:
     """A new embedder for fields of ``role``, chosen by name (models themselves are shared per process)."""
     return EMBEDDERS.get(embedder_name(cfg, role))(cfg)

@@ -23,6 +23,7 @@ from indexing.embedders import (
     make_embedder,
     shared_embedder,
 )
+from indexing.embedders.cache import StoredEmbedder
 from indexing.embedders.hashing import HashingEmbedder
 from indexing.embedders.openai import OpenAIEmbedder
 from indexing.embedders.registry import Factory
@@ -112,6 +113,35 @@ def test_cache_encodes_only_misses_in_one_batch() -> None:
     assert (cache.hits, cache.misses) == (3, 3)
     np.testing.assert_array_equal(second[2], first[0])
     np.testing.assert_array_equal(second, HashingEmbedder(8).embed(["c d", "e f", "a b"]))
+
+
+def test_stored_vectors_are_read_back_bit_for_bit_by_any_process_and_kept_apart_by_key(tmp_path: Any) -> None:
+    calls: list[list[str]] = []
+
+    class Recording:
+        name = "rec"
+        dim = 8
+
+        def embed(self, texts: Any) -> Any:
+            calls.append(list(texts))
+            # rows whose last bits a rounding (a text format, float16) would change
+            return HashingEmbedder(8).embed(texts) * np.float32(1 / 3)
+
+    texts = ["a b", "c d", "a b"]
+    first = StoredEmbedder(Recording(), tmp_path, {"embedder": "rec"})
+    computed = first.embed(texts)
+    assert calls == [texts] and (first.hits, first.misses) == (0, 1)
+    # another instance over the same directory (as another process or a later build would open it)
+    again = StoredEmbedder(Recording(), tmp_path, {"embedder": "rec"})
+    read = again.embed(texts)
+    assert calls == [texts] and (again.hits, again.misses) == (1, 0)
+    assert read.dtype == np.float32 and read.tobytes() == computed.tobytes()
+    # another key (another runtime, batch size or model) or other texts are entries of their own
+    other = StoredEmbedder(Recording(), tmp_path, {"embedder": "rec", "batch_size": 32})
+    other.embed(texts)
+    again.embed(texts[:2])
+    assert len(calls) == 3 and (other.misses, again.misses) == (1, 1)
+    assert again.embed([]).shape == (0, 8) and len(calls) == 3
 
 
 def test_cache_evicts_least_recently_used() -> None:

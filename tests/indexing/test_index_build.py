@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -97,6 +98,28 @@ def test_handle_searches_and_fetches(built: Config, synthetic_table: Callable[..
         idx.dense_search("price", ["x"], 3)
     assert getattr(err.value, "code", None) == "not_vector_field"
     idx.close()
+
+
+def test_a_build_of_the_same_corpus_elsewhere_reads_every_vector_from_the_vector_cache(
+    workspace_config: Factory, write_synthetic_corpus: Callable[..., Any], tmp_path: Path
+) -> None:
+    cache = tmp_path / "vectors"
+    embedder = {"text": "hashing", "image": "hashing", "hashing_dim": 64, "vector_cache": str(cache)}
+    first = workspace_config("cached_a", **embedder)
+    second = workspace_config("cached_b", **embedder)
+    for cfg in (first, second):
+        write_synthetic_corpus(cfg, "ecommerce", 300, chunk=300)
+    assert build_index(first, "ecommerce", batch_rows=100, progress=False).rows == 300
+    entries = sorted(p.relative_to(cache) for p in cache.rglob("*") if p.is_file())
+    fields = len(schema_for("ecommerce").vector_fields)
+    assert len([p for p in entries if p.name == "output.pkl"]) == 3 * fields  # 3 chunks of 100
+    # the same corpus into another workspace: every chunk's vectors are read, none written
+    assert build_index(second, "ecommerce", batch_rows=100, progress=False).rows == 300
+    assert sorted(p.relative_to(cache) for p in cache.rglob("*") if p.is_file()) == entries
+    queries = ["A speaker by Sony, item 17", "great noise cancelling"]
+    with open_index(first, "ecommerce") as a, open_index(second, "ecommerce") as b:
+        for field in ("description", "review"):
+            assert a.dense_search(field, queries, 5) == b.dense_search(field, queries, 5)
 
 
 def test_handle_uses_the_embedder_the_version_was_built_with(built: Config) -> None:

@@ -15,7 +15,7 @@ pytest.importorskip("pymilvus", reason="needs the milvus extra")
 
 from core.errors import ProReError
 from indexing.build import build_index
-from indexing.config import ClickHouseConfig, Config, EmbedderConfig, MilvusConfig
+from indexing.config import ClickHouseConfig, Config, MilvusConfig
 from indexing.corpora import generate_labeled
 from indexing.corpora.files import write_corpus
 from indexing.schema import PRODUCTS
@@ -52,7 +52,7 @@ def test_flat_indexes_answer_alike_on_lite_and_on_the_server_with_bound_and_lite
         workspace=tmp_path,
         clickhouse=ClickHouseConfig(chdb_path=str(chdb_path), database="parity_server"),
         milvus=MilvusConfig(uri=milvus_standalone),
-        embedder=EmbedderConfig(text="minilm", image="minilm"),
+        embedder=small_index_cfg.embedder,  # MiniLM, and the session's vector cache: its vectors are read
     )
     size, seed = SMALL_CORPUS_ROWS, 0
     meta = {"generator": PRODUCTS.domain, "size": size, "seed": seed}

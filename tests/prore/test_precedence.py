@@ -230,3 +230,14 @@ def test_no_section_is_registered_by_an_import() -> None:
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300, check=True
     )
     assert out.stdout.splitlines() == ["()", "('rl', 'serving')"]
+
+
+def test_the_vector_cache_is_off_by_default_set_by_the_file_and_over_it_by_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PRORE_VECTOR_CACHE", raising=False)
+    assert _config(tmp_path).embedder.vector_cache is None
+    data = {"embedder": {"vector_cache": str(tmp_path / "from-file")}}
+    assert _config(tmp_path, data).embedder.vector_cache == str(tmp_path / "from-file")
+    monkeypatch.setenv("PRORE_VECTOR_CACHE", str(tmp_path / "from-env"))
+    assert _config(tmp_path, data).embedder.vector_cache == str(tmp_path / "from-env")
