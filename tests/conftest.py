@@ -386,6 +386,24 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session) -> Iterator[None]:
+    """pytest-xdist's workers collect one at a time. Each imports every test module (and through them torch,
+    transformers, ...), and on a fresh install the first import of a module compiles it to bytecode: two workers
+    collecting at once both compiled the same modules (about 25 s of CPU of a fresh clone's run, py-spy); the
+    second now reads what the first wrote. The cores are not idle meanwhile: the first worker's tests, lint and
+    the verl suite run beside it."""
+    basetemp = session.config.option.basetemp
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not basetemp:
+        return (yield)
+    from filelock import FileLock
+
+    shared = Path(basetemp).parent  # the run's directory: each worker's own is a child of it
+    shared.mkdir(parents=True, exist_ok=True)
+    with FileLock(shared / "collection.lock"):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     interrupt_on_sigterm()  # again: Ray's driver and others install their own SIGTERM handler
     try:

@@ -18,13 +18,17 @@ import numpy as np
 import pytest
 
 pytest.importorskip("onnxruntime", reason="needs the onnx extra (pip install 'proretrieval[onnx]')")
-pytest.importorskip("sentence_transformers", reason="needs the embed extra")
 
 from indexing.config import EmbedderConfig
 from indexing.corpora import generate
 from indexing.embedders import make_embedder
 from indexing.embedders import onnx as onnx_backend
 from indexing.schema import Role
+from tests.needs import needs
+
+pytestmark = needs(
+    "sentence_transformers", reason="needs the embed extra"
+)  # imported where the tests use torch
 
 QUERIES = [
     "great noise cancelling",

@@ -22,10 +22,11 @@ from indexing.stores.server import free_port
 from serving.dsl import parse_program
 from serving.planner import read_program
 from serving.prompt import EXAMPLE_PROGRAMS
+from tests.needs import needs
 from tests.processes import served
 from tests.serving.planner_support import PLANNER_NAME, ScriptedPlanner
 
-pytest.importorskip("kserve", reason="pip install kserve")
+pytestmark = needs("kserve", reason="pip install kserve")
 
 UNAVAILABLE = ("planner_unavailable", "planner_timeout", "planner_circuit_open", "planner_bad_response")
 """The planner codes of an endpoint that gave no completion (the OpenAI route answers 503)."""

