@@ -19,12 +19,13 @@ def test_examples_exist() -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
-def test_example_runs(example: Path, tmp_path: Path) -> None:
+def test_example_runs(example: Path, tmp_path: Path, vector_cache: Path) -> None:
     env = {
         **os.environ,
         "HF_HUB_OFFLINE": "1",
         "TOKENIZERS_PARALLELISM": "false",
         "PRORE_WORKSPACE": str(tmp_path),
+        "PRORE_VECTOR_CACHE": str(vector_cache),  # the examples that index the same corpus embed it once
     }
     proc = subprocess.run(
         [sys.executable, str(example)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900
