@@ -93,18 +93,25 @@ def test_hashing_uses_bigrams() -> None:
     assert dog_bites @ man_bites < 0.99  # same words, different bigrams
 
 
+class Recording:
+    """The hashing embedder (8 dimensions), its rows times ``scale``, recording each call's texts in ``calls``."""
+
+    name = "rec"
+    dim = 8
+
+    def __init__(self, scale: float = 1.0) -> None:
+        self.calls: list[list[str]] = []
+        self.scale = np.float32(scale)
+
+    def embed(self, texts: Any) -> Any:
+        self.calls.append(list(texts))
+        return HashingEmbedder(8).embed(texts) * self.scale
+
+
 def test_cache_encodes_only_misses_in_one_batch() -> None:
-    calls: list[list[str]] = []
-
-    class Recording:
-        name = "rec"
-        dim = 8
-
-        def embed(self, texts: Any) -> Any:
-            calls.append(list(texts))
-            return HashingEmbedder(8).embed(texts)
-
-    cache = CachedEmbedder(Recording(), maxsize=10)
+    recording = Recording()
+    calls = recording.calls
+    cache = CachedEmbedder(recording, maxsize=10)
     first = cache.embed(["a b", "c d", "a b"])
     assert calls == [["a b", "c d"]]
     assert (cache.hits, cache.misses) == (1, 2)
@@ -116,28 +123,20 @@ def test_cache_encodes_only_misses_in_one_batch() -> None:
 
 
 def test_stored_vectors_are_read_back_bit_for_bit_by_any_process_and_kept_apart_by_key(tmp_path: Any) -> None:
-    calls: list[list[str]] = []
-
-    class Recording:
-        name = "rec"
-        dim = 8
-
-        def embed(self, texts: Any) -> Any:
-            calls.append(list(texts))
-            # rows whose last bits a rounding (a text format, float16) would change
-            return HashingEmbedder(8).embed(texts) * np.float32(1 / 3)
-
+    # rows whose last bits a rounding (a text format, float16) would change
+    recording = Recording(scale=1 / 3)
+    calls = recording.calls
     texts = ["a b", "c d", "a b"]
-    first = StoredEmbedder(Recording(), tmp_path, {"embedder": "rec"})
+    first = StoredEmbedder(recording, tmp_path, {"embedder": "rec"})
     computed = first.embed(texts)
     assert calls == [texts] and (first.hits, first.misses) == (0, 1)
     # another instance over the same directory (as another process or a later build would open it)
-    again = StoredEmbedder(Recording(), tmp_path, {"embedder": "rec"})
+    again = StoredEmbedder(recording, tmp_path, {"embedder": "rec"})
     read = again.embed(texts)
     assert calls == [texts] and (again.hits, again.misses) == (1, 0)
     assert read.dtype == np.float32 and read.tobytes() == computed.tobytes()
     # another key (another runtime, batch size or model) or other texts are entries of their own
-    other = StoredEmbedder(Recording(), tmp_path, {"embedder": "rec", "batch_size": 32})
+    other = StoredEmbedder(recording, tmp_path, {"embedder": "rec", "batch_size": 32})
     other.embed(texts)
     again.embed(texts[:2])
     assert len(calls) == 3 and (other.misses, again.misses) == (1, 1)
