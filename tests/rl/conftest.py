@@ -1,9 +1,11 @@
-"""Fixtures of the local-training tests: a small benchmark of both domains on the session's index, and an
-ecommerce index without MiniLM for the trainer and reward-loop tests."""
+"""Fixtures of the local-training tests: a small benchmark of both domains on the session's index, an
+ecommerce index without MiniLM for the trainer and reward-loop tests, and verl's export served by the reward
+service on it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -47,3 +49,15 @@ def hashing_index_cfg(workspace_config: Callable[..., Config]) -> Config:
     write_corpus(Workspace(cfg.workspace), PRODUCTS, generate_labeled(PRODUCTS.domain, 600, seed=0), meta)
     build_index(cfg, PRODUCTS.domain, progress=False)
     return cfg
+
+
+@pytest.fixture(scope="session")
+def verl_export(hashing_index_cfg: Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One ecommerce benchmark on :func:`hashing_index_cfg`, exported for verl (short prompts), and the reward
+    service scoring it (``tests.rl.verl_support.ServedExport``), shared by verl's config, reward-loop and trainer
+    tests: each synthesized, exported and served its own, 13-18 s of the verl suite's setup apiece. The tests
+    read the service's counters as differences, so one service serves them all."""
+    from tests.rl.verl_support import served_export
+
+    with served_export(hashing_index_cfg, "ecommerce", tmp_path_factory.mktemp("verl-export")) as served:
+        yield served

@@ -19,14 +19,10 @@ verl = require_verl()
 
 from omegaconf import OmegaConf  # noqa: E402
 
-from indexing.config import Config  # noqa: E402
-from indexing.workspace import Workspace  # noqa: E402
 from rl.verl import reward_fn  # noqa: E402
-from rl.verl.export import ExportConfig, export, train_dir  # noqa: E402
 from rl.verl.launch import LaunchParams, argv  # noqa: E402
 from rl.verl.recipes import REWARD_URL_KEY, resolve  # noqa: E402
-from serving.engine import Engine  # noqa: E402
-from tests.rl.verl_support import compose_argv, synth_bench, tiny_qwen3  # noqa: E402
+from tests.rl.verl_support import ServedExport, compose_argv, tiny_qwen3  # noqa: E402
 
 CASES = [("grpo", {}), ("dapo", {}), ("dapo", {"dynamic_sampling": True}), ("sft", {})]
 
@@ -107,16 +103,11 @@ def test_verl_loads_compute_score_from_the_recipe_keys() -> None:
 
 @pytest.fixture(scope="module")
 def exported(
-    hashing_index_cfg: Config, tmp_path_factory: pytest.TempPathFactory
+    verl_export: ServedExport, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Path, Path]]:
-    root = tmp_path_factory.mktemp("verl-export")
-    engine = Engine.open(hashing_index_cfg, "ecommerce")
-    try:
-        ws = synth_bench(hashing_index_cfg, "ecommerce", engine, root / "ws")
-    finally:
-        engine.close()
-    export(ws, "ecommerce", ExportConfig(profile="short", val_fraction=0.25))
-    out = train_dir(Workspace(root / "ws"), "ecommerce")
+    """The session's verl export and a tokenizer trained on its SFT messages."""
+    root = tmp_path_factory.mktemp("verl-export-model")
+    out = verl_export.out
     texts = [str(p) for p in (out / "sft").glob("*.parquet")]
     import pyarrow.parquet as pq
 

@@ -19,7 +19,6 @@ import re
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TypedDict
 
@@ -30,9 +29,8 @@ from tests.rl.verl_support import require_verl
 require_verl()
 
 
-from indexing.config import Config  # noqa: E402
 from rl.verl.launch import CPU_ENV, LaunchParams, argv  # noqa: E402
-from tests.rl.verl_support import compose_argv, served_export  # noqa: E402
+from tests.rl.verl_support import ServedExport, compose_argv  # noqa: E402
 
 DOMAIN = "ecommerce"
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,7 +49,9 @@ class Setup(TypedDict):
     """What :func:`setup` yields."""
 
     root: Path
-    """The module's directory: the workspace (``ws``) and every run's output."""
+    """The module's directory: every run's output."""
+    ws: Path
+    """The benchmark's workspace (the session's :func:`verl_export`), which the SFT trains on."""
     out: Path
     """The export's directory (``rl/`` and ``sft/`` parquet)."""
     url: str
@@ -59,11 +59,11 @@ class Setup(TypedDict):
 
 
 @pytest.fixture(scope="module")
-def setup(hashing_index_cfg: Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
-    """A benchmark, its export (short prompts) and the reward service scoring it."""
+def setup(verl_export: ServedExport, tmp_path_factory: pytest.TempPathFactory) -> Setup:
+    """The session's benchmark, its export (short prompts) and the reward service scoring it, and a directory
+    of this module's own for the SFT planner, verl's checkpoints and logs."""
     root = tmp_path_factory.mktemp("verl-cpu")
-    with served_export(hashing_index_cfg, DOMAIN, root) as served:
-        yield {"root": root, "out": served.out, "url": served.url}
+    return {"root": root, "ws": verl_export.ws.root, "out": verl_export.out, "url": verl_export.url}
 
 
 def _scored(url: str) -> float:
@@ -142,7 +142,7 @@ def sft_planner(setup: Setup) -> Path:
     if not MAIN_PRORE.is_file():
         pytest.skip("the local SFT runs in .venv (`make setup`), beside .venv-verl")
     out = setup["root"] / "sft"
-    cmd = [str(MAIN_PRORE), "--workspace", str(setup["root"] / "ws"), "train", "sft", "--domain", DOMAIN,
+    cmd = [str(MAIN_PRORE), "--workspace", str(setup["ws"]), "train", "sft", "--domain", DOMAIN,
            "--size", "xs", "--profile", "short", "--lr", "5e-3", "--max-steps", "150", "--eval-steps", "150",
            "--precision", "fp32", "--out", str(out)]  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}

@@ -10,7 +10,6 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,6 @@ import pyarrow.parquet as pq  # noqa: E402
 import torch  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
-from indexing.config import Config  # noqa: E402
 from indexing.workspace import Workspace  # noqa: E402
 from rl.reward import RewardItem, RewardScorer  # noqa: E402
 from rl.reward.service import create_app  # noqa: E402
@@ -35,20 +33,20 @@ from rl.reward.settings import URL_ENV, ServiceSettings  # noqa: E402
 from rl.verl.launch import LaunchParams, argv  # noqa: E402
 from rl.verl.reward_fn import compute_score  # noqa: E402
 from serving.http.server import ServerThread  # noqa: E402
-from tests.rl.verl_support import compose_argv, served_export, tiny_qwen3  # noqa: E402
+from tests.rl.verl_support import ServedExport, compose_argv, tiny_qwen3  # noqa: E402
 
 DOMAIN = "ecommerce"
 
 
 @pytest.fixture(scope="module")
-def setup(hashing_index_cfg: Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """A benchmark and its export, a tokenizer trained on it, a scorer and the service on a loopback port."""
-    root = tmp_path_factory.mktemp("verl-reward")
-    with served_export(hashing_index_cfg, DOMAIN, root) as served:
-        rows = pq.read_table(served.out / "rl" / "train.parquet").to_pylist()
-        model = tiny_qwen3(root / "model", served.sft_texts(), with_model=False)
-        yield {"ws": served.ws, "out": served.out, "rows": rows, "model": model, "scorer": served.scorer,
-               "url": served.url}  # fmt: skip
+def setup(verl_export: ServedExport, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The session's benchmark and export, its scorer and service on a loopback port, and a tokenizer trained on
+    the export."""
+    served = verl_export
+    rows = pq.read_table(served.out / "rl" / "train.parquet").to_pylist()
+    model = tiny_qwen3(tmp_path_factory.mktemp("verl-reward") / "model", served.sft_texts(), with_model=False)
+    return {"ws": served.ws, "out": served.out, "rows": rows, "model": model, "scorer": served.scorer,
+            "url": served.url}  # fmt: skip
 
 
 def _samples(setup: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
