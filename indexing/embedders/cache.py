@@ -84,7 +84,7 @@ class StoredEmbedder:
     as ``.npy`` and read back bit for bit. An index build embeds chunk by chunk, so a build of the same corpus
     with the same chunk size finds every chunk. joblib writes each entry to a temporary name and renames it, so
     processes may share one location; two that miss the same entry at once both compute it. Nothing is ever
-    evicted: remove the directory to reclaim its space. ``hits`` and ``misses`` count calls.
+    evicted: remove the directory to reclaim its space. ``calls``, ``hits`` and ``misses`` count calls.
     """
 
     def __init__(self, inner: Embedder, location: str | Path, key: Mapping[str, Any]) -> None:
@@ -93,28 +93,31 @@ class StoredEmbedder:
         self.inner = inner
         self.name = inner.name
         self.key = dict(key)
-        self.hits = 0
+        self.calls = 0
         self.misses = 0
-        self._stored = joblib.Memory(Path(location), verbose=0).cache(_vectors, ignore=["inner"])
+        self._stored = joblib.Memory(Path(location), verbose=0).cache(_vectors, ignore=["owner"])
 
     @property
     def dim(self) -> int:
         return self.inner.dim
 
+    @property
+    def hits(self) -> int:
+        """Calls answered from the store."""
+        return self.calls - self.misses
+
     def embed(self, texts: Sequence[str]) -> Vectors:
         """Rows for ``texts``: the stored ones of an earlier identical call, else ``inner``'s, then stored."""
         if len(texts) == 0:
             return empty(self.dim)
-        args = (self.inner, self.key, list(texts))
-        if self._stored.check_call_in_cache(*args):
-            self.hits += 1
-        else:
-            self.misses += 1
-        rows: Vectors = self._stored(*args)
+        self.calls += 1
+        rows: Vectors = self._stored(self, self.key, list(texts))  # joblib hashes the call once
         return rows
 
 
-def _vectors(inner: Embedder, key: dict[str, Any], texts: list[str]) -> Vectors:
-    """What :class:`StoredEmbedder` stores: ``inner``'s rows, under ``key`` and ``texts`` (``inner`` is not hashed)."""
+def _vectors(owner: StoredEmbedder, key: dict[str, Any], texts: list[str]) -> Vectors:
+    """What :class:`StoredEmbedder` stores: its inner embedder's rows, under ``key`` and ``texts`` (``owner`` is
+    not hashed). joblib runs it only on a miss, which ``owner`` counts."""
     del key  # part of the entry's name only
-    return inner.embed(texts)
+    owner.misses += 1
+    return owner.inner.embed(texts)
