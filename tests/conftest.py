@@ -91,13 +91,17 @@ def workspace_config(tmp_path_factory: pytest.TempPathFactory, chdb_path: Path) 
     return make
 
 
+def _run_directory(basetemp: Path) -> Path:
+    """The directory of the whole run, given this process's base temporary directory: under pytest-xdist each
+    worker's (``popen-gwN``) is a child of it, so the workers share it; else the base directory itself."""
+    return basetemp.parent if os.environ.get("PYTEST_XDIST_WORKER") else basetemp
+
+
 @pytest.fixture(scope="session")
 def vector_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One on-disk store of index vectors (``embedder.vector_cache``) for the whole run, shared by the xdist
-    workers (their base temporary directories are siblings): a corpus that several workers or tests build with
-    MiniLM is embedded once."""
-    base = tmp_path_factory.getbasetemp()
-    path = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "vector-cache"
+    workers (:func:`_run_directory`): a corpus that several workers or tests build with MiniLM is embedded once."""
+    path = _run_directory(tmp_path_factory.getbasetemp()) / "vector-cache"
     path.mkdir(exist_ok=True)
     return path
 
@@ -397,7 +401,7 @@ def pytest_collection(session: pytest.Session) -> Iterator[None]:
         return (yield)
     from filelock import FileLock
 
-    shared = Path(basetemp).parent  # the run's directory: each worker's own is a child of it
+    shared = _run_directory(Path(basetemp))
     shared.mkdir(parents=True, exist_ok=True)
     with FileLock(shared / "collection.lock"):
         return (yield)

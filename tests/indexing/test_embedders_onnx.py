@@ -26,9 +26,8 @@ from indexing.embedders import onnx as onnx_backend
 from indexing.schema import Role
 from tests.needs import needs
 
-pytestmark = needs(
-    "sentence_transformers", reason="needs the embed extra"
-)  # imported where the tests use torch
+# imported by the tests that embed on torch, not at collection
+pytestmark = needs("sentence_transformers", reason="needs the embed extra")
 
 QUERIES = [
     "great noise cancelling",

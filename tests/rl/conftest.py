@@ -5,12 +5,15 @@ service on it."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from indexing.config import Config
 from indexing.workspace import Workspace
+
+if TYPE_CHECKING:
+    from tests.rl.verl_support import ServedExport
 
 BENCH_SIZES = {"train": 80, "test": 6, "ood": 4}
 """Enough train instances that the 5% validation hold-out is never empty."""
@@ -52,9 +55,11 @@ def hashing_index_cfg(workspace_config: Callable[..., Config]) -> Config:
 
 
 @pytest.fixture(scope="session")
-def verl_export(hashing_index_cfg: Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def verl_export(
+    hashing_index_cfg: Config, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServedExport]:
     """One ecommerce benchmark on :func:`hashing_index_cfg`, exported for verl (short prompts), and the reward
-    service scoring it (``tests.rl.verl_support.ServedExport``), shared by verl's config, reward-loop and trainer
+    service scoring it, shared by verl's config, reward-loop and trainer
     tests: each synthesized, exported and served its own, 13-18 s of the verl suite's setup apiece. The tests
     read the service's counters as differences, so one service serves them all."""
     from tests.rl.verl_support import served_export
