@@ -166,6 +166,12 @@ class PlanningOptions:
     """The widest a chain's head is searched (``chain_head_docs``); at most 16,000. Measured at 1M products: a
     head of 1,000 or 4,000 gave P@1 0.753 against 0.747 at 400, with p95 latency of 109-173 ms against 70 ms
     (L3), past the 100 ms goal."""
+    chain_taper: bool = False
+    """Under ``conditional``, search the links of a chain of three or more entries between its widened head and
+    its last entry at widths falling geometrically from the head's width to the last entry's ``k`` (a head of 400
+    and K = 20: 400, 89, 20), so that every entry's facet selects documents (:mod:`serving.engine.conditional`,
+    "A tapered chain"); off, the second entry narrows to its ``k`` and a third keeps all of them. Where the head
+    is not widened (``chain_head_docs``) nothing changes."""
     candidates_in_process: bool = False
     """Score a dense search among candidates (a chained entry's, under ``conditional``) in process: the
     candidates' stored vectors fetched once per field for the whole batch (cached, ``serving.engine.vectors``)

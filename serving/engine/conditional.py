@@ -50,6 +50,14 @@ is searched wider, at ``k × rows / chain_head_docs``, at most ``chain_head_max`
 first list, and the rows are still at most the last list's. At or below that size the head is its entry's
 top-K, like every other placeholder.
 
+**A tapered chain.** With a wide head, a chain of three or more entries narrows to its second entry's K at the
+second link, so the third entry is searched among only K candidates and keeps them all: its facet then orders
+the rows (the ranking contract) but selects none of them. With ``serving.planning.chain_taper``, the links
+between the head and the last entry are searched at widths that fall geometrically from the head's width to
+the last entry's own K (:func:`taper_chain`): with a head of 400 and K = 20, three entries search 400, 89 and
+20, so every entry's facet selects. The last entry keeps its K, so the rows are still at most its list's; where
+the head is not widened (at or below ``chain_head_docs``) every width is the entry's own K and nothing changes.
+
 How candidates reach the stores: a dense search (``dense``, and the dense half of ``fuse``) is given
 ``id in [...]`` and-ed with its pushed filter; BM25 (``sparse``, and the BM25 half of ``fuse``) scores
 only the candidate documents in process. The ids come from the list a store returned, never from the
@@ -82,7 +90,7 @@ from serving.dsl.placeholders import placeholder_sites
 from serving.engine.pushdown import and_chained, or_reached
 from serving.engine.retrieval import RetrievalRequest
 
-__all__ = ["condition", "conditional_chain", "conditional_plan", "widen_head"]
+__all__ = ["condition", "conditional_chain", "conditional_plan", "taper_chain", "widen_head"]
 
 
 def conditional_chain(tree: exp.Select, table: str, requests: Sequence[RetrievalRequest]) -> tuple[int, ...]:
@@ -156,3 +164,26 @@ def widen_head(requests: Sequence[RetrievalRequest], head: int, width: int) -> t
     if width <= out[head].k:
         return out
     return (*out[:head], dataclasses.replace(out[head], k=width), *out[head + 1 :])
+
+
+def taper_chain(requests: Sequence[RetrievalRequest], chain: Sequence[int]) -> tuple[RetrievalRequest, ...]:
+    """``requests`` with the links between the chain's (already widened) head and its last entry searched at
+    widths falling geometrically from the head's ``k`` to the last entry's ``k`` (module docstring, "A tapered
+    chain"), never below a link's own ``k``; the head, the last entry and every entry off the chain unchanged.
+
+    >>> reqs = [RetrievalRequest("title", "dense", q, 20, 0) for q in "abcd"]
+    >>> [r.k for r in taper_chain(widen_head(reqs, 0, 400), (0, 1, 2))]
+    [400, 89, 20, 20]
+    >>> [r.k for r in taper_chain(widen_head(reqs, 0, 400), (0, 1, 2, 3))]
+    [400, 147, 54, 20]
+    >>> [r.k for r in taper_chain(reqs, (0, 1, 2))], [r.k for r in taper_chain(widen_head(reqs, 0, 400), (0, 1))]
+    ([20, 20, 20, 20], [400, 20, 20, 20])
+    """
+    out = list(requests)
+    head, last = out[chain[0]].k, out[chain[-1]].k
+    links = len(chain) - 1
+    for step, entry in enumerate(chain[1:-1], start=1):
+        width = round(head ** (1 - step / links) * last ** (step / links))
+        if width > out[entry].k:
+            out[entry] = dataclasses.replace(out[entry], k=width)
+    return tuple(out)

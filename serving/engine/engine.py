@@ -30,7 +30,7 @@ from serving.dsl import (
 )
 from serving.dsl.substitute import parameterize_tree, render, substitute_tree
 from serving.engine.adaptive import rows_needed, widen
-from serving.engine.conditional import condition, conditional_plan, widen_head
+from serving.engine.conditional import condition, conditional_plan, taper_chain, widen_head
 from serving.engine.plan import flatten_self_subqueries, pin_clock, stable_order
 from serving.engine.prepared import BatchOutcome, EngineStats, Prepared, Rejection, program_key
 from serving.engine.pushdown import pushdown_filters
@@ -262,6 +262,8 @@ class Engine:
         if chain:
             head = requests[chain[0]]
             requests = widen_head(requests, chain[0], self.planning.head_width(head.k, self.handle.rows))
+            if self.planning.chain_taper:
+                requests = taper_chain(requests, chain)
         return Prepared(validated, dataclasses.replace(validated, tree=tree), requests, chain, tail)
 
     def _execute(self, program_list: Sequence[Program], k: int, deadline: float | None) -> list[BatchOutcome]:

@@ -517,6 +517,27 @@ def test_the_conditional_pass_is_the_default_and_fixed_k_is_a_named_mode(cfg: Co
         load_config(path, sections=SECTIONS)
 
 
+def test_a_tapered_chain_narrows_geometrically_from_the_wide_head_to_the_last_k(cfg: Config) -> None:
+    """``chain_taper``: between a widened head and the last entry, each link is searched at a width falling
+    geometrically from the head's to the last entry's k, among the list before it, so the third entry selects
+    among more than the second's own k; the last list, and so the rows, keep the last entry's k. Where the head
+    is not widened, or the chain has two entries, every width is the entry's own."""
+    second, third = dataclasses.replace(TAIL, k=5), Retrieval("text", "review", "long battery life", k=3)
+    program = Program(pair(HEAD, second).sql + " AND id IN <text_3>", (HEAD, second, third))
+    with engine_of(cfg, conditional=True, chain_head_docs=N // 4, chain_taper=True) as tapered:
+        assert [r.k for r in tapered.prepare(program).requests] == [4 * HEAD.k, 11, third.k]  # sqrt(40 x 3)
+        assert [r.k for r in tapered.prepare(pair(HEAD, TAIL)).requests] == [4 * HEAD.k, TAIL.k]
+        result = tapered.execute(program)
+        one, two, three = lists(result)
+        assert len(one) == 4 * HEAD.k and len(two) == 11
+        assert_top_k_among(tapered, dataclasses.replace(second, k=11), one, two)
+        assert_top_k_among(tapered, third, two, three)
+        assert set(result.ids) == set(three) and len(three) == third.k
+    with engine_of(cfg, conditional=True, chain_taper=True) as narrow:  # N documents: the head is not widened
+        assert [r.k for r in narrow.prepare(program).requests] == [HEAD.k, second.k, third.k]
+    assert PlanningOptions().chain_taper is False
+
+
 def test_a_wider_head_searches_the_next_entries_among_more_candidates(
     engines: dict[str, Engine], cfg: Config, tmp_path: Path
 ) -> None:

@@ -88,6 +88,18 @@ CANDIDATES: tuple[Candidate, ...] = (
         },
     ),
     Candidate(
+        "taper",
+        "the default with a tapered chain (chain_taper on)",
+        {
+            "pushdown": True,
+            "adaptive_k": False,
+            "conditional": True,
+            "chain_head_docs": 5000,
+            "chain_head_max": 400,
+            "chain_taper": True,
+        },
+    ),
+    Candidate(
         "process_candidates",
         "the default with each conditioned search scored in process (candidates_in_process on)",
         {
