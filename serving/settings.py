@@ -151,6 +151,12 @@ class PlanningOptions:
     cannot be rows are dropped. Measured with pushdown (``bench/scale.py``, hashing embedder): programs returning
     nothing 0.3% against 7.7% at 1M products, P@1 0.630 against 0.600 (0.913 against 0.933 at 5k, where the
     benchmark was kept under fixed K). On; off is the conjuncts-only chain, for comparison."""
+    conditional_branches: bool = False
+    """Under ``conditional``, in a program without a chain of its outer ``WHERE``, search the positive placeholders
+    that are conjuncts of one disjunct (``(id IN <a> AND id IN <b>) OR (id IN <c> AND id IN <d>)``: each used once,
+    unreranked, under no ``NOT``) as a chain of their own, head widened like the outer chain's
+    (:mod:`serving.engine.conditional`, "Chains within disjuncts"); off, each disjunct intersects independent
+    top-K lists."""
     chain_head_docs: int = 5000
     """Under ``conditional``, read a chain's first entry's (its *head*'s) ``k`` as written for a corpus of this many
     documents: on a larger corpus of ``rows`` the head is searched at ``k × rows / chain_head_docs`` (rounded up),

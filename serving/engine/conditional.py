@@ -42,6 +42,16 @@ chain may then be a single entry. Without it, ``id IN <a> AND (id IN <b> OR id I
 independent top-K lists, empty ever more often as the corpus grows. A placeholder under ``NOT`` is never
 conditioned: restricted, it would exclude more than its K says.
 
+**Chains within disjuncts.** A program without a chain of its outer ``WHERE`` may still conjoin searches inside
+an ``OR``: ``(id IN <a> AND id IN <b>) OR (id IN <c> AND id IN <d>)`` intersects two pairs of independent
+top-K lists, empty ever more often as the corpus grows. With ``serving.planning.conditional_branches``, the
+positive placeholders that are conjuncts of one disjunct (:func:`~serving.engine.pushdown.disjunct_of`; each
+used once, unreranked) form a chain of their own (:func:`branch_chains`), searched like the outer one, head
+widened and all: every row that disjunct admits is in each of its lists, so searching one among the ids of
+the one before drops only documents that the disjunct could not admit, and no other part of the condition
+reads those lists. The other disjuncts are untouched, so the rows are still those of the fixed-K program
+when K covers the corpus.
+
 **A wider head.** The chain's first list is its entry's top-K over every document its pushed filter allows,
 so as the corpus grows it is an ever smaller share of it and holds ever fewer documents that also satisfy the
 next entries. On a corpus larger than ``serving.planning.chain_head_docs`` (5,000 by default), the head alone
@@ -87,10 +97,10 @@ from sqlglot import exp
 
 from indexing.stores.base import Hit
 from serving.dsl.placeholders import placeholder_sites
-from serving.engine.pushdown import and_chained, or_reached
+from serving.engine.pushdown import and_chained, disjunct_of, or_reached
 from serving.engine.retrieval import RetrievalRequest
 
-__all__ = ["condition", "conditional_chain", "conditional_plan", "taper_chain", "widen_head"]
+__all__ = ["branch_chains", "condition", "conditional_chain", "conditional_plan", "taper_chain", "widen_head"]
 
 
 def conditional_chain(tree: exp.Select, table: str, requests: Sequence[RetrievalRequest]) -> tuple[int, ...]:
@@ -125,6 +135,31 @@ def conditional_plan(
     if not members or (len(members) < 2 and not tail):
         return (), ()
     return tuple(members), tuple(tail)
+
+
+def branch_chains(
+    tree: exp.Select, table: str, requests: Sequence[RetrievalRequest]
+) -> tuple[tuple[int, ...], ...]:
+    """The chains within disjuncts (module docstring, "Chains within disjuncts"): for each disjunct with two or
+    more positive conjuncts that are placeholders used once and unreranked, their entries (0-based, in
+    ``retrieval_list`` order), ordered by their first entry. For a program without an outer chain; pure.
+
+    >>> import sqlglot
+    >>> tree = sqlglot.parse_one(
+    ...     "SELECT id FROM products WHERE (id IN text_3 AND id IN text_1) OR (id IN text_2 AND price < 9 AND "
+    ...     "id IN text_4 AND NOT id IN text_5) OR id IN text_6", read="clickhouse")
+    >>> branch_chains(tree, "products", [RetrievalRequest("title", "dense", "q", 20, 0)] * 6)
+    ((0, 2), (1, 3))
+    """
+    sites = placeholder_sites(tree)
+    uses = Counter(use.entry for _, use in sites)
+    groups: dict[int, list[int]] = {}
+    for predicate, use in sites:
+        if use.positive and uses[use.entry] == 1 and requests[use.entry].rerank == 0:
+            disjunct = disjunct_of(predicate, table)
+            if disjunct is not None:
+                groups.setdefault(id(disjunct), []).append(use.entry)
+    return tuple(sorted(tuple(sorted(g)) for g in groups.values() if len(g) >= 2))
 
 
 def condition(

@@ -30,7 +30,7 @@ from serving.dsl import (
 )
 from serving.dsl.substitute import parameterize_tree, render, substitute_tree
 from serving.engine.adaptive import rows_needed, widen
-from serving.engine.conditional import condition, conditional_plan, taper_chain, widen_head
+from serving.engine.conditional import branch_chains, condition, conditional_plan, taper_chain, widen_head
 from serving.engine.plan import flatten_self_subqueries, pin_clock, stable_order
 from serving.engine.prepared import BatchOutcome, EngineStats, Prepared, Rejection, program_key
 from serving.engine.pushdown import pushdown_filters
@@ -259,12 +259,15 @@ class Engine:
             if self.planning.conditional
             else ((), ())
         )
-        if chain:
-            head = requests[chain[0]]
-            requests = widen_head(requests, chain[0], self.planning.head_width(head.k, self.handle.rows))
+        branches: tuple[tuple[int, ...], ...] = ()
+        if self.planning.conditional and self.planning.conditional_branches and not chain:
+            branches = branch_chains(tree, validated.table, requests)
+        for links in (chain,) if chain else branches:
+            head = requests[links[0]]
+            requests = widen_head(requests, links[0], self.planning.head_width(head.k, self.handle.rows))
             if self.planning.chain_taper:
-                requests = taper_chain(requests, chain)
-        return Prepared(validated, dataclasses.replace(validated, tree=tree), requests, chain, tail)
+                requests = taper_chain(requests, links)
+        return Prepared(validated, dataclasses.replace(validated, tree=tree), requests, chain, tail, branches)
 
     def _execute(self, program_list: Sequence[Program], k: int, deadline: float | None) -> list[BatchOutcome]:
         for program in program_list:
@@ -377,7 +380,7 @@ class Engine:
         link of the longest chain (its tail one more), each for the whole batch."""
         used = {i: list(reqs) for i, reqs in base.items()}
         # each program's rounds after the first: (entry, the entry whose list it is searched among)
-        rounds = {i: _rounds(prepared[i].chain, prepared[i].tail) for i in base}
+        rounds = {i: _rounds(prepared[i].chain, prepared[i].tail, prepared[i].branches) for i in base}
         later = {i: {e for r in rs for e, _ in r} for i, rs in rounds.items()}
         todo = {i: [r for e, r in enumerate(reqs) if e not in later[i]] for i, reqs in base.items()}
         n = 0
@@ -547,14 +550,21 @@ def _counts(cache: LRU[Any, Any]) -> dict[str, int]:
     return {"size": len(cache), "maxsize": cache.maxsize, "hits": cache.hits, "misses": cache.misses}
 
 
-def _rounds(chain: tuple[int, ...], tail: tuple[int, ...]) -> list[list[tuple[int, int]]]:
+def _rounds(
+    chain: tuple[int, ...], tail: tuple[int, ...], branches: tuple[tuple[int, ...], ...] = ()
+) -> list[list[tuple[int, int]]]:
     """The retrieval rounds after the first of a conditional plan: each chained entry among the one before,
-    then the whole tail among the chain's last entry.
+    then the whole tail among the chain's last entry; the chains within disjuncts side by side, link by link.
 
-    >>> _rounds((0, 2), (1, 3)), _rounds((), ())
-    ([[(2, 0)], [(1, 2), (3, 2)]], [])
+    >>> _rounds((0, 2), (1, 3)), _rounds((), ()), _rounds((), (), ((0, 1, 4), (2, 3)))
+    ([[(2, 0)], [(1, 2), (3, 2)]], [], [[(1, 0), (3, 2)], [(4, 1)]])
     """
     out = [[(chain[n], chain[n - 1])] for n in range(1, len(chain))]
     if chain and tail:
         out.append([(t, chain[-1]) for t in tail])
+    for links in branches:
+        for n in range(1, len(links)):
+            if len(out) < n:
+                out.append([])
+            out[n - 1].append((links[n], links[n - 1]))
     return out

@@ -34,6 +34,9 @@ class Prepared:
     tail: tuple[int, ...] = ()
     """Entries searched among the ids of the chain's last list, after it: positive uses under ``OR``
     (:func:`serving.engine.conditional.conditional_plan`)."""
+    branches: tuple[tuple[int, ...], ...] = ()
+    """Chains within disjuncts, for a program without ``chain`` (:func:`serving.engine.conditional.branch_chains`):
+    each searched as a chain, apart from the others."""
 
     @property
     def names(self) -> tuple[str, ...]:

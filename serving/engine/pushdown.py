@@ -200,6 +200,32 @@ def or_reached(predicate: exp.In, table: str) -> bool:
     )
 
 
+def disjunct_of(predicate: exp.In, table: str) -> exp.Expr | None:
+    """The disjunct ``predicate`` is a conjunct of: the operand of its innermost ``OR`` that it is reached from
+    through ``AND`` and parentheses only, when the predicate is :func:`or_reached` (so under no ``NOT``, and the
+    ``OR`` itself reached from the outer ``WHERE`` through ``AND``, ``OR`` and parentheses). ``None`` otherwise.
+    Every row that this disjunct makes a row lies in every list of the disjunct's positive conjuncts.
+
+    >>> import sqlglot
+    >>> tree = sqlglot.parse_one(
+    ...     "SELECT id FROM products WHERE (id IN text_1 AND id IN text_2) OR (brand = 'x' AND (id IN text_3 OR "
+    ...     "id IN text_4)) OR id IN text_5", read="clickhouse")
+    >>> found = {node.args["field"].name: disjunct_of(node, "products") for node in tree.find_all(exp.In)}
+    >>> found["text_1"] is found["text_2"], found["text_3"] is found["text_4"], found["text_5"].sql()
+    (True, False, 'id IN text_5')
+    >>> disjunct_of(sqlglot.parse_one("SELECT id FROM products WHERE id IN text_1 AND id IN text_2",
+    ...                               read="clickhouse").find(exp.In), "products") is None
+    True
+    """
+    if not or_reached(predicate, table):
+        return None
+    steps, _ = _climb(predicate, table)
+    for node in steps:
+        if isinstance(node.parent, exp.Or):
+            return node
+    return None  # pragma: no cover - or_reached saw an OR on the climb
+
+
 def _reads(node: exp.Expr, columns: frozenset[str]) -> bool:
     return any(c.name in columns for c in node.find_all(exp.Column))
 

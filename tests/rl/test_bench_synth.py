@@ -504,10 +504,13 @@ def test_a_benchmark_synthesized_under_every_planning_pass_is_answered_by_its_go
     small_index_cfg: Config, tmp_path: Path, domain: str
 ) -> None:
     """The oracle's promise holds for any engine the benchmark is synthesized under: with conditional
-    conjunctions, filter pushdown and adaptive K all on, every gold program still ranks its gold first."""
+    conjunctions (chains within disjuncts and tapered chains too), filter pushdown and adaptive K all on, every
+    gold program still ranks its gold first."""
     from serving.settings import PlanningOptions, ServingSettings
 
-    planning = PlanningOptions(conditional=True, pushdown=True, adaptive_k=True)
+    planning = PlanningOptions(
+        conditional=True, pushdown=True, adaptive_k=True, conditional_branches=True, chain_taper=True
+    )
     cfg = small_index_cfg.with_section(
         dataclasses.replace(small_index_cfg.section(ServingSettings), planning=planning)
     )

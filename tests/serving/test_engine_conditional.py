@@ -282,6 +282,42 @@ def test_with_k_covering_the_corpus_the_rows_are_unchanged(
         assert a.ids == b.ids and a.scores == b.scores
 
 
+OR_OF_PAIRS = (
+    "SELECT id FROM products WHERE (id IN <text_1> AND id IN <image_2>) OR (price < 250 AND id IN <text_3> AND "
+    "id IN <text_4>)"
+)
+
+
+def test_chains_within_disjuncts_return_rows_where_their_top_k_lists_miss(cfg: Config) -> None:
+    """``conditional_branches``: without an outer chain, the placeholders conjoined in one disjunct are searched
+    as a chain of their own, the second among the first's candidates; another disjunct's pair likewise, apart."""
+    third, fourth = (
+        Retrieval("text", "title", "Levi's jeans", k=10),
+        Retrieval("text", "review", "comfortable fit", k=5),
+    )
+    program = Program(OR_OF_PAIRS, (HEAD, TAIL, third, fourth))
+    with (
+        engine_of(cfg, conditional=True) as plain,
+        engine_of(cfg, conditional=True, conditional_branches=True) as on,
+    ):
+        assert plain.prepare(program).branches == () and plain.execute(program).ids == ()
+        prepared = on.prepare(program)
+        assert prepared.chain == () and prepared.branches == ((0, 1), (2, 3))
+        result = on.execute(program)
+        one, two, three, four = lists(result)
+        assert_top_k_among(on, TAIL, one, two)
+        assert_top_k_among(on, fourth, three, four)
+        assert two and set(two) <= set(result.ids) <= set(two) | set(four)
+        assert one == lists(plain.execute(program))[0]  # each branch's first entry is searched as before
+        # K covering the corpus: the rows of the fixed-K program, ranked alike.
+        wide = Program(
+            OR_OF_PAIRS, tuple(dataclasses.replace(r, k=WIDE) for r in (HEAD, TAIL, third, fourth))
+        )
+        with engine_of(cfg) as off:
+            a, b = off.execute(wide, k=N), on.execute(wide, k=N)
+            assert a.ids and (a.ids, a.scores) == (b.ids, b.scores)
+
+
 @pytest.mark.parametrize(
     "sql",
     [

@@ -100,6 +100,31 @@ CANDIDATES: tuple[Candidate, ...] = (
         },
     ),
     Candidate(
+        "branches",
+        "the default with chains within disjuncts (conditional_branches on)",
+        {
+            "pushdown": True,
+            "adaptive_k": False,
+            "conditional": True,
+            "chain_head_docs": 5000,
+            "chain_head_max": 400,
+            "conditional_branches": True,
+        },
+    ),
+    Candidate(
+        "branches_taper",
+        "the default with chains within disjuncts and a tapered chain",
+        {
+            "pushdown": True,
+            "adaptive_k": False,
+            "conditional": True,
+            "chain_head_docs": 5000,
+            "chain_head_max": 400,
+            "conditional_branches": True,
+            "chain_taper": True,
+        },
+    ),
+    Candidate(
         "process_candidates",
         "the default with each conditioned search scored in process (candidates_in_process on)",
         {
