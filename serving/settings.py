@@ -155,8 +155,9 @@ class PlanningOptions:
     """Under ``conditional``, in a program without a chain of its outer ``WHERE``, search the positive placeholders
     that are conjuncts of one disjunct (``(id IN <a> AND id IN <b>) OR (id IN <c> AND id IN <d>)``: each used once,
     unreranked, under no ``NOT``) as a chain of their own, head widened like the outer chain's
-    (:mod:`serving.engine.conditional`, "Chains within disjuncts"); off, each disjunct intersects independent
-    top-K lists."""
+    (:mod:`serving.engine.conditional`, "Chains within disjuncts"), on a corpus larger than ``chain_head_docs``
+    (:meth:`branches_at`): at or below it nothing changes. Off, each disjunct intersects independent top-K
+    lists."""
     chain_head_docs: int = 5000
     """Under ``conditional``, read a chain's first entry's (its *head*'s) ``k`` as written for a corpus of this many
     documents: on a larger corpus of ``rows`` the head is searched at ``k × rows / chain_head_docs`` (rounded up),
@@ -214,6 +215,21 @@ class PlanningOptions:
             for name in ("pushdown", "adaptive_k", "conditional"):
                 object.__setattr__(self, name, False)
             object.__setattr__(self, "chain_head_docs", 0)
+
+    def branches_at(self, rows: int) -> bool:
+        """Whether chains within disjuncts are searched on a corpus of ``rows`` documents: under ``conditional``
+        with ``conditional_branches``, where a chain's head widens (past ``chain_head_docs``), so that at or below
+        that size a program means what it did.
+
+        >>> on = PlanningOptions(conditional_branches=True)
+        >>> on.branches_at(5000), on.branches_at(50_000), PlanningOptions().branches_at(50_000)
+        (False, True, False)
+        """
+        return (
+            self.conditional
+            and self.conditional_branches
+            and head_widens(self.chain_head_docs, self.chain_head_max, rows)
+        )
 
     def head_width(self, k: int, rows: int) -> int:
         """The width a chain's head of ``k`` is searched at on a corpus of ``rows`` documents (``chain_head_docs``,

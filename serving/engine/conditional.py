@@ -47,7 +47,8 @@ an ``OR``: ``(id IN <a> AND id IN <b>) OR (id IN <c> AND id IN <d>)`` intersects
 top-K lists, empty ever more often as the corpus grows. With ``serving.planning.conditional_branches``, the
 positive placeholders that are conjuncts of one disjunct (:func:`~serving.engine.pushdown.disjunct_of`; each
 used once, unreranked) form a chain of their own (:func:`branch_chains`), searched like the outer one, head
-widened and all: every row that disjunct admits is in each of its lists, so searching one among the ids of
+widened and all, on a corpus larger than ``chain_head_docs`` (at or below it nothing changes, as for the head):
+every row that disjunct admits is in each of its lists, so searching one among the ids of
 the one before drops only documents that the disjunct could not admit, and no other part of the condition
 reads those lists. The other disjuncts are untouched, so the rows are still those of the fixed-K program
 when K covers the corpus.

@@ -260,7 +260,7 @@ class Engine:
             else ((), ())
         )
         branches: tuple[tuple[int, ...], ...] = ()
-        if self.planning.conditional and self.planning.conditional_branches and not chain:
+        if self.planning.branches_at(self.handle.rows) and not chain:
             branches = branch_chains(tree, validated.table, requests)
         for links in (chain,) if chain else branches:
             head = requests[links[0]]

@@ -296,19 +296,29 @@ def test_chains_within_disjuncts_return_rows_where_their_top_k_lists_miss(cfg: C
         Retrieval("text", "review", "comfortable fit", k=5),
     )
     program = Program(OR_OF_PAIRS, (HEAD, TAIL, third, fourth))
+    branching = {"conditional": True, "conditional_branches": True}
+    with engine_of(cfg, **branching) as small:  # N documents, under chain_head_docs: nothing changes
+        assert small.prepare(program).branches == () and small.execute(program).ids == ()
     with (
-        engine_of(cfg, conditional=True) as plain,
-        engine_of(cfg, conditional=True, conditional_branches=True) as on,
+        engine_of(cfg, conditional=True, chain_head_docs=N // 2) as plain,
+        engine_of(cfg, **branching, chain_head_docs=N // 2) as on,
     ):
         assert plain.prepare(program).branches == () and plain.execute(program).ids == ()
         prepared = on.prepare(program)
         assert prepared.chain == () and prepared.branches == ((0, 1), (2, 3))
+        assert [r.k for r in prepared.requests] == [
+            2 * HEAD.k,
+            TAIL.k,
+            2 * third.k,
+            fourth.k,
+        ]  # heads widened
         result = on.execute(program)
         one, two, three, four = lists(result)
         assert_top_k_among(on, TAIL, one, two)
         assert_top_k_among(on, fourth, three, four)
         assert two and set(two) <= set(result.ids) <= set(two) | set(four)
-        assert one == lists(plain.execute(program))[0]  # each branch's first entry is searched as before
+        # each branch's first entry is searched as before, wider
+        assert one[: HEAD.k] == lists(plain.execute(program))[0]
         # K covering the corpus: the rows of the fixed-K program, ranked alike.
         wide = Program(
             OR_OF_PAIRS, tuple(dataclasses.replace(r, k=WIDE) for r in (HEAD, TAIL, third, fourth))
