@@ -324,6 +324,19 @@ def _spawn(
     )
 
 
+COMPONENT_PORTS: tuple[tuple[str, str], ...] = (
+    ("rootCoord", "port"),
+    ("proxy", "internalPort"),
+    ("queryCoord", "port"),
+    ("queryNode", "port"),
+    ("indexNode", "port"),
+    ("dataCoord", "port"),
+    ("dataNode", "port"),
+)
+"""The ``configs/milvus.yaml`` keys of the standalone server's internal gRPC ports (Milvus 2.3.5's defaults 53100,
+19529, 19531, 21123, 21121, 13333 and 21124), each given a free port by :func:`_own_ports`."""
+
+
 def _own_ports(directory: Path, port: int) -> None:
     """Put the server on ``port`` and give its embedded etcd ports of its own.
 
@@ -332,6 +345,12 @@ def _own_ports(directory: Path, port: int) -> None:
     (``prore stores down`` then ``up``) listened one port up while :func:`start` waited on the one asked for,
     180 s, then gave up. The server binds with ``SO_REUSEADDR``, as :func:`_port_free` checks, so the
     generated ``configs/milvus.yaml`` is given ``port`` itself.
+
+    Its components (:data:`COMPONENT_PORTS`) listen on fixed default ports too, each taking the next free one
+    when its own is held. A second server then took 53101 where the first held 53100, and when it restarted, its
+    own etcd still named its previous run's sessions: its components dialled the other server's root
+    coordinator and the start failed ("node not match"; two scale runs at once). Each start gives every
+    component a port the kernel chose.
 
     Milvus 2.3.5's embedded etcd listens on the fixed peer port 2380 unless it is given a configuration
     file, so a second server on one machine (a test's beside the suite's, two workspaces) would fail to
@@ -365,6 +384,13 @@ def _own_ports(directory: Path, port: int) -> None:
     config.setdefault("etcd", {}).setdefault("config", {})["path"] = str(etcd_file)
     config["etcd"]["endpoints"] = f"127.0.0.1:{client_port}"
     config.setdefault("proxy", {})["port"] = port
+    taken = {port, client_port, peer}
+    for section, key in COMPONENT_PORTS:
+        chosen = free_port()
+        while chosen in taken:
+            chosen = free_port()
+        taken.add(chosen)
+        config.setdefault(section, {})[key] = chosen
     main.write_text(yaml.safe_dump(config, sort_keys=False))
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 pytest.importorskip("milvus", reason="needs the milvus-server extra")
 pytest.importorskip("pymilvus", reason="needs the milvus extra")
@@ -37,6 +38,15 @@ def _status(cfg: Config, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     assert main(["--workspace", str(cfg.workspace), "stores", "status", "--json"]) == 0
     out: dict[str, Any] = json.loads(capsys.readouterr().out)
     return out
+
+
+DEFAULT_PORTS = {53100, 19529, 19531, 21123, 21121, 13333, 21124}
+"""Milvus 2.3.5's default ports of the standalone server's internal components."""
+
+
+def _component_ports(directory: Path) -> dict[str, int]:
+    config = yaml.safe_load((directory / "configs" / "milvus.yaml").read_text())
+    return {f"{section}.{key}": int(config[section][key]) for section, key in server.COMPONENT_PORTS}
 
 
 def _stop(pid: int, within_s: float = 10.0) -> None:
@@ -95,6 +105,13 @@ def test_a_server_that_goes_away_is_unavailable_and_the_store_reconnects(
         assert state["running"] is True and state["uri"] == f"http://127.0.0.1:{port}"
         assert (directory / server.PID_FILE).read_text().strip() == str(state["pid"])
         assert (directory / server.LOG_FILE).is_file()
+        # Every internal component on a port of its own, not Milvus' defaults, which a second server on the
+        # machine (the suite's own) would also probe from.
+        ports = _component_ports(directory)
+        assert (
+            len(set(ports.values())) == len(server.COMPONENT_PORTS)
+            and not set(ports.values()) & DEFAULT_PORTS
+        )
         assert main([*ws, "stores", "up"]) == 0  # a running server is kept
         capsys.readouterr()
         assert _status(base, capsys)["pid"] == state["pid"]
@@ -136,6 +153,7 @@ def test_a_server_that_goes_away_is_unavailable_and_the_store_reconnects(
             assert "stopped" in capsys.readouterr().out
             assert main([*ws, "stores", "up", "--port", str(port)]) == 0
             capsys.readouterr()
+            assert _component_ports(directory) != ports  # chosen again at each start
             assert index.dense_search("title", queries, 5) == first
 
             # Gone in the middle of a batch of searches: the batch fails typed, not a hang. The stop's grace is
