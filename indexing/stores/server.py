@@ -403,10 +403,16 @@ def _read_state(directory: Path) -> dict[str, Any]:
 
 
 def _alive(pid: int) -> bool:
-    """Whether ``pid`` is a live Milvus process (not a zombie, not a recycled pid)."""
+    """Whether ``pid`` is a live Milvus process (not a zombie, not a recycled pid).
+
+    A child this process started is alive until it exits, whatever its command line: between the fork and the
+    ``exec`` of the server binary it still shows the parent's, which had made a start on a loaded machine give
+    up at once ("exited before it answered") and leave the server it had started running, unrecorded, on the
+    same data directory as the next start's. Any other pid must show ``milvus`` in its command line.
+    """
     proc = _CHILDREN.get(pid)
-    if proc is not None and proc.poll() is not None:
-        return False
+    if proc is not None:
+        return proc.poll() is None
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()

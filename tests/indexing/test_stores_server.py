@@ -185,6 +185,25 @@ def test_free_ports_are_below_the_range_outgoing_connections_take_theirs_from() 
         s.listen()
 
 
+def test_a_started_child_is_alive_before_it_shows_the_servers_command_line() -> None:
+    """Between fork and exec a child started by ``start`` shows its parent's command line; it must still count as
+    running, or the start gives up at once and leaves the server it started behind. A pid this process did not
+    start counts only when it is a ``milvus`` process."""
+    import subprocess
+
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        assert server._alive(child.pid) is False  # not ours, not milvus
+        server._CHILDREN[child.pid] = child
+        assert server._alive(child.pid) is True
+        child.kill()
+        child.wait()
+        assert server._alive(child.pid) is False
+    finally:
+        server._CHILDREN.pop(child.pid, None)
+        child.kill()
+
+
 def test_an_unknown_port_flag_is_a_one_line_error(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--workspace", str(tmp_path), "stores", "up", "--port", "many"]) == 2
     assert capsys.readouterr().err.strip() == "error config: --port must be a number, got 'many'"
