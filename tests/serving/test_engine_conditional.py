@@ -300,7 +300,7 @@ def test_chains_within_disjuncts_return_rows_where_their_top_k_lists_miss(cfg: C
     with engine_of(cfg, **branching) as small:  # N documents, under chain_head_docs: nothing changes
         assert small.prepare(program).branches == () and small.execute(program).ids == ()
     with (
-        engine_of(cfg, conditional=True, chain_head_docs=N // 2) as plain,
+        engine_of(cfg, conditional=True, chain_head_docs=N // 2, conditional_branches=False) as plain,
         engine_of(cfg, **branching, chain_head_docs=N // 2) as on,
     ):
         assert plain.prepare(program).branches == () and plain.execute(program).ids == ()
@@ -581,7 +581,7 @@ def test_a_tapered_chain_narrows_geometrically_from_the_wide_head_to_the_last_k(
         assert set(result.ids) == set(three) and len(three) == third.k
     with engine_of(cfg, conditional=True, chain_taper=True) as narrow:  # N documents: the head is not widened
         assert [r.k for r in narrow.prepare(program).requests] == [HEAD.k, second.k, third.k]
-    assert PlanningOptions().chain_taper is False
+    assert PlanningOptions().chain_taper and PlanningOptions().conditional_branches  # the defaults
 
 
 def test_a_wider_head_searches_the_next_entries_among_more_candidates(
