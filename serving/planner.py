@@ -244,14 +244,19 @@ class Plan:
 
 
 class CircuitBreaker:
-    """Opens after ``threshold`` failures in a row; after ``reset_s`` lets one trial call through."""
+    """Opens after ``threshold`` failures in a row; after ``reset_s`` lets one trial call through.
+
+    A trial that ends without a verdict (its caller cancelled, as a request's deadline cancels its planning)
+    gives its turn back (:meth:`abandon`), and a trial granted ``reset_s`` ago without one is given up: either had
+    left the breaker refusing every call for good (a test suite saw ``planner_circuit_open`` with the planner up).
+    """
 
     def __init__(self, threshold: int, reset_s: float) -> None:
         self.threshold = max(1, threshold)
         self.reset_s = reset_s
         self.failures = 0
         self.opened_at: float | None = None
-        self._trial = False
+        self._trial_at: float | None = None
 
     @property
     def state(self) -> str:
@@ -264,19 +269,24 @@ class CircuitBreaker:
         state = self.state
         if state == "closed":
             return True
-        if state == "half_open" and not self._trial:
-            self._trial = True
+        now = time.monotonic()
+        if state == "half_open" and (self._trial_at is None or now - self._trial_at >= self.reset_s):
+            self._trial_at = now
             return True
         return False
+
+    def abandon(self) -> None:
+        """The call :meth:`allow` let through ended without a verdict: a waiting trial may go."""
+        self._trial_at = None
 
     def success(self) -> None:
         self.failures = 0
         self.opened_at = None
-        self._trial = False
+        self._trial_at = None
 
     def failure(self) -> None:
         self.failures += 1
-        self._trial = False
+        self._trial_at = None
         if self.failures >= self.threshold:
             self.opened_at = time.monotonic()
 
@@ -501,6 +511,9 @@ class Planner:
             ) from None
         except PlannerUnavailable:
             self.breaker.failure()
+            raise
+        except BaseException:  # cancelled (a request's deadline), or not the endpoint's fault: no verdict
+            self.breaker.abandon()
             raise
         self.breaker.success()  # the endpoint answered; a bad program is the model's fault, not the endpoint's
         return got

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import time
@@ -432,6 +433,47 @@ def test_breaker_lets_one_trial_through() -> None:
     assert not breaker.allow()  # a second caller waits for the trial's outcome
     breaker.failure()
     assert breaker.state == "open"
+
+
+def test_a_trial_without_a_verdict_does_not_keep_the_breaker_open() -> None:
+    """A trial whose caller was cancelled gives its turn back; one that never reports is given up after
+    ``reset_s``. Either had left every later call refused with the planner up."""
+    breaker = CircuitBreaker(threshold=1, reset_s=0.05)
+    breaker.failure()
+    time.sleep(0.06)
+    assert breaker.allow() and not breaker.allow()
+    breaker.abandon()  # cancelled
+    assert breaker.allow() and not breaker.allow()
+    time.sleep(0.06)  # this trial never reported
+    assert breaker.allow()
+    breaker.success()
+    assert breaker.state == "closed" and breaker.allow()
+
+
+def test_a_cancelled_call_gives_back_its_trial(dead_url: str) -> None:
+    """A planning call cancelled while it is the breaker's trial (a request's deadline) leaves the breaker able to
+    try again, not refusing for good."""
+
+    async def go() -> None:
+        settings = PlannerSettings(url=dead_url, model="m", retries=0, breaker_reset_s=0.5)
+        async with Planner(settings) as planner:
+            planner.breaker.failure()
+            await asyncio.sleep(0.55)  # half open
+            blocker = asyncio.Event()
+
+            async def hang(body: dict[str, Any]) -> Any:
+                await blocker.wait()
+
+            planner._ask = hang  # type: ignore[method-assign]
+            task = asyncio.create_task(planner._call({}, None))
+            await asyncio.sleep(0.01)
+            assert planner.breaker.state == "half_open" and not planner.breaker.allow()  # the trial is out
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            assert planner.breaker.allow()
+
+    _run(go())
 
 
 def test_a_served_planner_prompts_with_the_exemplars_its_card_names(tmp_path: Path) -> None:
