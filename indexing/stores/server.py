@@ -52,6 +52,8 @@ from indexing.workspace import atomic_write_json
 
 SERVER_DIR = "milvus-server"
 """Directory of the local server under the workspace."""
+PORTS_FILE = "component_ports.json"
+"""The internal components' ports of a server directory, kept across its starts (:func:`_own_ports`)."""
 PID_FILE = "server.pid"
 STATE_FILE = "state.json"
 LOG_FILE = "server.log"
@@ -334,7 +336,7 @@ COMPONENT_PORTS: tuple[tuple[str, str], ...] = (
     ("dataNode", "port"),
 )
 """The ``configs/milvus.yaml`` keys of the standalone server's internal gRPC ports (Milvus 2.3.5's defaults 53100,
-19529, 19531, 21123, 21121, 13333 and 21124), each given a free port by :func:`_own_ports`."""
+19529, 19531, 21123, 21121, 13333 and 21124), each given a port of its own by :func:`_own_ports`."""
 
 
 def _own_ports(directory: Path, port: int) -> None:
@@ -349,8 +351,10 @@ def _own_ports(directory: Path, port: int) -> None:
     Its components (:data:`COMPONENT_PORTS`) listen on fixed default ports too, each taking the next free one
     when its own is held. A second server then took 53101 where the first held 53100, and when it restarted, its
     own etcd still named its previous run's sessions: its components dialled the other server's root
-    coordinator and the start failed ("node not match"; two scale runs at once). Each start gives every
-    component a port the kernel chose.
+    coordinator and the start failed ("node not match"; two scale runs at once). So every component gets a port
+    of its own, chosen at random below the ephemeral range on the directory's first start and kept in
+    ``component_ports.json`` for the next ones (new ports at every start made each restart wait out its
+    previous run's sessions, which named ports nobody answered on: 40-50 s); one taken since is chosen again.
 
     Milvus 2.3.5's embedded etcd listens on the fixed peer port 2380 unless it is given a configuration
     file, so a second server on one machine (a test's beside the suite's, two workspaces) would fail to
@@ -385,18 +389,29 @@ def _own_ports(directory: Path, port: int) -> None:
     config["etcd"]["endpoints"] = f"127.0.0.1:{client_port}"
     config.setdefault("proxy", {})["port"] = port
     taken = {port, client_port, peer}
+    kept = _read_json(directory / PORTS_FILE)
+    chosen: dict[str, int] = {}
     for section, key in COMPONENT_PORTS:
-        chosen = free_port()
-        while chosen in taken:
-            chosen = free_port()
-        taken.add(chosen)
-        config.setdefault(section, {})[key] = chosen
+        name = f"{section}.{key}"
+        pick = kept.get(name)
+        if not (isinstance(pick, int) and pick not in taken and _port_free(pick)):
+            pick = free_port()
+            while pick in taken:
+                pick = free_port()
+        taken.add(pick)
+        chosen[name] = pick
+        config.setdefault(section, {})[key] = pick
+    atomic_write_json(directory / PORTS_FILE, chosen)
     main.write_text(yaml.safe_dump(config, sort_keys=False))
 
 
 def _read_state(directory: Path) -> dict[str, Any]:
+    return _read_json(directory / STATE_FILE)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads((directory / STATE_FILE).read_text())
+        data = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
