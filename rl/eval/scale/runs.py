@@ -70,6 +70,15 @@ class Candidate:
     planning: Mapping[str, Any]
 
 
+HEAD_5K: Mapping[str, Any] = {
+    "pushdown": True,
+    "adaptive_k": False,
+    "conditional": True,
+    "chain_head_docs": 5000,
+    "chain_head_max": 400,
+}
+"""Conditional + pushdown with the chain's head read at 5k documents, at most 400: what the candidates below vary."""
+
 CANDIDATES: tuple[Candidate, ...] = (
     Candidate("fixed", "fixed K=20", {"mode": "fixed-k"}),
     Candidate("pushdown", "filter pushdown", {"pushdown": True, "adaptive_k": False, "conditional": False}),
@@ -79,66 +88,27 @@ CANDIDATES: tuple[Candidate, ...] = (
     Candidate(
         "conditional_pushdown",
         "the default: conditional + pushdown, a head read at 5k documents (at most 400), chains within disjuncts, tapered",
-        {
-            "pushdown": True,
-            "adaptive_k": False,
-            "conditional": True,
-            "chain_head_docs": 5000,
-            "chain_head_max": 400,
-            "conditional_branches": True,
-            "chain_taper": True,
-        },
+        {**HEAD_5K, "conditional_branches": True, "chain_taper": True},
     ),
     Candidate(
         "head_only",
         "conditional + pushdown, a head read at 5k documents, at most 400 (the default before chains within disjuncts)",
-        {
-            "pushdown": True,
-            "adaptive_k": False,
-            "conditional": True,
-            "chain_head_docs": 5000,
-            "chain_head_max": 400,
-            "conditional_branches": False,
-            "chain_taper": False,
-        },
+        {**HEAD_5K, "conditional_branches": False, "chain_taper": False},
     ),
     Candidate(
         "taper",
         "the head only, and a tapered chain (chain_taper)",
-        {
-            "pushdown": True,
-            "adaptive_k": False,
-            "conditional": True,
-            "chain_head_docs": 5000,
-            "chain_head_max": 400,
-            "conditional_branches": False,
-            "chain_taper": True,
-        },
+        {**HEAD_5K, "conditional_branches": False, "chain_taper": True},
     ),
     Candidate(
         "branches",
         "the head only, and chains within disjuncts (conditional_branches)",
-        {
-            "pushdown": True,
-            "adaptive_k": False,
-            "conditional": True,
-            "chain_head_docs": 5000,
-            "chain_head_max": 400,
-            "conditional_branches": True,
-            "chain_taper": False,
-        },
+        {**HEAD_5K, "conditional_branches": True, "chain_taper": False},
     ),
     Candidate(
         "process_candidates",
         "the default with each conditioned search scored in process (candidates_in_process on)",
-        {
-            "pushdown": True,
-            "adaptive_k": False,
-            "conditional": True,
-            "chain_head_docs": 5000,
-            "chain_head_max": 400,
-            "candidates_in_process": True,
-        },
+        {**HEAD_5K, "candidates_in_process": True},
     ),
     Candidate(
         "narrow_head",
