@@ -97,7 +97,7 @@ from collections.abc import Sequence
 from sqlglot import exp
 
 from indexing.stores.base import Hit
-from serving.dsl.placeholders import placeholder_sites
+from serving.dsl.placeholders import PlaceholderUse, placeholder_sites
 from serving.engine.pushdown import and_chained, disjunct_of, or_reached
 from serving.engine.retrieval import RetrievalRequest
 
@@ -128,9 +128,7 @@ def conditional_plan(
     >>> conditional_plan(tree, "products", requests), conditional_chain(tree, "products", requests)
     (((0,), (1, 2)), ())
     """
-    sites = placeholder_sites(tree)
-    uses = Counter(use.entry for _, use in sites)
-    free = [(p, u) for p, u in sites if u.positive and uses[u.entry] == 1 and requests[u.entry].rerank == 0]
+    free = _conditionable(tree, requests)
     members = sorted(use.entry for predicate, use in free if and_chained(predicate, table))
     tail = sorted(use.entry for predicate, use in free if disjuncts and or_reached(predicate, table))
     if not members or (len(members) < 2 and not tail):
@@ -152,15 +150,22 @@ def branch_chains(
     >>> branch_chains(tree, "products", [RetrievalRequest("title", "dense", "q", 20, 0)] * 6)
     ((0, 2), (1, 3))
     """
+    groups: dict[int, list[int]] = {}
+    for predicate, use in _conditionable(tree, requests):
+        disjunct = disjunct_of(predicate, table)
+        if disjunct is not None:
+            groups.setdefault(id(disjunct), []).append(use.entry)
+    return tuple(sorted(tuple(sorted(g)) for g in groups.values() if len(g) >= 2))
+
+
+def _conditionable(
+    tree: exp.Select, requests: Sequence[RetrievalRequest]
+) -> list[tuple[exp.In, PlaceholderUse]]:
+    """The placeholder sites a chain may search among candidates: positive uses of entries used once and not
+    reranked (module docstring, "Which entries form the chain")."""
     sites = placeholder_sites(tree)
     uses = Counter(use.entry for _, use in sites)
-    groups: dict[int, list[int]] = {}
-    for predicate, use in sites:
-        if use.positive and uses[use.entry] == 1 and requests[use.entry].rerank == 0:
-            disjunct = disjunct_of(predicate, table)
-            if disjunct is not None:
-                groups.setdefault(id(disjunct), []).append(use.entry)
-    return tuple(sorted(tuple(sorted(g)) for g in groups.values() if len(g) >= 2))
+    return [(p, u) for p, u in sites if u.positive and uses[u.entry] == 1 and requests[u.entry].rerank == 0]
 
 
 def condition(

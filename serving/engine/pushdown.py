@@ -191,7 +191,11 @@ def or_reached(predicate: exp.In, table: str) -> bool:
     >>> sorted((node.args["field"].name, or_reached(node, "products")) for node in tree.find_all(exp.In))
     [('text_1', False), ('text_2', True), ('text_3', True), ('text_4', False)]
     """
-    steps, top = _climb(predicate, table)
+    return _through_or(*_climb(predicate, table))
+
+
+def _through_or(steps: list[exp.Expr], top: bool) -> bool:
+    """:func:`or_reached` on a climb already made (:func:`_climb`)."""
     parents = [node.parent for node in steps]
     return (
         top
@@ -217,13 +221,10 @@ def disjunct_of(predicate: exp.In, table: str) -> exp.Expr | None:
     ...                               read="clickhouse").find(exp.In), "products") is None
     True
     """
-    if not or_reached(predicate, table):
+    steps, top = _climb(predicate, table)
+    if not _through_or(steps, top):
         return None
-    steps, _ = _climb(predicate, table)
-    for node in steps:
-        if isinstance(node.parent, exp.Or):
-            return node
-    return None  # pragma: no cover - or_reached saw an OR on the climb
+    return next(node for node in steps if isinstance(node.parent, exp.Or))  # there is one: _through_or saw it
 
 
 def _reads(node: exp.Expr, columns: frozenset[str]) -> bool:
