@@ -366,9 +366,7 @@ def _own_ports(directory: Path, port: int) -> None:
 
     configs = directory / "configs"
     client_port = free_port()
-    peer = free_port()
-    while peer == client_port:
-        peer = free_port()
+    peer = _free_port_besides({client_port})
     etcd_file = configs / "embedEtcd.yaml"
     client, peer_url = f"http://127.0.0.1:{client_port}", f"http://127.0.0.1:{peer}"
     etcd_file.write_text(
@@ -395,14 +393,20 @@ def _own_ports(directory: Path, port: int) -> None:
         name = f"{section}.{key}"
         pick = kept.get(name)
         if not (isinstance(pick, int) and pick not in taken and _port_free(pick)):
-            pick = free_port()
-            while pick in taken:
-                pick = free_port()
+            pick = _free_port_besides(taken)
         taken.add(pick)
         chosen[name] = pick
         config.setdefault(section, {})[key] = pick
     atomic_write_json(directory / PORTS_FILE, chosen)
     main.write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def _free_port_besides(taken: set[int]) -> int:
+    """A :func:`free_port` that is none of ``taken`` (ports handed out for this start, not yet bound)."""
+    port = free_port()
+    while port in taken:
+        port = free_port()
+    return port
 
 
 def _read_state(directory: Path) -> dict[str, Any]:

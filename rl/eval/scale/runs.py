@@ -119,24 +119,12 @@ CANDIDATES: tuple[Candidate, ...] = (
     Candidate(
         "head_uncapped",
         "conditional + pushdown, a head read at 5k documents, at most 16,000",
-        {
-            "pushdown": True,
-            "adaptive_k": False,
-            "conditional": True,
-            "chain_head_docs": 5000,
-            "chain_head_max": 16000,
-        },
+        {**HEAD_5K, "chain_head_max": 16000},
     ),
     Candidate(
         "head_share_20k",
         "conditional + pushdown, a head read at 20k documents, at most 16,000",
-        {
-            "pushdown": True,
-            "adaptive_k": False,
-            "conditional": True,
-            "chain_head_docs": 20000,
-            "chain_head_max": 16000,
-        },
+        {**HEAD_5K, "chain_head_docs": 20000, "chain_head_max": 16000},
     ),
     Candidate(
         "conditional_pushdown_conjuncts",
