@@ -450,23 +450,21 @@ def test_a_trial_without_a_verdict_does_not_keep_the_breaker_open() -> None:
     assert breaker.state == "closed" and breaker.allow()
 
 
-def test_a_cancelled_call_gives_back_its_trial(dead_url: str) -> None:
-    """A planning call cancelled while it is the breaker's trial (a request's deadline) leaves the breaker able to
-    try again, not refusing for good."""
+def test_a_cancelled_call_gives_back_its_trial(scripted_planner: ScriptedPlanner) -> None:
+    """A planning call cancelled while it is the breaker's trial (a request's deadline; here the endpoint is slow)
+    leaves the breaker able to try again, not refusing for good."""
+    scripted_planner.delay_s = 3.0  # past the cancel; the server finishes it before it stops
 
     async def go() -> None:
-        settings = PlannerSettings(url=dead_url, model="m", retries=0, breaker_reset_s=0.5)
+        settings = PlannerSettings(url=scripted_planner.url, model="m", retries=0, breaker_reset_s=0.5)
         async with Planner(settings) as planner:
             planner.breaker.failure()
             await asyncio.sleep(0.55)  # half open
-            blocker = asyncio.Event()
-
-            async def hang(body: dict[str, Any]) -> Any:
-                await blocker.wait()
-
-            planner._ask = hang  # type: ignore[method-assign]
-            task = asyncio.create_task(planner._call({}, None))
-            await asyncio.sleep(0.01)
+            task = asyncio.create_task(planner.plan("ecommerce", "x"))
+            deadline = time.monotonic() + 10
+            while scripted_planner.calls == 0:  # the trial has reached the endpoint
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.01)
             assert planner.breaker.state == "half_open" and not planner.breaker.allow()  # the trial is out
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
