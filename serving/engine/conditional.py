@@ -15,7 +15,7 @@ that the chain's earlier entries kept".
 Which entries form the chain, conservatively:
 
 * An entry joins when its only use is ``id IN <p>`` that is a conjunct of the outer ``WHERE``
-  (:func:`~serving.engine.pushdown.and_chained`: every node above it is an ``AND`` or parentheses, through
+  (:func:`~serving.engine.climb.and_chained`: every node above it is an ``AND`` or parentheses, through
   plain self-subqueries only). There every row is in every chained list, so the earlier lists are guards
   of the later ones (as the structured conjuncts are for pushdown, :mod:`serving.engine.pushdown`):
   searching a later entry among the earlier one's candidates drops only documents that could not be
@@ -45,7 +45,7 @@ conditioned: restricted, it would exclude more than its K says.
 **Chains within disjuncts.** A program without a chain of its outer ``WHERE`` may still conjoin searches inside
 an ``OR``: ``(id IN <a> AND id IN <b>) OR (id IN <c> AND id IN <d>)`` intersects two pairs of independent
 top-K lists, empty ever more often as the corpus grows. With ``serving.planning.conditional_branches``, the
-positive placeholders that are conjuncts of one disjunct (:func:`~serving.engine.pushdown.disjunct_of`; each
+positive placeholders that are conjuncts of one disjunct (:func:`~serving.engine.climb.disjunct_of`; each
 used once, unreranked) form a chain of their own (:func:`branch_chains`), searched like the outer one, head
 widened and all, on a corpus larger than ``chain_head_docs`` (at or below it nothing changes, as for the head):
 every row that disjunct admits is in each of its lists, so searching one among the ids of
@@ -98,7 +98,7 @@ from sqlglot import exp
 
 from indexing.stores.base import Hit
 from serving.dsl.placeholders import PlaceholderUse, placeholder_sites
-from serving.engine.pushdown import and_chained, disjunct_of, or_reached
+from serving.engine.climb import and_chained, disjunct_of, or_reached
 from serving.engine.retrieval import RetrievalRequest
 
 __all__ = ["branch_chains", "condition", "conditional_chain", "conditional_plan", "taper_chain", "widen_head"]
