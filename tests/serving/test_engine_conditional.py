@@ -9,10 +9,9 @@ with pushdown and adaptive K. The store-level facts it stands on, on both Milvus
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import pytest
@@ -22,20 +21,24 @@ from sqlglot import exp
 
 from core.errors import ConfigError
 from indexing.config import Config, load_config
-from serving.dsl import DslLimits, Program, Retrieval
+from serving.dsl import Program, Retrieval
 from serving.dsl.placeholders import mark_placeholders
-from serving.engine import Engine, ExecutionResult
+from serving.engine import Engine
 from serving.engine.conditional import condition, conditional_chain, conditional_plan
 from serving.engine.pushdown import conjoin, id_filter
 from serving.engine.retrieval import SCORE_TOLERANCE, RetrievalRequest
 from serving.settings import SECTIONS, PlanningOptions, ServingSettings
-
-N = 300
-WIDE = 400
-"""A rung past the corpus: an entry of this width retrieves every document."""
-LADDER = (3, 5, 10, 20, 50, WIDE)
-"""Scores closer than this are ties to the engine (it orders hits by rounded score, then id)."""
-
+from tests.serving.conditional_support import (
+    HEAD,
+    PAIR,
+    TAIL,
+    WIDE,
+    N,
+    assert_top_k_among,
+    engine_of,
+    lists,
+    pair,
+)
 
 # -- which entries form the chain ----------------------------------------------------------------
 
@@ -130,15 +133,6 @@ def cfg(hashing_index: Callable[..., Config]) -> Config:
     return hashing_index("conditional", N, seed=7)
 
 
-def engine_of(cfg: Config, **planning: Any) -> Engine:
-    return Engine.open(
-        cfg,
-        "ecommerce",
-        dsl_limits=DslLimits(k_ladder=LADDER),
-        planning=PlanningOptions(**{"pushdown": False, "conditional": False, **planning}),
-    )
-
-
 @pytest.fixture(scope="module")
 def engines(cfg: Config) -> Iterator[dict[str, Engine]]:
     out = {
@@ -154,50 +148,8 @@ def engines(cfg: Config) -> Iterator[dict[str, Engine]]:
         e.close()
 
 
-PAIR = "SELECT id FROM products WHERE id IN <A> AND id IN <B>"
-"""Programs of two entries write ``<A>`` and ``<B>`` for their placeholders (named by the entries' types)."""
-
-
-def pair(first: Retrieval, second: Retrieval, sql: str = PAIR) -> Program:
-    sql = sql.replace("<A>", f"<{first.type}_1>").replace("<B>", f"<{second.type}_2>")
-    return Program(sql, (first, second))
-
-
-def lists(result: ExecutionResult) -> list[tuple[str, ...]]:
-    """The candidate lists of a result, by entry."""
-    return list(result.candidates.values())
-
-
 def ids_where(engine: Engine, cond: str) -> set[str]:
     return {str(r[0]) for r in engine.handle.sql.query(f"SELECT id FROM {engine.handle.table} WHERE {cond}")}
-
-
-def assert_top_k_among(
-    engine: Engine, entry: Retrieval, candidates: Sequence[str], got: Sequence[str]
-) -> None:
-    """``got`` is ``entry``'s top-``k`` among ``candidates``, computed apart from the engine: dense scores
-    from the vectors the store holds, BM25 scores from an unrestricted search of the whole field."""
-    pool = set(candidates)
-    if entry.mode == "dense":
-        query = np.asarray(engine.handle.embedder(entry.field).embed([entry.query]))[0]
-        stored = engine.handle.vectors.fetch_vectors(engine.handle.collection, entry.field, sorted(pool))
-        scores = {doc: float(np.dot(vec, query)) for doc, vec in stored.items()}
-    else:
-        assert entry.mode == "sparse"
-        hits = engine.handle.sparse_search(entry.field, [entry.query], N)[0]
-        scores = {doc: s for doc, s in hits if doc in pool and s > 0}
-    assert set(got) <= set(scores)
-    assert len(got) == min(entry.k, len(scores))
-    kept = [scores[d] for d in got]
-    left = [s for d, s in scores.items() if d not in set(got)]
-    assert not left or min(kept) >= max(left) - SCORE_TOLERANCE
-    assert all(a >= b - SCORE_TOLERANCE for a, b in itertools.pairwise(kept))  # ranked by its own scores
-
-
-HEAD = Retrieval("text", "title", "Sony headphones", k=10)
-TAIL = Retrieval("image", "image", "glossy black speaker", k=3)
-"""Independent, their top-K lists never meet (headphones, speakers); the second among the first's
-candidates ranks the glossy black headphones first."""
 
 
 def test_a_conjunction_whose_top_k_lists_miss_each_other_returns_rows(engines: dict[str, Engine]) -> None:
@@ -280,52 +232,6 @@ def test_with_k_covering_the_corpus_the_rows_are_unchanged(
     assert sorted(a.ids) == sorted(b.ids)
     if modes[0] != "sparse":  # the first list holds the corpus: the second ranks every document, as before
         assert a.ids == b.ids and a.scores == b.scores
-
-
-OR_OF_PAIRS = (
-    "SELECT id FROM products WHERE (id IN <text_1> AND id IN <image_2>) OR (price < 250 AND id IN <text_3> AND "
-    "id IN <text_4>)"
-)
-
-
-def test_chains_within_disjuncts_return_rows_where_their_top_k_lists_miss(cfg: Config) -> None:
-    """``conditional_branches``: without an outer chain, the placeholders conjoined in one disjunct are searched
-    as a chain of their own, the second among the first's candidates; another disjunct's pair likewise, apart."""
-    third, fourth = (
-        Retrieval("text", "title", "Levi's jeans", k=10),
-        Retrieval("text", "review", "comfortable fit", k=5),
-    )
-    program = Program(OR_OF_PAIRS, (HEAD, TAIL, third, fourth))
-    branching = {"conditional": True, "conditional_branches": True}
-    with engine_of(cfg, **branching) as small:  # N documents, under chain_head_docs: nothing changes
-        assert small.prepare(program).branches == () and small.execute(program).ids == ()
-    with (
-        engine_of(cfg, conditional=True, chain_head_docs=N // 2, conditional_branches=False) as plain,
-        engine_of(cfg, **branching, chain_head_docs=N // 2) as on,
-    ):
-        assert plain.prepare(program).branches == () and plain.execute(program).ids == ()
-        prepared = on.prepare(program)
-        assert prepared.chain == () and prepared.branches == ((0, 1), (2, 3))
-        assert [r.k for r in prepared.requests] == [
-            2 * HEAD.k,
-            TAIL.k,
-            2 * third.k,
-            fourth.k,
-        ]  # heads widened
-        result = on.execute(program)
-        one, two, three, four = lists(result)
-        assert_top_k_among(on, TAIL, one, two)
-        assert_top_k_among(on, fourth, three, four)
-        assert two and set(two) <= set(result.ids) <= set(two) | set(four)
-        # each branch's first entry is searched as before, wider
-        assert one[: HEAD.k] == lists(plain.execute(program))[0]
-        # K covering the corpus: the rows of the fixed-K program, ranked alike.
-        wide = Program(
-            OR_OF_PAIRS, tuple(dataclasses.replace(r, k=WIDE) for r in (HEAD, TAIL, third, fourth))
-        )
-        with engine_of(cfg) as off:
-            a, b = off.execute(wide, k=N), on.execute(wide, k=N)
-            assert a.ids and (a.ids, a.scores) == (b.ids, b.scores)
 
 
 @pytest.mark.parametrize(
@@ -561,27 +467,6 @@ def test_the_conditional_pass_is_the_default_and_fixed_k_is_a_named_mode(cfg: Co
         ConfigError, match=r"^serving\.planning\.mode must be one of default, fixed-k, got str 'paper'$"
     ):
         load_config(path, sections=SECTIONS)
-
-
-def test_a_tapered_chain_narrows_geometrically_from_the_wide_head_to_the_last_k(cfg: Config) -> None:
-    """``chain_taper``: between a widened head and the last entry, each link is searched at a width falling
-    geometrically from the head's to the last entry's k, among the list before it, so the third entry selects
-    among more than the second's own k; the last list, and so the rows, keep the last entry's k. Where the head
-    is not widened, or the chain has two entries, every width is the entry's own."""
-    second, third = dataclasses.replace(TAIL, k=5), Retrieval("text", "review", "long battery life", k=3)
-    program = Program(pair(HEAD, second).sql + " AND id IN <text_3>", (HEAD, second, third))
-    with engine_of(cfg, conditional=True, chain_head_docs=N // 4, chain_taper=True) as tapered:
-        assert [r.k for r in tapered.prepare(program).requests] == [4 * HEAD.k, 11, third.k]  # sqrt(40 x 3)
-        assert [r.k for r in tapered.prepare(pair(HEAD, TAIL)).requests] == [4 * HEAD.k, TAIL.k]
-        result = tapered.execute(program)
-        one, two, three = lists(result)
-        assert len(one) == 4 * HEAD.k and len(two) == 11
-        assert_top_k_among(tapered, dataclasses.replace(second, k=11), one, two)
-        assert_top_k_among(tapered, third, two, three)
-        assert set(result.ids) == set(three) and len(three) == third.k
-    with engine_of(cfg, conditional=True, chain_taper=True) as narrow:  # N documents: the head is not widened
-        assert [r.k for r in narrow.prepare(program).requests] == [HEAD.k, second.k, third.k]
-    assert PlanningOptions().chain_taper and PlanningOptions().conditional_branches  # the defaults
 
 
 def test_a_wider_head_searches_the_next_entries_among_more_candidates(
