@@ -58,6 +58,7 @@ from reward_steps import (
     MILVUS_ENV,
     PROMPTS,
     SAMPLES,
+    THREADS_ENV,
     build_rollouts,
     build_sampled,
     config_file,
@@ -71,6 +72,7 @@ from reward_steps import (
 
 from core import processes
 from indexing.stores.server import free_port
+from serving.settings import CacheSizes
 
 DEFAULT_OUT = RESULTS / "reward.json"
 DEFAULT_WORKSPACE = RESULTS / "workspace" / "reward"
@@ -277,7 +279,7 @@ def set_table(name: str, results: dict[str, Any], common: dict[str, Any]) -> str
     for deployment, d in results["deployments"].items():
         budgets = d.get("stage_budgets", {})
         for candidates, b in budgets.items():
-            where = f", candidates scored in {candidates}" if len(budgets) > 1 else ""
+            where = f", {candidates}" if len(budgets) > 1 else ""
             lines.append(f"{deployment}: in-process step {b['wall_s']:.2f} s for {b['programs']} distinct programs in "
                          f"batches of 512{where}; engine stages (s): " + ", ".join(
                              f"{k} {v:.2f}" for k, v in b["stage_s"].items() if k != "total" and v > 0.0005)
@@ -287,9 +289,10 @@ def set_table(name: str, results: dict[str, Any], common: dict[str, Any]) -> str
                     f"{deployment}:   its calls: "
                     + ", ".join(f"{k} {v}" for k, v in sorted(b["store_calls"].items()))
                 )
-        if {"process", "store"} <= set(budgets):
-            lines.append(f"{deployment}: in-process step, candidates in process / in the store: "
-                         f"{budgets['process']['wall_s'] / budgets['store']['wall_s']:.2f}x the time")  # fmt: skip
+        first, *others = budgets or [""]
+        for engine in others:
+            lines.append(f"{deployment}: in-process step, {engine} / {first}: "
+                         f"{budgets[engine]['wall_s'] / budgets[first]['wall_s']:.2f}x the time")  # fmt: skip
     lines += notes
     if "embed_batching" in results:
         e = results["embed_batching"]
@@ -326,14 +329,14 @@ def measure(
     subprocess.run([*me, "--child", "index", "--docs", str(docs), *common], check=True)
     out: dict[str, Any] = {"index_s": time.perf_counter() - start}
     services: dict[str, dict[str, Any]] = {}
-    for candidates in args.candidates:
-        os.environ[CANDIDATES_ENV] = candidates  # the service's config file and the children read it
+    for engine, env in engine_variants(args).items():
+        os.environ.update(env)  # the service's config file and the children read it
         for replicas in args.replicas:
             for workers in args.engine_workers:
                 for batch_ms in args.client_batch_ms:
                     label = f"{replicas} repl. x {workers} wkr, cl. batch {batch_ms:g} ms"
-                    if args.candidates != ["store"]:
-                        label += f", cand. {candidates}"
+                    if engine:
+                        label += f", {engine}"
                     print(
                         f"{deployment}: service, {len(rollouts)} rollouts, {CLIENTS} clients, {label}",
                         file=sys.stderr,
@@ -347,19 +350,22 @@ def measure(
                     runs.sort(key=lambda run: run["elapsed_s"])
                     services[label] = runs[len(runs) // 2]  # the median run (of an odd number)
                     services[label]["repeats_s"] = [run["elapsed_s"] for run in runs]
-    os.environ.pop(CANDIDATES_ENV, None)
+    for name in (CANDIDATES_ENV, THREADS_ENV):
+        os.environ.pop(name, None)
     fastest = min(services, key=lambda w: services[w]["elapsed_s"])
     print(f"{deployment}: one by one, {loop_prompts * SAMPLES} rollouts", file=sys.stderr)
     loop_out = subprocess.run([*me, "--child", "loop", "--loop-prompts", str(loop_prompts), *common],
                               check=True, capture_output=True, text=True).stdout  # fmt: skip
     loop = json.loads(loop_out.strip().splitlines()[-1])
     out["stage_budgets"] = {}
-    for candidates in args.candidates:
-        print(f"{deployment}: the engine's stage budget, in-process, candidates scored in {candidates}",
-              file=sys.stderr)  # fmt: skip
+    for engine, env in engine_variants(args).items():
+        print(
+            f"{deployment}: the engine's stage budget, in-process{', ' + engine if engine else ''}",
+            file=sys.stderr,
+        )
         stages_out = subprocess.run([*me, "--child", "stages", *common], check=True, capture_output=True, text=True,
-                                    env={**os.environ, CANDIDATES_ENV: candidates}).stdout  # fmt: skip
-        out["stage_budgets"][candidates] = json.loads(stages_out.strip().splitlines()[-1])
+                                    env={**os.environ, **env}).stdout  # fmt: skip
+        out["stage_budgets"][engine or "store"] = json.loads(stages_out.strip().splitlines()[-1])
     subset = [i for i, r in enumerate(rollouts) if r["prompt"] < loop_prompts]
     out["agree"] = all(
         run["keys"][i] == loop["keys"][j] for run in services.values() for j, i in enumerate(subset)
@@ -371,6 +377,21 @@ def measure(
     out["service"] = out["service_by_variant"][fastest]
     out["one_by_one"] = summary(loop, loop["n"])
     out["ratio"] = out["service"]["programs_per_s"] / out["one_by_one"]["programs_per_s"]
+    return out
+
+
+def engine_variants(args: argparse.Namespace) -> dict[str, dict[str, str]]:
+    """The engine settings measured side by side (``--candidates`` by ``--search-threads``), each named as the
+    table shows it (empty for the only one) with the environment its service and children read."""
+    out: dict[str, dict[str, str]] = {}
+    for candidates in args.candidates:
+        for threads in args.search_threads:
+            name = []
+            if args.candidates != ["store"]:
+                name.append(f"cand. {candidates}")
+            if len(args.search_threads) > 1 or threads != CacheSizes().search_threads:
+                name.append(f"{threads} search thr.")
+            out[", ".join(name)] = {CANDIDATES_ENV: candidates, THREADS_ENV: str(threads)}
     return out
 
 
@@ -457,6 +478,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "default store",
     )
     parser.add_argument(
+        "--search-threads",
+        type=lambda v: [int(w) for w in v.split(",") if w.strip()],
+        default=[CacheSizes().search_threads],
+        help="store searches of one batch in flight at once (serving.engine.search_threads), side by side "
+        f"(a comma list, for example 1,4; default {CacheSizes().search_threads})",
+    )
+    parser.add_argument(
         "--planner",
         type=Path,
         default=None,
@@ -490,6 +518,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = sorted(set(args.candidates) - set(CANDIDATES))
     if unknown or not args.candidates:
         parser.error(f"--candidates takes {', '.join(CANDIDATES)}; got {', '.join(unknown) or 'nothing'}")
+    if not args.search_threads or min(args.search_threads) < 1:
+        parser.error("--search-threads takes numbers of 1 or more")
     if not args.child:
         # The children inherit the backend; their own default must not override it (it did: the loop, stage and
         # index children of an onnx-int8 run ran fp32 against the int8 index, the "same scores: False" of int8).

@@ -32,6 +32,15 @@ CANDIDATES_ENV = "PRORE_BENCH_CANDIDATES"
 """How the service's config and the children learn where conditioned dense searches are scored: ``store``
 (the engine's default) or ``process`` (``serving.planning.candidates_in_process``)."""
 CANDIDATES = ("store", "process")
+THREADS_ENV = "PRORE_BENCH_SEARCH_THREADS"
+"""How the service's config and the children learn ``serving.engine.search_threads`` (unset: the default)."""
+
+
+def search_threads() -> int:
+    """The store searches this run's engines keep in flight at once (:data:`THREADS_ENV`)."""
+    from serving.settings import CacheSizes
+
+    return int(os.environ.get(THREADS_ENV) or CacheSizes().search_threads)
 
 
 def in_process() -> bool:
@@ -41,12 +50,13 @@ def in_process() -> bool:
 
 def config(workspace: Path) -> Any:
     from indexing.config import Config, EmbedderConfig, MilvusConfig
-    from serving.settings import PlanningOptions, ServingSettings
+    from serving.settings import CacheSizes, PlanningOptions, ServingSettings
 
     backend = os.environ.get(BACKEND_ENV, "onnx")
     cfg = Config(workspace=workspace, embedder=EmbedderConfig(text="minilm", image="minilm", minilm_backend=backend),
                  milvus=MilvusConfig(uri=os.environ.get(MILVUS_ENV) or None))  # fmt: skip
-    return cfg.with_section(ServingSettings(planning=PlanningOptions(candidates_in_process=in_process())))
+    return cfg.with_section(ServingSettings(engine=CacheSizes(search_threads=search_threads()),
+                                            planning=PlanningOptions(candidates_in_process=in_process())))  # fmt: skip
 
 
 def config_file(workspace: Path) -> Path:
@@ -56,7 +66,8 @@ def config_file(workspace: Path) -> Path:
     text = f"embedder:\n  minilm_backend: {cfg.embedder.minilm_backend}\n"
     if cfg.milvus.uri:
         text += f"milvus:\n  uri: {json.dumps(cfg.milvus.uri)}\n"
-    text += f"serving:\n  planning:\n    candidates_in_process: {str(in_process()).lower()}\n"
+    text += (f"serving:\n  engine:\n    search_threads: {search_threads()}\n"
+             f"  planning:\n    candidates_in_process: {str(in_process()).lower()}\n")  # fmt: skip
     path.write_text(text)
     return path
 

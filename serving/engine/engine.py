@@ -95,6 +95,7 @@ class Engine:
             sizes=sizes,
             exact_ties=self.planning.exact_ties,
             in_process=self.planning.candidates_in_process,
+            search_threads=sizes.search_threads,
         )
         self.sql = SqlRunner(self._query, handle.table, handle.schema.table, self.limits)
         self._prepared: LRU[str, Prepared | Rejection] = LRU(sizes.programs)
@@ -148,7 +149,8 @@ class Engine:
         self.close()
 
     def close(self) -> None:
-        """Release the index handle's store connections."""
+        """Stop the search threads and release the index handle's store connections."""
+        self.retriever.close()
         close = getattr(self.handle, "close", None)
         if callable(close):
             close()

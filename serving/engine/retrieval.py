@@ -40,6 +40,11 @@ a batch would differ from the same program run alone. Two things could make it d
   is settled by id over its whole band of equal scores (:mod:`serving.engine.ties`), so the cut is the
   ranking contract's and not the index's (``serving.planning.exact_ties``).
 
+**Searches at once.** A batch's store searches are independent of each other: with
+``serving.engine.search_threads`` above 1, up to that many run at once on the retriever's threads, each
+waiting on the store while the next is sent. Each search and its cut are the same as one at a time, so the
+answers and the calls are too.
+
 Calls from several threads may overlap: the caches are :class:`core.cache.LRU` (locked), the
 counters take a small lock, and the stores serialize what they must themselves (chDB's process-wide
 query lock, each BM25 index's lock; Milvus clients are thread-safe). Embedding is the exception: a
@@ -54,6 +59,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,8 +153,12 @@ class Retriever:
         sizes: CacheSizes,
         exact_ties: bool = True,
         in_process: bool = False,
+        search_threads: int = 1,
     ) -> None:
         self._handle = handle
+        self._threads = search_threads
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
         self._exact_ties = exact_ties
         self._in_process = in_process
         self._calls: Counter[str] = Counter()
@@ -371,19 +381,22 @@ class Retriever:
             mid = time.perf_counter()
             local = {g for g in dense if self._in_process and _in_process(g)}
             stored = self._candidates(local)
-            for (fld, width, expr, within), queries in dense.items():
+            searches: list[tuple[tuple[str, int, str | None, Within], list[str], Vectors]] = []
+            for group, queries in dense.items():
+                fld, width, expr, within = group
                 name = self._handle.embedder(fld).name
                 vectors = np.stack([encoded[(name, q)] for q in queries])
-                if within is not None and (fld, width, expr, within) in local:
+                if within is not None and group in local:
                     ranked = self._score_among(stored.get(fld, {}), vectors, within, width)
                     for q, top in zip(queries, ranked, strict=True):
                         raw[(fld, DENSE, q, width, expr, within)] = top
-                    continue
-                results, used = self._dense(fld, vectors, width, expr, within)
-                for q, vector, hits in zip(queries, vectors, results, strict=True):
-                    raw[(fld, DENSE, q, width, expr, within)] = self._cut(
-                        fld, vector, _by_score(hits), width, used
-                    )
+                else:
+                    searches.append((group, list(queries), vectors))
+            # Independent store searches, up to search_threads at a time; their results in order.
+            for (group, words, _), ranked in zip(searches, self._map(self._searched, searches), strict=True):
+                fld, width, expr, within = group
+                for q, top in zip(words, ranked, strict=True):
+                    raw[(fld, DENSE, q, width, expr, within)] = top
             end = time.perf_counter()
             timings["embed"] = timings.get("embed", 0.0) + (mid - start) * 1000
             timings["ann"] = timings.get("ann", 0.0) + (end - mid) * 1000
@@ -406,6 +419,33 @@ class Retriever:
             if req.mode != DENSE and _raw_key(req, SPARSE) in fresh:
                 needs.setdefault("sparse", []).append(req)
         return raw, needs
+
+    def _searched(
+        self, job: tuple[tuple[str, int, str | None, Within], list[str], Vectors]
+    ) -> list[tuple[Hit, ...]]:
+        """One store search of a group's query ``vectors`` (:meth:`_dense`), each list cut (:meth:`_cut`)."""
+        (fld, width, expr, within), _, vectors = job
+        results, used = self._dense(fld, vectors, width, expr, within)
+        return [
+            self._cut(fld, v, _by_score(hits), width, used) for v, hits in zip(vectors, results, strict=True)
+        ]
+
+    def _map(self, fn: Any, jobs: Sequence[Any]) -> list[Any]:
+        """``fn`` over ``jobs``, up to ``search_threads`` at a time (in order; the first error is raised)."""
+        if self._threads <= 1 or len(jobs) <= 1:
+            return [fn(job) for job in jobs]
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="engine-search")
+            pool = self._pool
+        return list(pool.map(fn, jobs))
+
+    def close(self) -> None:
+        """Stop the search threads (a later call starts them again)."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
 
     def _candidates(
         self, groups: Iterable[tuple[str, int, str | None, Within]]

@@ -4,15 +4,17 @@ and a failing program fails alone, in its place."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from core.errors import ProReError
+from core.errors import ConfigError, ProReError
 from indexing.config import Config
 from serving.dsl import DslError, ValidationError
 from serving.engine import CacheSizes, Engine, ExecutionError, ExecutionResult, PlanningOptions
+from serving.settings import ServingSettings
 from tests.serving.batch_support import (
     docs,
     failing_at_runtime,
@@ -139,3 +141,30 @@ def test_batch_equals_single_programs_on_fresh_embedders(small_index_cfg: Config
             same(a, b)
         dense = sum(any(e.mode != "sparse" for e in p.retrieval_list) for p in batch)
         assert single.retriever.calls["embed"] == dense  # one call per program: nothing batched
+
+
+def test_search_threads_change_no_answer_and_no_store_call(handle: Any) -> None:
+    """A batch's store searches (here one per pushed filter and per conditioned candidate set) run up to
+    ``search_threads`` at a time: the answers and the calls are those of one at a time."""
+    ds = docs(handle, 12)
+    batch = mixed_batch(handle) + programs([plain(d) for d in ds] + [ordered(d) for d in ds[:4]])
+    one = Engine(handle, caches=CacheSizes(search_threads=1))
+    many = Engine(handle, caches=CacheSizes(search_threads=4))
+    before = set(threading.enumerate())
+    try:
+        a = one.execute_many(batch, k=10)
+        assert set(threading.enumerate()) == before  # one at a time: no thread of its own
+        b = many.execute_many(batch, k=10)
+        for x, y in zip(a, b, strict=True):
+            same(x, y)
+        assert many.retriever.calls == one.retriever.calls and one.retriever.calls["ann"] > 4
+        started = [t for t in set(threading.enumerate()) - before if t.name.startswith("engine-search")]
+        assert started
+    finally:
+        many.retriever.close()  # the handle is the module's: the engine's close would release it
+    assert not any(t.is_alive() for t in started)
+
+
+def test_search_threads_are_one_or_more() -> None:
+    with pytest.raises(ConfigError, match=r"serving\.engine\.search_threads must be 1 or more, got 0"):
+        ServingSettings(engine=CacheSizes(search_threads=0))
