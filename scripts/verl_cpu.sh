@@ -14,6 +14,9 @@
 #
 # STEPS (20), RESUME_AT (10), DOMAIN (ecommerce), PROMPTS (8 a step), GROUP (4), LR (1e-5), OUT
 # (workspace/runs/verl-cpu), REWARD_PORT (8311), LIMIT (150). About 15-25 minutes on 2 cores.
+# POOL (0: every training prompt): both trainers draw from the first POOL training prompts only, so that in
+# 20 steps each prompt comes back several times and a rising reward can show (verl's data.train_max_samples,
+# unshuffled; TRL's --limit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WS="${PRORE_WORKSPACE:-workspace}"
@@ -21,6 +24,11 @@ SFT="${1:-$WS/runs/sft-both/final}"
 OUT="${OUT:-$WS/runs/verl-cpu}"
 STEPS="${STEPS:-20}"; RESUME_AT="${RESUME_AT:-10}"; DOMAIN="${DOMAIN:-ecommerce}"
 PROMPTS="${PROMPTS:-8}"; GROUP="${GROUP:-4}"; LR="${LR:-1e-5}"; PORT="${REWARD_PORT:-8311}"; LIMIT="${LIMIT:-150}"
+POOL="${POOL:-0}"
+VERL_POOL=(); TRL_POOL=()
+if [ "$POOL" -gt 0 ]; then
+  VERL_POOL=(--set "data.train_max_samples=$POOL" --set data.shuffle=false); TRL_POOL=(--limit "$POOL")
+fi
 PRORE=".venv/bin/prore --config ${DEMO_CONFIG:-scripts/demo.yaml}"
 VERL_PY=.venv-verl/bin/python
 
@@ -48,7 +56,7 @@ RECIPE=(--set "data.train_batch_size=$PROMPTS" --set "actor_rollout_ref.rollout.
         --set data.max_prompt_length=1024 --set data.max_response_length=128
         --set trainer.val_before_train=false --set trainer.test_freq=-1 --set "trainer.save_freq=$RESUME_AT"
         --set "trainer.logger=[console,file]" --set "hydra.run.dir=$OUT/hydra"
-        --set "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]")
+        --set "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]" "${VERL_POOL[@]}")
 launch() {  # $1: the last step; verl's file logger writes a new file per launch, joined afterwards
   VERL_FILE_LOGGER_PATH="$OUT/verl-grpo/metrics-to-$1.jsonl" .venv-verl/bin/prore --config "${DEMO_CONFIG:-scripts/demo.yaml}" \
     train launch grpo --cpu --python "$VERL_PY" --domain "$DOMAIN" --model "$SFT" --gpus-per-node 1 --micro-batch 8 \
@@ -66,7 +74,7 @@ $PRORE train from-verl "$OUT/ckpt/grpo" --init "$SFT" --out "$OUT/verl-grpo/fina
 
 step "5/6 the same GRPO under TRL, $STEPS steps"
 $PRORE train grpo --domain "$DOMAIN" --init "$SFT" --max-steps "$STEPS" --lr "$LR" --prompts-per-step "$PROMPTS" \
-  --num-generations "$GROUP" --max-completion-length 128 --save-steps "$STEPS" --out "$OUT/trl-grpo"
+  --num-generations "$GROUP" --max-completion-length 128 --save-steps "$STEPS" --out "$OUT/trl-grpo" "${TRL_POOL[@]}"
 
 step "6/6 curves and a grounded evaluation of both"
 $PRORE train plot "$OUT/verl-grpo" "$OUT/trl-grpo" --out "$OUT/curves.png"
