@@ -27,7 +27,9 @@ PROMPTS="${PROMPTS:-8}"; GROUP="${GROUP:-4}"; LR="${LR:-1e-5}"; PORT="${REWARD_P
 POOL="${POOL:-0}"
 VERL_POOL=(); TRL_POOL=()
 if [ "$POOL" -gt 0 ]; then
-  VERL_POOL=(--set "data.train_max_samples=$POOL" --set data.shuffle=false); TRL_POOL=(--limit "$POOL")
+  # verl stops at the end of its epochs whatever total_training_steps says: enough epochs of the pool for STEPS.
+  VERL_POOL=(--set "data.train_max_samples=$POOL" --set data.shuffle=false
+             --set "trainer.total_epochs=$(( (STEPS * PROMPTS + POOL - 1) / POOL ))"); TRL_POOL=(--limit "$POOL")
 fi
 PRORE=".venv/bin/prore --config ${DEMO_CONFIG:-scripts/demo.yaml}"
 VERL_PY=.venv-verl/bin/python
