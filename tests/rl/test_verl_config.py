@@ -129,6 +129,28 @@ def test_verls_rl_dataset_reads_the_export(exported: tuple[Path, Path]) -> None:
     assert row["extra_info"]["instance_id"] and row["raw_prompt"][0]["role"] == "system"
 
 
+def test_a_prompt_pool_is_the_exports_first_rows_for_as_many_epochs_as_asked(
+    exported: tuple[Path, Path],
+) -> None:
+    """``scripts/verl_cpu.sh``'s POOL: verl reads only the export's first rows, in order, over several epochs."""
+    import pyarrow.parquet as pq
+    from verl.trainer.ppo.utils import create_rl_dataset
+    from verl.utils import hf_tokenizer
+
+    out, model = exported
+    pool = ("data.train_max_samples=4", "data.shuffle=false", "trainer.total_epochs=5")
+    cfg = compose_argv(argv("grpo", _params(data_dir=str(out), extra=pool)))
+    assert cfg.trainer.total_epochs == 5
+    # As verl's trainer builds its training set (verl.trainer.ppo.v1.trainer_base).
+    ds = create_rl_dataset(cfg.data.train_files, cfg.data, hf_tokenizer(str(model)), None, is_train=True,
+                           max_samples=cfg.data.get("train_max_samples", -1))  # fmt: skip
+    first = pq.read_table(cfg.data.train_files).slice(0, 4).to_pylist()
+    assert len(ds) == 4
+    assert [ds[i]["extra_info"]["instance_id"] for i in range(4)] == [
+        r["extra_info"]["instance_id"] for r in first
+    ]
+
+
 def test_verls_sft_dataset_reads_the_export(exported: tuple[Path, Path]) -> None:
     from verl.trainer.sft_trainer import create_sft_dataset
     from verl.utils import hf_tokenizer
