@@ -210,6 +210,26 @@ def stop_milvus(root: Path, *, timeout_s: float = 15.0) -> None:
     server.stop(server.server_dir(root), timeout_s=timeout_s)
 
 
+def peak_rss_mb(pid: int) -> float | None:
+    """The process's peak resident memory in MB so far (``VmHWM`` of ``/proc/PID/status``)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds the process has used so far (``/proc/PID/stat``)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_main(main: Callable[[], int | None]) -> NoReturn:
     """Run a benchmark's ``main`` and end the process with its status (``None``: 0) through
     :func:`indexing.index.exit_process`. A process that opened chDB can hang or abort at interpreter exit, in

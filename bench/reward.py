@@ -48,7 +48,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from common import RESULTS, ROOT, machine, percentile, run_main, start_milvus, stop_milvus, write_results
+from common import (
+    RESULTS,
+    ROOT,
+    cpu_seconds,
+    machine,
+    peak_rss_mb,
+    percentile,
+    run_main,
+    start_milvus,
+    stop_milvus,
+    write_results,
+)
 from reward_steps import (
     BACKEND_ENV,
     CANDIDATES,
@@ -64,6 +75,7 @@ from reward_steps import (
     config_file,
     disagreements,
     embed_compare,
+    engine_variants,
     ensure_index,
     key,
     one_by_one,
@@ -80,25 +92,6 @@ CLIENTS = 8
 SERVICE_LOG = "reward-service.log"
 """A reward service's output, in its replica's workspace."""
 GOALS = {"step_s": 10.0, "ratio_vs_one_by_one": 30.0}
-
-
-def peak_rss_mb(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return None
-
-
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds the process has used so far (``/proc/PID/stat``)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def run_clients(
@@ -377,21 +370,6 @@ def measure(
     out["service"] = out["service_by_variant"][fastest]
     out["one_by_one"] = summary(loop, loop["n"])
     out["ratio"] = out["service"]["programs_per_s"] / out["one_by_one"]["programs_per_s"]
-    return out
-
-
-def engine_variants(args: argparse.Namespace) -> dict[str, dict[str, str]]:
-    """The engine settings measured side by side (``--candidates`` by ``--search-threads``), each named as the
-    table shows it (empty for the only one) with the environment its service and children read."""
-    out: dict[str, dict[str, str]] = {}
-    for candidates in args.candidates:
-        for threads in args.search_threads:
-            name = []
-            if args.candidates != ["store"]:
-                name.append(f"cand. {candidates}")
-            if len(args.search_threads) > 1 or threads != CacheSizes().search_threads:
-                name.append(f"{threads} search thr.")
-            out[", ".join(name)] = {CANDIDATES_ENV: candidates, THREADS_ENV: str(threads)}
     return out
 
 

@@ -9,6 +9,7 @@ path per process.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import random
@@ -36,11 +37,30 @@ THREADS_ENV = "PRORE_BENCH_SEARCH_THREADS"
 """How the service's config and the children learn ``serving.engine.search_threads`` (unset: the default)."""
 
 
-def search_threads() -> int:
-    """The store searches this run's engines keep in flight at once (:data:`THREADS_ENV`)."""
+def _default_threads() -> int:
     from serving.settings import CacheSizes
 
-    return int(os.environ.get(THREADS_ENV) or CacheSizes().search_threads)
+    return CacheSizes().search_threads
+
+
+def search_threads() -> int:
+    """The store searches this run's engines keep in flight at once (:data:`THREADS_ENV`)."""
+    return int(os.environ.get(THREADS_ENV) or _default_threads())
+
+
+def engine_variants(args: argparse.Namespace) -> dict[str, dict[str, str]]:
+    """The engine settings measured side by side (``--candidates`` by ``--search-threads``), each named as the
+    table shows it (empty for the only one) with the environment its service and children read."""
+    out: dict[str, dict[str, str]] = {}
+    for candidates in args.candidates:
+        for threads in args.search_threads:
+            name = []
+            if args.candidates != ["store"]:
+                name.append(f"cand. {candidates}")
+            if len(args.search_threads) > 1 or threads != _default_threads():
+                name.append(f"{threads} search thr.")
+            out[", ".join(name)] = {CANDIDATES_ENV: candidates, THREADS_ENV: str(threads)}
+    return out
 
 
 def in_process() -> bool:
