@@ -500,15 +500,22 @@ class MilvusStore:
             todo = [n for n in names if n not in conn.loaded]
         if not todo:
             return
-        # Loading waits for the server; a restarted server may take longer than one request.
-        wait = None if self.lite else (wait_s or max(self.cfg.timeout_s, 60.0))
-        if len(todo) > 1 and not self.lite:  # Milvus Lite loads at once
+        # One load at a time per connection: a thread that finds a collection missing while another loads it
+        # waits for that load (a search of a collection mid-load fails: "in state 'loading'").
+        with conn.load_lock:
+            with conn.lock:
+                todo = [n for n in names if n not in conn.loaded]
+            if not todo:
+                return
+            # Loading waits for the server; a restarted server may take longer than one request.
+            wait = None if self.lite else (wait_s or max(self.cfg.timeout_s, 60.0))
+            if len(todo) > 1 and not self.lite:  # Milvus Lite loads at once
+                for name in todo:
+                    self._call(lambda c, n=name: c.load_collection(n, timeout=wait, _async=True))
             for name in todo:
-                self._call(lambda c, n=name: c.load_collection(n, timeout=wait, _async=True))
-        for name in todo:
-            self._call(lambda c, n=name: c.load_collection(n, timeout=wait))
-        with conn.lock:
-            conn.loaded.update(todo)
+                self._call(lambda c, n=name: c.load_collection(n, timeout=wait))
+            with conn.lock:
+                conn.loaded.update(todo)
 
     def _loaded_call(self, name: str, fn: Any, code: str = "milvus") -> Any:
         """``fn(client)`` on loaded collection ``name``; loaded again once if the server lost it (restarted)."""

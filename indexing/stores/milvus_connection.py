@@ -35,6 +35,9 @@ class Connection:
         self.timeout_s = timeout_s
         self.loaded: set[str] = set()
         self.lock = threading.Lock()
+        self.load_lock = threading.Lock()
+        """Held while collections load: a collection is in ``loaded`` only once its load returned, and a
+        request that finds it missing waits for the load under way instead of searching it mid-load."""
         self.refs = 0
         self.closed = False
         self.stale = False

@@ -58,7 +58,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -104,6 +104,12 @@ Within = tuple[str, ...] | None
 
 RawKey = tuple[str, str, str, int, str | None, Within]
 """(field, dense|sparse, query, width, filter, within): one store search (sparse searches have no filter)."""
+
+Group = tuple[str, int, str | None, Within]
+"""(field, width, filter, within): the searches of a batch that one store call answers."""
+
+DenseSearch = tuple[Group, list[str], Vectors]
+"""One store call of a batch: its group, its query phrases and their vectors (one row each)."""
 
 _EMBED_LOCKS: dict[str, threading.Lock] = {}
 _EMBED_LOCKS_GUARD = threading.Lock()
@@ -354,9 +360,9 @@ class Retriever:
         """The raw searches of ``todo`` and, per stage, the requests that needed a search not cached."""
         raw: dict[RawKey, tuple[Hit, ...]] = {}
         fresh: set[RawKey] = set()
-        # (field, width, filter, within) -> phrases to search, per kind
-        dense: dict[tuple[str, int, str | None, Within], dict[str, None]] = {}
-        sparse: dict[tuple[str, int, str | None, Within], dict[str, None]] = {}
+        # group -> phrases to search, per kind
+        dense: dict[Group, dict[str, None]] = {}
+        sparse: dict[Group, dict[str, None]] = {}
         for req in todo:
             kinds = {DENSE: (DENSE,), SPARSE: (SPARSE,)}.get(req.mode, (DENSE, SPARSE))
             for kind in kinds:
@@ -381,7 +387,7 @@ class Retriever:
             mid = time.perf_counter()
             local = {g for g in dense if self._in_process and _in_process(g)}
             stored = self._candidates(local)
-            searches: list[tuple[tuple[str, int, str | None, Within], list[str], Vectors]] = []
+            searches: list[DenseSearch] = []
             for group, queries in dense.items():
                 fld, width, expr, within = group
                 name = self._handle.embedder(fld).name
@@ -420,9 +426,7 @@ class Retriever:
                 needs.setdefault("sparse", []).append(req)
         return raw, needs
 
-    def _searched(
-        self, job: tuple[tuple[str, int, str | None, Within], list[str], Vectors]
-    ) -> list[tuple[Hit, ...]]:
+    def _searched(self, job: DenseSearch) -> list[tuple[Hit, ...]]:
         """One store search of a group's query ``vectors`` (:meth:`_dense`), each list cut (:meth:`_cut`)."""
         (fld, width, expr, within), _, vectors = job
         results, used = self._dense(fld, vectors, width, expr, within)
@@ -430,7 +434,9 @@ class Retriever:
             self._cut(fld, v, _by_score(hits), width, used) for v, hits in zip(vectors, results, strict=True)
         ]
 
-    def _map(self, fn: Any, jobs: Sequence[Any]) -> list[Any]:
+    def _map(
+        self, fn: Callable[[DenseSearch], list[tuple[Hit, ...]]], jobs: Sequence[DenseSearch]
+    ) -> list[list[tuple[Hit, ...]]]:
         """``fn`` over ``jobs``, up to ``search_threads`` at a time (in order; the first error is raised)."""
         if self._threads <= 1 or len(jobs) <= 1:
             return [fn(job) for job in jobs]
@@ -447,9 +453,7 @@ class Retriever:
         if pool is not None:
             pool.shutdown(wait=True)
 
-    def _candidates(
-        self, groups: Iterable[tuple[str, int, str | None, Within]]
-    ) -> dict[str, dict[str, Vectors]]:
+    def _candidates(self, groups: Iterable[Group]) -> dict[str, dict[str, Vectors]]:
         """The stored vectors of every candidate of the dense searches ``groups`` (keyed as in
         :meth:`_raw_searches`, all among candidates and without a pushed filter), by field: one fetch of
         their union per field."""
@@ -516,7 +520,7 @@ def _raw_key(req: RetrievalRequest, kind: str) -> RawKey:
     return (req.field, kind, req.query, search_width(req.k), filtered, req.within)
 
 
-def _in_process(group: tuple[str, int, str | None, Within]) -> bool:
+def _in_process(group: Group) -> bool:
     """Whether the dense searches of ``group`` (field, width, pushed filter, candidates) are scored in
     process: searches among candidates without a pushed filter (module docstring, "Candidates")."""
     return group[3] is not None and group[2] is None

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import datetime as dt
 import socket
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -116,6 +118,32 @@ def test_batched_search_finds_each_document_first(store: MilvusStore, products: 
         assert ids[want] in [i for i, s in row if s == pytest.approx(row[0][1], abs=1e-4)]
         assert [s for _, s in row] == sorted((s for _, s in row), reverse=True)
     assert store.search("products__v0002", "title", queries[:0], 5) == []
+
+
+def test_searches_from_many_threads_wait_for_the_collections_one_load(
+    store: MilvusStore, products: Any
+) -> None:
+    """Released collections are loaded again by the first search of each; the engine sends a batch's searches
+    from several threads (``serving.engine.search_threads``), and none may search a collection mid-load. (In
+    one CI run a second thread's load of a collection that another had just loaded put Milvus Lite's
+    collection back in state 'loading' under the first thread's search; loads now take turns per connection.
+    The race is timing-dependent: this test exercises the path, it did not fail without the fix here.)"""
+    _load(store, "products__v0003", products)
+    _, vectors = products
+    fields = list(PRODUCTS.vector_fields)
+    alone = {f: store.search("products__v0003", f, vectors[f][:2], 5) for f in fields}
+    start = threading.Barrier(8)
+
+    def search(i: int) -> tuple[str, Any]:
+        f = fields[i % 2]  # two collections, four threads on each
+        start.wait()
+        return f, store.search("products__v0003", f, vectors[f][:2], 5)
+
+    with ThreadPoolExecutor(8) as pool:
+        for _ in range(5):
+            store.release("products__v0003")
+            for f, hits in pool.map(search, range(8)):
+                assert hits == alone[f]
 
 
 def test_filter_is_pushed_into_the_search(store: MilvusStore, products: Any) -> None:
